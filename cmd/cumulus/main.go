@@ -1,0 +1,14 @@
+// Command cumulus is the whole of Cumulus: the control plane (serve), the
+// node agent (agent) and the CLI.
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/cumulus-ml/cumulus/internal/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,167 @@
+package api
+
+import "time"
+
+// Compute is the ComputeResource envelope.
+type Compute struct {
+	ID         string            `json:"id"`
+	Name       string            `json:"name"`
+	Type       string            `json:"type"`
+	Location   string            `json:"location,omitempty"`
+	Tags       map[string]string `json:"tags,omitempty"`
+	Identity   *Identity         `json:"identity,omitempty"`
+	SKU        *SKU              `json:"sku,omitempty"`
+	SystemData *SystemData       `json:"systemData,omitempty"`
+	Properties ComputeProperties `json:"properties"`
+}
+
+// ComputeProperties is the Compute base, discriminated by computeType.
+// Cumulus manages the AmlCompute type only.
+type ComputeProperties struct {
+	ComputeType        string                `json:"computeType"`
+	ComputeLocation    string                `json:"computeLocation,omitempty"`
+	ProvisioningState  string                `json:"provisioningState,omitempty"`
+	Description        string                `json:"description,omitempty"`
+	CreatedOn          *time.Time            `json:"createdOn,omitempty"`
+	ModifiedOn         *time.Time            `json:"modifiedOn,omitempty"`
+	ResourceID         string                `json:"resourceId,omitempty"`
+	ProvisioningErrors []ErrorResponse       `json:"provisioningErrors,omitempty"`
+	IsAttachedCompute  bool                  `json:"isAttachedCompute"`
+	DisableLocalAuth   *bool                 `json:"disableLocalAuth,omitempty"`
+	Properties         *AmlComputeProperties `json:"properties,omitempty"`
+}
+
+// AmlComputeProperties is the AmlCompute-specific block.
+type AmlComputeProperties struct {
+	OSType                      string                  `json:"osType,omitempty"`
+	VMSize                      string                  `json:"vmSize,omitempty"`
+	VMPriority                  string                  `json:"vmPriority,omitempty"`
+	VirtualMachineImage         *ResourceRef            `json:"virtualMachineImage,omitempty"`
+	IsolatedNetwork             *bool                   `json:"isolatedNetwork,omitempty"`
+	ScaleSettings               *ScaleSettings          `json:"scaleSettings,omitempty"`
+	UserAccountCredentials      *UserAccountCredentials `json:"userAccountCredentials,omitempty"`
+	Subnet                      *ResourceRef            `json:"subnet,omitempty"`
+	RemoteLoginPortPublicAccess string                  `json:"remoteLoginPortPublicAccess,omitempty"`
+	EnableNodePublicIP          *bool                   `json:"enableNodePublicIp,omitempty"`
+	PropertyBag                 any                     `json:"propertyBag,omitempty"`
+
+	// Read-only: computed from the nodes on every read.
+	AllocationState               string          `json:"allocationState,omitempty"`
+	AllocationStateTransitionTime *time.Time      `json:"allocationStateTransitionTime,omitempty"`
+	Errors                        []ErrorResponse `json:"errors,omitempty"`
+	CurrentNodeCount              int32           `json:"currentNodeCount"`
+	TargetNodeCount               int32           `json:"targetNodeCount"`
+	NodeStateCounts               NodeStateCounts `json:"nodeStateCounts"`
+}
+
+// ResourceRef is ARM's {id} reference.
+type ResourceRef struct {
+	ID string `json:"id"`
+}
+
+// ScaleSettings bounds a cluster's size. Pointers tell "absent" from zero.
+type ScaleSettings struct {
+	MaxNodeCount                *int32 `json:"maxNodeCount,omitempty"`
+	MinNodeCount                *int32 `json:"minNodeCount,omitempty"`
+	NodeIdleTimeBeforeScaleDown string `json:"nodeIdleTimeBeforeScaleDown,omitempty"`
+}
+
+// UserAccountCredentials is the node admin account. The password is
+// write-only: it is sealed in the store and stripped from every read.
+type UserAccountCredentials struct {
+	AdminUserName         string `json:"adminUserName"`
+	AdminUserSSHPublicKey string `json:"adminUserSshPublicKey,omitempty"`
+	AdminUserPassword     string `json:"adminUserPassword,omitempty"`
+}
+
+// NodeStateCounts counts a cluster's nodes by state.
+type NodeStateCounts struct {
+	IdleNodeCount      int32 `json:"idleNodeCount"`
+	RunningNodeCount   int32 `json:"runningNodeCount"`
+	PreparingNodeCount int32 `json:"preparingNodeCount"`
+	UnusableNodeCount  int32 `json:"unusableNodeCount"`
+	LeavingNodeCount   int32 `json:"leavingNodeCount"`
+	PreemptedNodeCount int32 `json:"preemptedNodeCount"`
+}
+
+// ClusterUpdateParameters is the PATCH body; note the two nested
+// "properties" levels, as on the wire.
+type ClusterUpdateParameters struct {
+	Properties *struct {
+		Properties *struct {
+			ScaleSettings *ScaleSettings `json:"scaleSettings,omitempty"`
+		} `json:"properties,omitempty"`
+	} `json:"properties,omitempty"`
+}
+
+// ComputeSecrets is the listKeys answer for an AmlCompute: the admin
+// credentials, the only place they are ever returned.
+type ComputeSecrets struct {
+	ComputeType            string                  `json:"computeType"`
+	UserAccountCredentials *UserAccountCredentials `json:"userAccountCredentials,omitempty"`
+}
+
+// Compute types, states and enumerations.
+const (
+	ComputeTypeAml = "AmlCompute"
+
+	StateCreating  = "Creating"
+	StateUpdating  = "Updating"
+	StateSucceeded = "Succeeded"
+	StateFailed    = "Failed"
+	StateDeleting  = "Deleting"
+	StateCanceled  = "Canceled"
+
+	AllocationSteady   = "Steady"
+	AllocationResizing = "Resizing"
+
+	PriorityDedicated   = "Dedicated"
+	PriorityLowPriority = "LowPriority"
+
+	OSLinux   = "Linux"
+	OSWindows = "Windows"
+
+	RemoteLoginEnabled      = "Enabled"
+	RemoteLoginDisabled     = "Disabled"
+	RemoteLoginNotSpecified = "NotSpecified"
+
+	DefaultVMSize   = "Standard_DS3_v2"
+	DefaultIdleTime = "PT120S"
+	MaxClusterNodes = 10000
+)
+
+// Aml returns the AmlCompute block, creating it if absent.
+func (c *Compute) Aml() *AmlComputeProperties {
+	if c.Properties.Properties == nil {
+		c.Properties.Properties = &AmlComputeProperties{}
+	}
+	return c.Properties.Properties
+}
+
+// Scale returns min, max and the idle time of a prepared compute.
+func (c *Compute) Scale() (min, max int, idle time.Duration) {
+	s := c.Aml().ScaleSettings
+	if s == nil {
+		return 0, 0, 0
+	}
+	if s.MinNodeCount != nil {
+		min = int(*s.MinNodeCount)
+	}
+	if s.MaxNodeCount != nil {
+		max = int(*s.MaxNodeCount)
+	}
+	idle, _ = ParseDuration(s.NodeIdleTimeBeforeScaleDown)
+	return min, max, idle
+}
+
+// Redacted returns a copy safe to send on GET/list: no password.
+func (c Compute) Redacted() Compute {
+	if c.Properties.Properties != nil && c.Properties.Properties.UserAccountCredentials != nil {
+		p := *c.Properties.Properties
+		cred := *p.UserAccountCredentials
+		cred.AdminUserPassword = ""
+		p.UserAccountCredentials = &cred
+		c.Properties.Properties = &p
+	}
+	return c
+}

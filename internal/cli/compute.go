@@ -1,0 +1,551 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+)
+
+func newComputeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
+	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
+		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g))
+	return cmd
+}
+
+// computeFlags are create's flags; set ones override the YAML file.
+type computeFlags struct {
+	file, name, typ, size, tier, location, description string
+	minInstances, maxInstances                         int32
+	idle                                               int64
+	tags                                               []string
+	vnet, subnet, adminUser, adminPassword, sshKey     string
+	sshPublic, nodePublicIP                            bool
+	identityType                                       string
+	userIdentities                                     []string
+	noWait                                             bool
+}
+
+func newComputeCreateCmd(g *globals) *cobra.Command {
+	var f computeFlags
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create a compute cluster from a YAML file and/or flags",
+		Example: `  cumulus compute create --file compute.yml
+  cumulus compute create -n cpu-cluster --size Standard_DS3_v2 --min-instances 0 --max-instances 4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var spec ComputeSpec
+			if f.file != "" {
+				var err error
+				if spec, err = loadComputeSpec(f.file); err != nil {
+					return err
+				}
+			}
+			applyComputeFlags(cmd, &f, &spec)
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			comp, err := spec.toARM(c.Scope)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			out, resp, err := c.PutCompute(ctx, comp)
+			if err != nil {
+				return err
+			}
+			if !f.noWait {
+				if err := waitWithProgress(ctx, g, c, resp, "Creating compute "+comp.Name); err != nil {
+					return err
+				}
+				if out, err = c.GetCompute(ctx, comp.Name); err != nil {
+					return err
+				}
+			}
+			return g.showCompute(out)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "YAML file in the az ml amlcompute schema")
+	fl.StringVarP(&f.name, "name", "n", "", "name of the compute (3–24 characters: letters, digits, '-')")
+	fl.StringVarP(&f.typ, "type", "t", "", "compute type (only amlcompute)")
+	fl.StringVar(&f.size, "size", "", "VM size (default Standard_DS3_v2; see 'compute list-sizes')")
+	fl.StringVar(&f.tier, "tier", "", "dedicated or low_priority")
+	fl.Int32Var(&f.minInstances, "min-instances", 0, "minimum nodes kept (default 0)")
+	fl.Int32Var(&f.maxInstances, "max-instances", 1, "maximum nodes (default 1)")
+	fl.Int64Var(&f.idle, "idle-time-before-scale-down", 120, "seconds a node stays idle before it is removed")
+	fl.StringVar(&f.location, "location", "", "location (default: the workspace's)")
+	fl.StringVar(&f.description, "description", "", "description")
+	fl.StringArrayVar(&f.tags, "tags", nil, "tags as key=value (repeatable, or space-separated)")
+	fl.StringVar(&f.vnet, "vnet-name", "", "virtual network name")
+	fl.StringVar(&f.subnet, "subnet", "", "subnet name or ARM id")
+	fl.StringVar(&f.adminUser, "admin-username", "", "node admin user for SSH")
+	fl.StringVar(&f.adminPassword, "admin-password", "", "node admin password (write-only)")
+	fl.StringVar(&f.sshKey, "ssh-key-value", "", "SSH public key, or a file holding one")
+	fl.BoolVar(&f.sshPublic, "ssh-public-access-enabled", false, "open the nodes' SSH port")
+	fl.BoolVar(&f.nodePublicIP, "enable-node-public-ip", true, "give nodes a public address")
+	fl.StringVar(&f.identityType, "identity-type", "", "system_assigned, user_assigned, system_assigned,user_assigned or none")
+	fl.StringArrayVar(&f.userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities")
+	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the operation to finish")
+	return cmd
+}
+
+func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) {
+	set := cmd.Flags().Changed
+	str := func(flag string, dst *string, v string) {
+		if set(flag) {
+			*dst = v
+		}
+	}
+	str("name", &s.Name, f.name)
+	str("type", &s.Type, f.typ)
+	str("size", &s.Size, f.size)
+	str("tier", &s.Tier, f.tier)
+	str("location", &s.Location, f.location)
+	str("description", &s.Description, f.description)
+	if set("min-instances") {
+		s.MinInstances = &f.minInstances
+	}
+	if set("max-instances") {
+		s.MaxInstances = &f.maxInstances
+	}
+	if set("idle-time-before-scale-down") {
+		s.IdleTimeBeforeScaleDown = &f.idle
+	}
+	if set("tags") {
+		s.Tags = parseTags(f.tags)
+	}
+	if set("vnet-name") || set("subnet") {
+		if s.NetworkSettings == nil {
+			s.NetworkSettings = &NetworkSettings{}
+		}
+		str("vnet-name", &s.NetworkSettings.VnetName, f.vnet)
+		str("subnet", &s.NetworkSettings.Subnet, f.subnet)
+	}
+	if set("admin-username") || set("admin-password") || set("ssh-key-value") {
+		if s.SSHSettings == nil {
+			s.SSHSettings = &SSHSettings{}
+		}
+		str("admin-username", &s.SSHSettings.AdminUsername, f.adminUser)
+		str("admin-password", &s.SSHSettings.AdminPassword, f.adminPassword)
+		str("ssh-key-value", &s.SSHSettings.SSHKeyValue, f.sshKey)
+	}
+	if set("ssh-public-access-enabled") {
+		s.SSHPublicAccessEnabled = &f.sshPublic
+	}
+	if set("enable-node-public-ip") {
+		s.EnableNodePublicIP = &f.nodePublicIP
+	}
+	if set("identity-type") || set("user-assigned-identities") {
+		if s.Identity == nil {
+			s.Identity = &IdentitySpec{}
+		}
+		str("identity-type", &s.Identity.Type, f.identityType)
+		if set("user-assigned-identities") {
+			s.Identity.UserAssignedIdentities = nil
+			for _, id := range f.userIdentities {
+				s.Identity.UserAssignedIdentities = append(s.Identity.UserAssignedIdentities, UserIdentitySpec{ResourceID: id})
+			}
+		}
+	}
+}
+
+// parseTags reads key=value pairs; a value may hold several separated by spaces.
+func parseTags(vals []string) map[string]string {
+	out := map[string]string{}
+	for _, v := range vals {
+		for _, kv := range strings.Fields(v) {
+			k, val, _ := strings.Cut(kv, "=")
+			out[k] = val
+		}
+	}
+	return out
+}
+
+// waitWithProgress follows an operation, printing its status to stderr.
+func waitWithProgress(ctx context.Context, g *globals, c *client.Client, resp *client.Response, what string) error {
+	last := ""
+	err := c.Wait(ctx, resp, func(st string) {
+		if st != last {
+			fmt.Fprintf(g.stderr, "%s: %s\n", what, st)
+			last = st
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%s failed: %w", strings.ToLower(what[:1])+what[1:], err)
+	}
+	return nil
+}
+
+func (g *globals) showCompute(c api.Compute) error {
+	v := fromARM(c)
+	return g.show("json", v, func() *table {
+		t := computeTable()
+		addComputeRow(t, v)
+		return t
+	})
+}
+
+func computeTable() *table {
+	return &table{header: []string{"NAME", "STATE", "SIZE", "TIER", "NODES", "TARGET", "MIN", "MAX", "IDLE(S)", "IDLE/RUN/PREP/LEAVE/UNUSABLE/PREEMPT"}}
+}
+
+func addComputeRow(t *table, v ComputeView) {
+	n := v.NodeStateCounts
+	deref := func(p *int32) any {
+		if p == nil {
+			return "-"
+		}
+		return *p
+	}
+	idle := any("-")
+	if v.IdleTimeBeforeScaleDown != nil {
+		idle = *v.IdleTimeBeforeScaleDown
+	}
+	t.add(v.Name, v.ProvisioningState+"/"+v.AllocationState, v.Size, v.Tier, v.CurrentNodeCount, v.TargetNodeCount,
+		deref(v.MinInstances), deref(v.MaxInstances), idle,
+		fmt.Sprintf("%d/%d/%d/%d/%d/%d", n.IdleNodeCount, n.RunningNodeCount, n.PreparingNodeCount, n.LeavingNodeCount, n.UnusableNodeCount, n.PreemptedNodeCount))
+}
+
+func newComputeShowCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show a compute cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			comp, err := c.GetCompute(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			return g.showCompute(comp)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newComputeListCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the compute clusters of the workspace",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListComputes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			views := make([]ComputeView, 0, len(list))
+			for _, comp := range list {
+				views = append(views, fromARM(comp))
+			}
+			return g.show("table", views, func() *table {
+				t := computeTable()
+				for _, v := range views {
+					addComputeRow(t, v)
+				}
+				return t
+			})
+		},
+	}
+}
+
+func newComputeUpdateCmd(g *globals) *cobra.Command {
+	var (
+		name        string
+		min, max    int32
+		idle        int64
+		tags        []string
+		description string
+		noWait      bool
+	)
+	cmd := &cobra.Command{
+		Use:     "update",
+		Short:   "Update a cluster's scale settings, tags or description",
+		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set := cmd.Flags().Changed
+			if !set("min-instances") && !set("max-instances") && !set("idle-time-before-scale-down") && !set("tags") && !set("description") {
+				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --tags or --description")
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var out api.Compute
+			if set("tags") || set("description") {
+				// A full PUT, as az ml does, guarded by the ETag so a
+				// concurrent change is not overwritten.
+				cur, etag, err := c.GetComputeWithETag(ctx, name)
+				if err != nil {
+					return err
+				}
+				if set("tags") {
+					cur.Tags = parseTags(tags)
+				}
+				if set("description") {
+					cur.Properties.Description = description
+				}
+				applyScale(cur.Aml(), set, min, max, idle)
+				if out, err = c.ReplaceCompute(ctx, cur, etag); err != nil {
+					return err
+				}
+			} else {
+				var s api.ScaleSettings
+				if set("min-instances") {
+					s.MinNodeCount = &min
+				}
+				if set("max-instances") {
+					s.MaxNodeCount = &max
+				}
+				if set("idle-time-before-scale-down") {
+					if idle < 0 {
+						return fmt.Errorf("--idle-time-before-scale-down must be 0 or more seconds")
+					}
+					s.NodeIdleTimeBeforeScaleDown = fmt.Sprintf("PT%dS", idle)
+				}
+				if out, err = c.UpdateScale(ctx, name, s); err != nil {
+					return err
+				}
+			}
+			_ = noWait // updates apply at once; the flag is accepted for az ml compatibility
+			return g.showCompute(out)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&name, "name", "n", "", "name of the compute")
+	fl.Int32Var(&min, "min-instances", 0, "minimum nodes")
+	fl.Int32Var(&max, "max-instances", 0, "maximum nodes")
+	fl.Int64Var(&idle, "idle-time-before-scale-down", 0, "seconds a node stays idle before it is removed")
+	fl.StringArrayVar(&tags, "tags", nil, "replace the tags with these key=value pairs")
+	fl.StringVar(&description, "description", "", "new description")
+	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func applyScale(a *api.AmlComputeProperties, set func(string) bool, min, max int32, idle int64) {
+	if a.ScaleSettings == nil {
+		a.ScaleSettings = &api.ScaleSettings{}
+	}
+	if set("min-instances") {
+		a.ScaleSettings.MinNodeCount = &min
+	}
+	if set("max-instances") {
+		a.ScaleSettings.MaxNodeCount = &max
+	}
+	if set("idle-time-before-scale-down") {
+		a.ScaleSettings.NodeIdleTimeBeforeScaleDown = fmt.Sprintf("PT%dS", idle)
+	}
+}
+
+func newComputeDeleteCmd(g *globals) *cobra.Command {
+	var (
+		name   string
+		yes    bool
+		noWait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "delete",
+		Short: "Delete a compute cluster (its nodes are removed)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !yes {
+				ok, err := confirm(g, fmt.Sprintf("Delete compute %s and all its nodes?", name))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return fmt.Errorf("not deleted")
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.DeleteCompute(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			if resp.Status == 204 {
+				return fmt.Errorf("compute %s does not exist", name)
+			}
+			if noWait {
+				fmt.Fprintf(g.stderr, "Deleting compute %s (not waiting)\n", name)
+				return nil
+			}
+			return waitWithProgress(cmd.Context(), g, c, resp, "Deleting compute "+name)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "do not wait for the operation to finish")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// confirm asks a yes/no question on the terminal; without one it refuses.
+func confirm(g *globals, q string) (bool, error) {
+	if fi, err := os.Stdin.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false, fmt.Errorf("refusing to delete without confirmation: pass --yes")
+	}
+	fmt.Fprintf(g.stderr, "%s (y/n): ", q)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes", nil
+}
+
+func newComputeListNodesCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "list-nodes",
+		Short: "List the nodes of a compute cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			nodes, err := c.ListNodes(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				NodeID           string  `json:"node_id"`
+				PrivateIPAddress string  `json:"private_ip_address"`
+				PublicIPAddress  *string `json:"public_ip_address"`
+				Port             int32   `json:"port"`
+				NodeState        string  `json:"node_state"`
+				CurrentJobName   *string `json:"current_job_name"`
+			}
+			rows := make([]row, 0, len(nodes))
+			for _, n := range nodes {
+				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID})
+			}
+			return g.show("table", rows, func() *table {
+				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB"}}
+				for _, r := range rows {
+					job := "-"
+					if r.CurrentJobName != nil {
+						job = *r.CurrentJobName
+					}
+					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job)
+				}
+				return t
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newComputeListSizesCmd(g *globals) *cobra.Command {
+	var loc, typ string
+	var gpu bool
+	cmd := &cobra.Command{
+		Use:   "list-sizes",
+		Short: "List the VM sizes clusters may use, with their hourly price",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sizes, err := c.ListSizes(cmd.Context(), loc)
+			if err != nil {
+				return err
+			}
+			var out []api.VMSize
+			for _, s := range sizes {
+				if typ != "" && !containsFold(s.SupportedComputeTypes, typ) {
+					continue
+				}
+				if gpu && s.GPUs == 0 {
+					continue
+				}
+				out = append(out, s)
+			}
+			return g.show("table", out, func() *table {
+				t := &table{header: []string{"NAME", "FAMILY", "VCPUS", "MEMORY(GB)", "GPUS", "LOW PRIORITY", "USD/HOUR", "LOW PRIORITY USD/HOUR"}}
+				for _, s := range out {
+					price, low := "-", "-"
+					if p := s.EstimatedVMPrices; p != nil {
+						for _, v := range p.Values {
+							if v.VMTier == "LowPriority" {
+								low = fmt.Sprintf("%.3f", v.RetailPrice)
+							} else {
+								price = fmt.Sprintf("%.3f", v.RetailPrice)
+							}
+						}
+					}
+					t.add(s.Name, s.Family, s.VCPUs, s.MemoryGB, s.GPUs, s.LowPriorityCapable, price, low)
+				}
+				return t
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&loc, "location", "l", "", "location (default: the configured one)")
+	cmd.Flags().StringVar(&typ, "type", "", "only sizes supporting this compute type (e.g. amlcompute)")
+	cmd.Flags().BoolVar(&gpu, "gpu", false, "only sizes with GPUs")
+	return cmd
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func newComputeListUsageCmd(g *globals) *cobra.Command {
+	var loc string
+	cmd := &cobra.Command{
+		Use:   "list-usage",
+		Short: "List core usage and limits in a location",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			usages, err := c.ListUsages(cmd.Context(), loc)
+			if err != nil {
+				return err
+			}
+			sort.SliceStable(usages, func(i, j int) bool { return usages[i].Type < usages[j].Type })
+			return g.show("table", usages, func() *table {
+				t := &table{header: []string{"NAME", "CURRENT", "LIMIT", "UNIT"}}
+				for _, u := range usages {
+					t.add(u.Name.LocalizedValue, u.CurrentValue, u.Limit, u.Unit)
+				}
+				return t
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&loc, "location", "l", "", "location (default: the configured one)")
+	return cmd
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+// ComputeSpec is the `az ml` v2 YAML schema of an amlcompute.
+type ComputeSpec struct {
+	Schema                  string            `yaml:"$schema,omitempty" json:"$schema,omitempty"`
+	Name                    string            `yaml:"name" json:"name"`
+	Type                    string            `yaml:"type" json:"type"`
+	Description             string            `yaml:"description,omitempty" json:"description,omitempty"`
+	Location                string            `yaml:"location,omitempty" json:"location,omitempty"`
+	Tags                    map[string]string `yaml:"tags,omitempty" json:"tags,omitempty"`
+	Size                    string            `yaml:"size,omitempty" json:"size,omitempty"`
+	Tier                    string            `yaml:"tier,omitempty" json:"tier,omitempty"`
+	MinInstances            *int32            `yaml:"min_instances,omitempty" json:"min_instances,omitempty"`
+	MaxInstances            *int32            `yaml:"max_instances,omitempty" json:"max_instances,omitempty"`
+	IdleTimeBeforeScaleDown *int64            `yaml:"idle_time_before_scale_down,omitempty" json:"idle_time_before_scale_down,omitempty"`
+	SSHPublicAccessEnabled  *bool             `yaml:"ssh_public_access_enabled,omitempty" json:"ssh_public_access_enabled,omitempty"`
+	SSHSettings             *SSHSettings      `yaml:"ssh_settings,omitempty" json:"ssh_settings,omitempty"`
+	NetworkSettings         *NetworkSettings  `yaml:"network_settings,omitempty" json:"network_settings,omitempty"`
+	Identity                *IdentitySpec     `yaml:"identity,omitempty" json:"identity,omitempty"`
+	EnableNodePublicIP      *bool             `yaml:"enable_node_public_ip,omitempty" json:"enable_node_public_ip,omitempty"`
+	ResourceID              string            `yaml:"resource_id,omitempty" json:"resource_id,omitempty"`
+}
+
+// SSHSettings is the admin account of the nodes.
+type SSHSettings struct {
+	AdminUsername string `yaml:"admin_username" json:"admin_username"`
+	AdminPassword string `yaml:"admin_password,omitempty" json:"admin_password,omitempty"`
+	SSHKeyValue   string `yaml:"ssh_key_value,omitempty" json:"ssh_key_value,omitempty"`
+}
+
+// NetworkSettings names the subnet nodes join.
+type NetworkSettings struct {
+	VnetName string `yaml:"vnet_name,omitempty" json:"vnet_name,omitempty"`
+	Subnet   string `yaml:"subnet,omitempty" json:"subnet,omitempty"`
+}
+
+// IdentitySpec is the managed identity block of the YAML.
+type IdentitySpec struct {
+	Type                   string             `yaml:"type" json:"type"`
+	UserAssignedIdentities []UserIdentitySpec `yaml:"user_assigned_identities,omitempty" json:"user_assigned_identities,omitempty"`
+	PrincipalID            string             `yaml:"principal_id,omitempty" json:"principal_id,omitempty"`
+	TenantID               string             `yaml:"tenant_id,omitempty" json:"tenant_id,omitempty"`
+}
+
+// UserIdentitySpec is one user-assigned identity.
+type UserIdentitySpec struct {
+	ResourceID  string `yaml:"resource_id" json:"resource_id"`
+	PrincipalID string `yaml:"principal_id,omitempty" json:"principal_id,omitempty"`
+	ClientID    string `yaml:"client_id,omitempty" json:"client_id,omitempty"`
+}
+
+// loadComputeSpec reads a compute YAML file, refusing unknown keys.
+func loadComputeSpec(path string) (ComputeSpec, error) {
+	var s ComputeSpec
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+var identityTypes = map[string]string{
+	"system_assigned":               api.IdentitySystem,
+	"user_assigned":                 api.IdentityUser,
+	"system_assigned,user_assigned": api.IdentitySystemAndUser,
+	"none":                          api.IdentityNone,
+}
+
+// toARM converts the YAML entity to the REST resource, as the azure-ai-ml
+// SDK's _to_rest_object does.
+func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
+	if s.Name == "" {
+		return api.Compute{}, fmt.Errorf("name is required (in the file or with --name)")
+	}
+	if t := strings.ToLower(s.Type); t != "" && t != "amlcompute" {
+		return api.Compute{}, fmt.Errorf("type %q is not supported: Cumulus manages amlcompute clusters", s.Type)
+	}
+	c := api.Compute{Name: s.Name, Location: s.Location, Tags: s.Tags}
+	c.Properties.ComputeType = api.ComputeTypeAml
+	c.Properties.Description = s.Description
+	a := c.Aml()
+	a.VMSize = s.Size
+	switch strings.ToLower(s.Tier) {
+	case "":
+	case "dedicated":
+		a.VMPriority = api.PriorityDedicated
+	case "low_priority", "lowpriority":
+		a.VMPriority = api.PriorityLowPriority
+	default:
+		return c, fmt.Errorf("tier %q is not one of dedicated, low_priority", s.Tier)
+	}
+	ss := &api.ScaleSettings{MinNodeCount: s.MinInstances, MaxNodeCount: s.MaxInstances}
+	if ss.MaxNodeCount == nil {
+		one := int32(1) // the az ml YAML default
+		ss.MaxNodeCount = &one
+	}
+	if s.IdleTimeBeforeScaleDown != nil {
+		if *s.IdleTimeBeforeScaleDown < 0 {
+			return c, fmt.Errorf("idle_time_before_scale_down must be 0 or more seconds, got %d", *s.IdleTimeBeforeScaleDown)
+		}
+		ss.NodeIdleTimeBeforeScaleDown = fmt.Sprintf("PT%dS", *s.IdleTimeBeforeScaleDown)
+	}
+	a.ScaleSettings = ss
+	if s.SSHPublicAccessEnabled != nil {
+		a.RemoteLoginPortPublicAccess = api.RemoteLoginDisabled
+		if *s.SSHPublicAccessEnabled {
+			a.RemoteLoginPortPublicAccess = api.RemoteLoginEnabled
+		}
+	}
+	if s.SSHSettings != nil {
+		key, err := readKeyValue(s.SSHSettings.SSHKeyValue)
+		if err != nil {
+			return c, err
+		}
+		a.UserAccountCredentials = &api.UserAccountCredentials{AdminUserName: s.SSHSettings.AdminUsername,
+			AdminUserPassword: s.SSHSettings.AdminPassword, AdminUserSSHPublicKey: key}
+	}
+	if n := s.NetworkSettings; n != nil && n.Subnet != "" {
+		id := n.Subnet
+		if !strings.HasPrefix(id, "/") {
+			if n.VnetName == "" {
+				return c, fmt.Errorf("network_settings.subnet %q needs vnet_name (or give the subnet's full ARM id)", n.Subnet)
+			}
+			id = fmt.Sprintf("%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s", sc.GroupID(), n.VnetName, n.Subnet)
+		}
+		a.Subnet = &api.ResourceRef{ID: id}
+	}
+	if s.Identity != nil {
+		t, ok := identityTypes[strings.ToLower(strings.ReplaceAll(s.Identity.Type, " ", ""))]
+		if !ok {
+			return c, fmt.Errorf("identity type %q is not one of system_assigned, user_assigned, system_assigned,user_assigned, none", s.Identity.Type)
+		}
+		c.Identity = &api.Identity{Type: t}
+		for _, u := range s.Identity.UserAssignedIdentities {
+			if c.Identity.UserAssignedIdentities == nil {
+				c.Identity.UserAssignedIdentities = map[string]*api.UserAssignedIdentity{}
+			}
+			c.Identity.UserAssignedIdentities[u.ResourceID] = &api.UserAssignedIdentity{}
+		}
+	}
+	a.EnableNodePublicIP = s.EnableNodePublicIP
+	return c, nil
+}
+
+// readKeyValue accepts an OpenSSH public key or the path of a file holding one.
+func readKeyValue(v string) (string, error) {
+	if v == "" || strings.HasPrefix(v, "ssh-") || strings.HasPrefix(v, "ecdsa-") || strings.HasPrefix(v, "sk-") {
+		return v, nil
+	}
+	b, err := os.ReadFile(strings.TrimPrefix(v, "@"))
+	if err != nil {
+		return "", fmt.Errorf("ssh_key_value is neither a public key nor a readable file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ComputeView is what `compute show` prints: the az ml entity with its
+// read-only state.
+type ComputeView struct {
+	ComputeSpec        `yaml:",inline"`
+	ID                 string              `json:"id"`
+	ProvisioningState  string              `json:"provisioning_state"`
+	ProvisioningErrors []api.ErrorResponse `json:"provisioning_errors,omitempty"`
+	CreatedOn          *time.Time          `json:"created_on,omitempty"`
+	AllocationState    string              `json:"allocation_state"`
+	CurrentNodeCount   int32               `json:"current_node_count"`
+	TargetNodeCount    int32               `json:"target_node_count"`
+	NodeStateCounts    api.NodeStateCounts `json:"node_state_counts"`
+	Errors             []api.ErrorResponse `json:"errors,omitempty"`
+}
+
+// fromARM converts a REST compute to the entity `az ml compute show` prints.
+func fromARM(c api.Compute) ComputeView {
+	a := c.Aml()
+	v := ComputeView{ID: c.ID, ProvisioningState: c.Properties.ProvisioningState, ProvisioningErrors: c.Properties.ProvisioningErrors,
+		CreatedOn: c.Properties.CreatedOn, AllocationState: a.AllocationState, CurrentNodeCount: a.CurrentNodeCount,
+		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors}
+	s := &v.ComputeSpec
+	s.Name, s.Type, s.Description, s.Tags, s.Size = c.Name, "amlcompute", c.Properties.Description, c.Tags, a.VMSize
+	s.Location = c.Properties.ComputeLocation
+	if s.Location == "" {
+		s.Location = c.Location
+	}
+	s.Tier = "dedicated"
+	if a.VMPriority == api.PriorityLowPriority {
+		s.Tier = "low_priority"
+	}
+	if ss := a.ScaleSettings; ss != nil {
+		s.MinInstances, s.MaxInstances = ss.MinNodeCount, ss.MaxNodeCount
+		if d, err := api.ParseDuration(ss.NodeIdleTimeBeforeScaleDown); err == nil {
+			secs := int64(d / time.Second)
+			s.IdleTimeBeforeScaleDown = &secs
+		}
+	}
+	enabled := a.RemoteLoginPortPublicAccess == api.RemoteLoginEnabled
+	s.SSHPublicAccessEnabled = &enabled
+	if u := a.UserAccountCredentials; u != nil {
+		s.SSHSettings = &SSHSettings{AdminUsername: u.AdminUserName, SSHKeyValue: u.AdminUserSSHPublicKey}
+	}
+	if a.Subnet != nil {
+		s.NetworkSettings = &NetworkSettings{Subnet: a.Subnet.ID}
+	}
+	if id := c.Identity; id != nil {
+		is := &IdentitySpec{PrincipalID: id.PrincipalID, TenantID: id.TenantID}
+		for k, t := range identityTypes {
+			if t == id.Type {
+				is.Type = k
+			}
+		}
+		for k, u := range id.UserAssignedIdentities {
+			e := UserIdentitySpec{ResourceID: k}
+			if u != nil {
+				e.PrincipalID, e.ClientID = u.PrincipalID, u.ClientID
+			}
+			is.UserAssignedIdentities = append(is.UserAssignedIdentities, e)
+		}
+		s.Identity = is
+	}
+	s.EnableNodePublicIP = a.EnableNodePublicIP
+	return v
+}

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/daemon"
+)
+
+func newServeCmd(g *globals) *cobra.Command {
+	o := daemon.DefaultOptions()
+	var logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the control plane (API, controllers, store) on this machine",
+		Long: `Run the Cumulus control plane. With no flags it listens on 127.0.0.1:8787,
+keeps its state in ~/.cumulus (SQLite), and on first start creates an admin
+token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			envDefaults(cmd, &o)
+			log, err := newLogger(g, logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			o.Log = log
+			if g.configPath != "" {
+				o.ConfigPath = g.configPath
+			} else if p := os.Getenv("CUMULUS_CONFIG"); p != "" {
+				o.ConfigPath = p
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			d, err := daemon.Start(ctx, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stderr, "Cumulus is serving at %s (state in %s). Press Ctrl-C to stop.\n", d.URL, o.DataDir)
+			<-ctx.Done()
+			log.Info("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return d.Close(sctx)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.Listen, "listen", o.Listen, "address to listen on (env CUMULUS_LISTEN)")
+	fl.StringVar(&o.DataDir, "data-dir", o.DataDir, "state directory (env CUMULUS_DATA_DIR)")
+	fl.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
+	fl.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
+	fl.BoolVar(&o.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with a self-signed certificate for localhost, kept in the data dir")
+	fl.StringVar(&o.PublicURL, "public-url", "", "base URL clients reach the server at, if not the listen address")
+	fl.StringVar(&o.Defaults.Subscription, "subscription-id", o.Defaults.Subscription, "default subscription id")
+	fl.StringVar(&o.Defaults.ResourceGroup, "default-resource-group", o.Defaults.ResourceGroup, "default resource group")
+	fl.StringVar(&o.Defaults.Location, "location", o.Defaults.Location, "default location")
+	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
+	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
+	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
+	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
+	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
+	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
+	fl.StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// envDefaults applies CUMULUS_* variables to flags not given on the command line.
+func envDefaults(cmd *cobra.Command, o *daemon.Options) {
+	if v := os.Getenv("CUMULUS_LISTEN"); v != "" && !cmd.Flags().Changed("listen") {
+		o.Listen = v
+	}
+	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
+		o.DataDir = v
+	}
+}
+
+func newLogger(g *globals, level, format string) (*slog.Logger, error) {
+	if v := os.Getenv("CUMULUS_LOG_LEVEL"); v != "" {
+		level = v
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(g.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q is not one of text, json", format)
+}

@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+func (c *Client) wsPath() string { return c.Scope.WorkspaceID() }
+func (c *Client) locPath(loc string) string {
+	if loc == "" {
+		loc = c.Location
+	}
+	if loc == "" {
+		loc = "local"
+	}
+	return "/subscriptions/" + c.Scope.Subscription + "/providers/" + api.Provider + "/locations/" + url.PathEscape(loc)
+}
+
+// PutCompute creates or updates a compute; the response starts an operation.
+func (c *Client) PutCompute(ctx context.Context, comp api.Compute) (api.Compute, *Response, error) {
+	var out api.Compute
+	r, err := c.Do(ctx, http.MethodPut, c.wsPath()+"/computes/"+url.PathEscape(comp.Name), comp, &out)
+	return out, r, err
+}
+
+// GetCompute reads a compute.
+func (c *Client) GetCompute(ctx context.Context, name string) (api.Compute, error) {
+	var out api.Compute
+	_, err := c.Do(ctx, http.MethodGet, c.wsPath()+"/computes/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// ListComputes reads every compute of the workspace.
+func (c *Client) ListComputes(ctx context.Context) ([]api.Compute, error) {
+	return ListAll[api.Compute](ctx, c, http.MethodGet, c.wsPath()+"/computes")
+}
+
+// UpdateScale PATCHes a compute's scale settings.
+func (c *Client) UpdateScale(ctx context.Context, name string, s api.ScaleSettings) (api.Compute, error) {
+	body := map[string]any{"properties": map[string]any{"properties": map[string]any{"scaleSettings": s}}}
+	var out api.Compute
+	_, err := c.Do(ctx, http.MethodPatch, c.wsPath()+"/computes/"+url.PathEscape(name), body, &out)
+	return out, err
+}
+
+// DeleteCompute starts deleting a compute.
+func (c *Client) DeleteCompute(ctx context.Context, name string) (*Response, error) {
+	return c.Do(ctx, http.MethodDelete, c.wsPath()+"/computes/"+url.PathEscape(name)+"?underlyingResourceAction=Delete", nil, nil)
+}
+
+// ListNodes reads every node of a compute.
+func (c *Client) ListNodes(ctx context.Context, name string) ([]api.NodeInfo, error) {
+	var all []api.NodeInfo
+	method, path := http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/listNodes"
+	for path != "" {
+		var page api.NodesPage
+		if _, err := c.Do(ctx, method, path, nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Nodes...)
+		method, path = http.MethodGet, page.NextLink
+	}
+	return all, nil
+}
+
+// ListKeys reads a compute's admin credentials.
+func (c *Client) ListKeys(ctx context.Context, name string) (api.ComputeSecrets, error) {
+	var out api.ComputeSecrets
+	_, err := c.Do(ctx, http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/listKeys", nil, &out)
+	return out, err
+}
+
+// ListSizes reads the VM size catalog of a location.
+func (c *Client) ListSizes(ctx context.Context, loc string) ([]api.VMSize, error) {
+	var out api.VMSizeList
+	_, err := c.Do(ctx, http.MethodGet, c.locPath(loc)+"/vmSizes", nil, &out)
+	return out.Value, err
+}
+
+// ListUsages reads core usage of a location.
+func (c *Client) ListUsages(ctx context.Context, loc string) ([]api.Usage, error) {
+	return ListAll[api.Usage](ctx, c, http.MethodGet, c.locPath(loc)+"/usages")
+}
+
+// ListQuotas reads the quotas of a location.
+func (c *Client) ListQuotas(ctx context.Context, loc string) ([]api.Quota, error) {
+	return ListAll[api.Quota](ctx, c, http.MethodGet, c.locPath(loc)+"/quotas")
+}
+
+// UpdateQuotas sets quota limits in a location.
+func (c *Client) UpdateQuotas(ctx context.Context, loc string, req api.QuotaUpdateRequest) ([]api.QuotaUpdate, error) {
+	var out api.Page[api.QuotaUpdate]
+	_, err := c.Do(ctx, http.MethodPost, c.locPath(loc)+"/updateQuotas", req, &out)
+	return out.Value, err
+}
+
+// PutWorkspace creates or updates a workspace.
+func (c *Client) PutWorkspace(ctx context.Context, w api.Workspace) (api.Workspace, error) {
+	var out api.Workspace
+	_, err := c.Do(ctx, http.MethodPut, c.Scope.GroupID()+"/providers/"+api.Provider+"/workspaces/"+url.PathEscape(w.Name), w, &out)
+	return out, err
+}
+
+// GetWorkspace reads a workspace.
+func (c *Client) GetWorkspace(ctx context.Context, name string) (api.Workspace, error) {
+	var out api.Workspace
+	_, err := c.Do(ctx, http.MethodGet, c.Scope.GroupID()+"/providers/"+api.Provider+"/workspaces/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// ListWorkspaces reads the workspaces of the resource group.
+func (c *Client) ListWorkspaces(ctx context.Context) ([]api.Workspace, error) {
+	return ListAll[api.Workspace](ctx, c, http.MethodGet, c.Scope.GroupID()+"/providers/"+api.Provider+"/workspaces")
+}
+
+// DeleteWorkspace deletes a workspace (force also deletes its computes).
+func (c *Client) DeleteWorkspace(ctx context.Context, name string, force bool) (*Response, error) {
+	p := c.Scope.GroupID() + "/providers/" + api.Provider + "/workspaces/" + url.PathEscape(name)
+	if force {
+		p += "?forceToPurge=true"
+	}
+	return c.Do(ctx, http.MethodDelete, p, nil, nil)
+}
+
+// GetComputeWithETag reads a compute and its ETag.
+func (c *Client) GetComputeWithETag(ctx context.Context, name string) (api.Compute, string, error) {
+	var out api.Compute
+	r, err := c.Do(ctx, http.MethodGet, c.wsPath()+"/computes/"+url.PathEscape(name), nil, &out)
+	if err != nil {
+		return out, "", err
+	}
+	return out, r.Header.Get("ETag"), nil
+}
+
+// ReplaceCompute PUTs a full compute only if it still has the given ETag.
+func (c *Client) ReplaceCompute(ctx context.Context, comp api.Compute, etag string) (api.Compute, error) {
+	var out api.Compute
+	_, err := c.DoWithHeaders(ctx, http.MethodPut, c.wsPath()+"/computes/"+url.PathEscape(comp.Name), map[string]string{"If-Match": etag}, comp, &out)
+	return out, err
+}

@@ -1,0 +1,252 @@
+// Package daemon assembles the control plane: store, API server and
+// controllers, listening on one address. `cumulus serve` runs it; tests
+// start it in-process.
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+	"github.com/cumulus-ml/cumulus/internal/server"
+	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/tlsutil"
+)
+
+// Options configure the control plane. DefaultOptions gives a working
+// local install.
+type Options struct {
+	Listen        string
+	DataDir       string
+	ConfigPath    string // CLI config written on first start; "" = <DataDir>/config.yaml
+	TLSCert       string
+	TLSKey        string
+	TLSSelfSigned bool
+	PublicURL     string
+	Defaults      server.Defaults
+	Quotas        server.Quotas
+	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
+	Clock         clock.Clock
+	Log           *slog.Logger
+}
+
+// DefaultOptions are the defaults of `cumulus serve`.
+func DefaultOptions() Options {
+	return Options{
+		Listen:   "127.0.0.1:8787",
+		DataDir:  config.DataDir(),
+		Defaults: server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
+		Quotas:   server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
+	}
+}
+
+// Validate checks options before anything starts.
+func (o *Options) Validate() error {
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.TLSCert != "" && o.TLSSelfSigned {
+		return errors.New("use either --tls-cert/--tls-key or --tls-self-signed, not both")
+	}
+	host, _, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", o.Listen, err)
+	}
+	if !o.tls() && !isLoopback(host) {
+		return fmt.Errorf("refusing to serve plain HTTP on %s: it is not a loopback address; pass --tls-cert/--tls-key or --tls-self-signed", o.Listen)
+	}
+	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
+		return errors.New("quota limits may not be negative")
+	}
+	return nil
+}
+
+func (o *Options) tls() bool { return o.TLSCert != "" || o.TLSSelfSigned }
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Daemon is a running control plane.
+type Daemon struct {
+	URL    string // base URL clients use
+	Token  string // admin token when minted by this start, else ""
+	CAFile string // self-signed certificate, when used
+	DB     *store.DB
+
+	srv    *http.Server
+	ln     net.Listener
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	log    *slog.Logger
+}
+
+// Start opens the store, mints the admin token on first start, writes the
+// CLI config, and starts serving and the controllers.
+func Start(ctx context.Context, o Options) (*Daemon, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	db, err := store.OpenSQLite(ctx, filepath.Join(o.DataDir, "cumulus.db"))
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{DB: db, log: o.Log}
+	ok := false
+	defer func() {
+		if !ok {
+			db.Close()
+		}
+	}()
+	box, err := secret.LoadOrCreateKey(filepath.Join(o.DataDir, "secret.key"))
+	if err != nil {
+		return nil, err
+	}
+
+	var tlsCfg *tls.Config
+	switch {
+	case o.TLSSelfSigned:
+		d.CAFile = filepath.Join(o.DataDir, "tls.crt")
+		cert, err := tlsutil.SelfSigned(d.CAFile, filepath.Join(o.DataDir, "tls.key"), o.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	case o.TLSCert != "":
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load --tls-cert/--tls-key: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	d.ln = ln
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	host := ln.Addr().(*net.TCPAddr)
+	urlHost := host.String()
+	if tlsCfg != nil && o.TLSSelfSigned && host.IP.IsLoopback() {
+		urlHost = fmt.Sprintf("localhost:%d", host.Port)
+	}
+	d.URL = scheme + "://" + urlHost
+	if o.PublicURL != "" {
+		d.URL = o.PublicURL
+	}
+
+	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations")}
+	ops.Init()
+	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL}, db, box, o.Clock, o.Log, ops)
+	if err := api.EnsureDefaults(ctx); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("default workspace: %w", err)
+	}
+	if err := d.ensureAdmin(ctx, o); err != nil {
+		ln.Close()
+		return nil, err
+	}
+
+	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	d.wg.Add(2)
+	go func() {
+		defer d.wg.Done()
+		var err error
+		if tlsCfg != nil {
+			err = d.srv.ServeTLS(ln, "", "")
+		} else {
+			err = d.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.Log.Error("serve", "err", err)
+		}
+	}()
+	go func() {
+		defer d.wg.Done()
+		ops.Run(runCtx)
+	}()
+	ok = true
+	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir)
+	return d, nil
+}
+
+// ensureAdmin mints the admin token on a fresh store (or when asked) and
+// writes the CLI config so the CLI works with no setup.
+func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
+	path := o.ConfigPath
+	if path == "" {
+		path = filepath.Join(o.DataDir, "config.yaml")
+	}
+	var tok string
+	var err error
+	if o.NewAdminToken {
+		tok, err = server.MintAdminToken(ctx, d.DB, o.Clock.Now())
+	} else {
+		tok, err = server.EnsureAdminToken(ctx, d.DB, o.Clock.Now())
+	}
+	if err != nil {
+		return err
+	}
+	cfg, lerr := config.Load(path)
+	if tok == "" {
+		if lerr != nil {
+			o.Log.Warn("the store already has an admin token but the CLI config is missing; run 'cumulus serve --new-admin-token' to mint a new one", "config", path)
+			return nil
+		}
+		if cfg.Server == d.URL && cfg.CAFile == d.CAFile {
+			return nil
+		}
+		tok = cfg.Token // keep the token, refresh where the server is
+	}
+	d.Token = tok
+	cfg = config.CLI{Server: d.URL, Token: tok, CAFile: d.CAFile, Subscription: o.Defaults.Subscription,
+		ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location}
+	if err := config.Save(path, cfg); err != nil {
+		return err
+	}
+	o.Log.Info("CLI configuration written", "config", path)
+	return nil
+}
+
+// Close stops serving (letting requests in flight finish) and the controllers.
+func (d *Daemon) Close(ctx context.Context) error {
+	err := d.srv.Shutdown(ctx)
+	d.cancel()
+	d.wg.Wait()
+	if cerr := d.DB.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

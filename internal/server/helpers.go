@@ -1,0 +1,91 @@
+package server
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
+func isExists(err error) bool   { return errors.Is(err, store.ErrExists) }
+
+// preconditions reads If-Match / If-None-Match into Put's ifVersion:
+// -1 for If-None-Match: *, the version for If-Match, 0 for neither.
+func preconditions(r *http.Request) (int64, error) {
+	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm == "*" {
+		return -1, nil
+	}
+	im := strings.TrimSpace(r.Header.Get("If-Match"))
+	if im == "" || im == "*" {
+		return 0, nil
+	}
+	im = strings.TrimPrefix(im, "W/")
+	v, err := strconv.ParseInt(strings.Trim(im, `"`), 10, 64)
+	if err != nil || v <= 0 {
+		// Not an etag this server ever issued: it cannot match.
+		return 0, &api.Error{Status: http.StatusPreconditionFailed, Code: api.CodePreconditionFailed,
+			Message: "If-Match " + im + " does not match the resource's current ETag"}
+	}
+	return v, nil
+}
+
+// listPage writes one page of resources with an absolute nextLink that
+// carries the api-version and an opaque skip token.
+func listPage[T any](s *Server, w http.ResponseWriter, r *http.Request, kind, parent string, exact bool, view func(T) any) error {
+	after, err := decodeSkipToken(r.URL.Query().Get("$skipToken"))
+	if err != nil {
+		return err
+	}
+	size := s.pageSize(r)
+	docs, err := store.List[T](r.Context(), s.db.Q(), kind, parent, exact, after, size+1)
+	if err != nil {
+		return err
+	}
+	page := api.Page[any]{Value: []any{}}
+	for i, d := range docs {
+		if i == size {
+			break
+		}
+		page.Value = append(page.Value, view(d.Value))
+	}
+	if len(docs) > size {
+		page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(docs[size-1].Key))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) pageSize(r *http.Request) int {
+	size := s.cfg.PageSize
+	if t := r.URL.Query().Get("$top"); t != "" {
+		if n, err := strconv.Atoi(t); err == nil && n > 0 && n < size {
+			size = n
+		}
+	}
+	return size
+}
+
+// nextLink is the request's own absolute URL with key set to value.
+func (s *Server) nextLink(r *http.Request, key, value string) string {
+	q := r.URL.Query()
+	q.Set(key, value)
+	return s.baseURL(r) + r.URL.Path + "?" + q.Encode()
+}
+
+func encodeSkipToken(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+func decodeSkipToken(t string) (string, error) {
+	if t == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	if err != nil {
+		return "", api.BadRequest(api.CodeBadRequest, "$skipToken is not a token this server issued")
+	}
+	return string(b), nil
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+func (s *Server) operationStatus(r *http.Request, id string) (api.OperationStatus, error) {
+	op, err := store.GetOperation(r.Context(), s.db.Q(), id)
+	if isNotFound(err) {
+		return api.OperationStatus{}, api.NotFound("operation %s was not found (finished operations are kept for 24 hours)", id)
+	}
+	if err != nil {
+		return api.OperationStatus{}, err
+	}
+	st := api.OperationStatus{ID: r.URL.Path, Name: op.ID, Status: op.Status, StartTime: &op.Started}
+	if !op.Ended.IsZero() {
+		st.EndTime = &op.Ended
+	}
+	if op.Error != "" {
+		var e api.Error
+		if json.Unmarshal([]byte(op.Error), &e) == nil {
+			st.Error = &e
+		}
+	}
+	return st, nil
+}
+
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p params) error {
+	st, err := s.operationStatus(r, p["id"])
+	if err != nil {
+		return err
+	}
+	if st.Status == api.OpInProgress {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// getOperationResult answers the Location URL: 202 while running, 204
+// when done, the operation's error when it failed.
+func (s *Server) getOperationResult(w http.ResponseWriter, r *http.Request, p params) error {
+	st, err := s.operationStatus(r, p["id"])
+	if err != nil {
+		return err
+	}
+	switch st.Status {
+	case api.OpInProgress:
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Location", s.baseURL(r)+r.URL.RequestURI())
+		w.WriteHeader(http.StatusAccepted)
+	case api.OpSucceeded:
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		if st.Error != nil {
+			e := *st.Error
+			if e.Status == 0 {
+				e.Status = http.StatusConflict
+			}
+			return &e
+		}
+		return api.Conflict(api.CodeConflict, "the operation ended %s", st.Status)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+// Package server is Cumulus's HTTP API: ARM-compatible paths, long-running
+// operations, paging, ARM error shapes and bearer-token authentication.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Defaults are the names a local install starts with.
+type Defaults struct {
+	Subscription  string
+	ResourceGroup string
+	Location      string
+	Workspace     string
+}
+
+// Quotas are the default core limits per location.
+type Quotas struct {
+	FamilyCores      int64
+	TotalCores       int64
+	LowPriorityCores int64
+}
+
+// Config is what the server needs besides its store.
+type Config struct {
+	Defaults Defaults
+	Quotas   Quotas
+	// PublicURL, when set, is the base of absolute URLs the server hands
+	// out (Azure-AsyncOperation, nextLink); otherwise the request's host.
+	PublicURL string
+	PageSize  int
+}
+
+// Notifier is told when something changed that a controller acts on.
+type Notifier interface{ Notify() }
+
+// Server serves the API.
+type Server struct {
+	cfg    Config
+	db     *store.DB
+	box    *secret.Box
+	clock  clock.Clock
+	log    *slog.Logger
+	ops    Notifier
+	router router
+}
+
+// New builds a server. ops is woken when a long-running operation is queued.
+func New(cfg Config, db *store.DB, box *secret.Box, clk clock.Clock, log *slog.Logger, ops Notifier) *Server {
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 100
+	}
+	s := &Server{cfg: cfg, db: db, box: box, clock: clk, log: log.With("component", "api"), ops: ops}
+	s.routes()
+	return s
+}
+
+const (
+	ws  = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{ws}"
+	loc = "/subscriptions/{sub}/providers/Microsoft.MachineLearningServices/locations/{loc}"
+)
+
+func (s *Server) routes() {
+	r := &s.router
+	r.handle("GET", "/subscriptions/{sub}/providers/Microsoft.MachineLearningServices/workspaces", s.listWorkspacesInSubscription)
+	r.handle("GET", "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces", s.listWorkspaces)
+	r.handle("PUT", ws, s.putWorkspace)
+	r.handle("GET", ws, s.getWorkspace)
+	r.handle("DELETE", ws, s.deleteWorkspace)
+
+	r.handle("GET", ws+"/computes", s.listComputes)
+	r.handle("PUT", ws+"/computes/{name}", s.putCompute)
+	r.handle("GET", ws+"/computes/{name}", s.getCompute)
+	r.handle("PATCH", ws+"/computes/{name}", s.patchCompute)
+	r.handle("DELETE", ws+"/computes/{name}", s.deleteCompute)
+	r.handle("POST", ws+"/computes/{name}/listNodes", s.listNodes)
+	r.handle("GET", ws+"/computes/{name}/listNodes", s.listNodes) // nextLink pages are fetched with GET
+	r.handle("POST", ws+"/computes/{name}/listKeys", s.listKeys)
+
+	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
+	r.handle("GET", loc+"/usages", s.listUsages)
+	r.handle("GET", loc+"/quotas", s.listQuotas)
+	r.handle("POST", loc+"/updateQuotas", s.updateQuotas)
+	r.handle("GET", loc+"/operationStatuses/{id}", s.getOperation)
+	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
+}
+
+// ServeHTTP authenticates, checks api-version and dispatches.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", p)
+			writeError(rec, r, s.log, api.AsError(nil))
+		}
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+	}()
+	h, p, pathOK := s.router.match(r.Method, r.URL.Path)
+	if err := s.authenticate(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
+		writeError(rec, r, s.log, err)
+		return
+	}
+	if h == nil {
+		if pathOK {
+			writeError(rec, r, s.log, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeMethodNotAllowed,
+				Message: "method " + r.Method + " is not allowed on " + r.URL.Path})
+			return
+		}
+		writeError(rec, r, s.log, &api.Error{Status: http.StatusNotFound, Code: "NoRegisteredProviderFound",
+			Message: "no API matches the path " + r.URL.Path})
+		return
+	}
+	if err := checkAPIVersion(r.URL.Query().Get("api-version")); err != nil {
+		writeError(rec, r, s.log, err)
+		return
+	}
+	if err := checkScope(p); err != nil {
+		writeError(rec, r, s.log, err)
+		return
+	}
+	if err := h(rec, r, p); err != nil {
+		writeError(rec, r, s.log, err)
+	}
+}
+
+// checkScope validates the captured path segments.
+func checkScope(p params) error {
+	var v api.Validation
+	for _, k := range []string{"sub", "rg", "loc"} {
+		if val, ok := p[k]; ok {
+			if err := api.CheckSegment(map[string]string{"sub": "subscription", "rg": "resource group", "loc": "location"}[k], val); err != nil {
+				v.Add(api.CodeValidationError, k, "%s", err)
+			}
+		}
+	}
+	if val, ok := p["ws"]; ok {
+		if err := api.CheckWorkspaceName(val); err != nil {
+			v.Add(api.CodeInvalidName, "workspaceName", "%s", err)
+		}
+	}
+	return v.Err()
+}
+
+func scopeOf(p params) api.Scope {
+	return api.Scope{Subscription: p["sub"], ResourceGroup: p["rg"], Workspace: p["ws"]}
+}
+
+// baseURL is the absolute URL prefix for links the server hands out.
+func (s *Server) baseURL(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return strings.TrimSuffix(s.cfg.PublicURL, "/")
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// EnsureDefaults creates the default workspace on a fresh store.
+func (s *Server) EnsureDefaults(ctx context.Context) error {
+	d := s.cfg.Defaults
+	sc := api.Scope{Subscription: d.Subscription, ResourceGroup: d.ResourceGroup, Workspace: d.Workspace}
+	_, err := store.Get[api.Workspace](ctx, s.db.Q(), store.KindWorkspace, sc.GroupID(), d.Workspace)
+	if err == nil {
+		return nil
+	}
+	w := api.Workspace{Location: d.Location, Properties: api.WorkspaceProperties{FriendlyName: d.Workspace, Description: "default workspace"}}
+	if err := api.PrepareWorkspace(&w, sc, d.Location); err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	w.Properties.CreationTime = &now
+	w.Properties.WorkspaceID = secret.NewID()
+	w.SystemData = &api.SystemData{CreatedBy: "cumulus", CreatedByType: "Application", CreatedAt: &now, LastModifiedBy: "cumulus", LastModifiedByType: "Application", LastModifiedAt: &now}
+	_, err = store.Put(ctx, s.db.Q(), store.KindWorkspace, sc.GroupID(), d.Workspace, w, -1, now)
+	if err != nil && !isExists(err) {
+		return err
+	}
+	return nil
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// computeView is what GET returns: the stored compute, without secrets,
+// with the read-only fields computed from the nodes that exist now.
+func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, error) {
+	nodes, err := store.NodesOf(ctx, s.db.Q(), c.ID)
+	if err != nil {
+		return c, err
+	}
+	return ComputeWithNodes(c, nodes), nil
+}
+
+// ComputeWithNodes fills a compute's read-only node fields from its nodes.
+func ComputeWithNodes(c api.Compute, nodes []store.Node) api.Compute {
+	c = c.Redacted()
+	p := *c.Aml()
+	p.NodeStateCounts = api.NodeStateCounts{}
+	for _, n := range nodes {
+		p.NodeStateCounts.Count(n.State)
+	}
+	p.CurrentNodeCount = int32(len(nodes))
+	p.AllocationState = api.AllocationSteady
+	if p.CurrentNodeCount != p.TargetNodeCount || p.NodeStateCounts.PreparingNodeCount > 0 || p.NodeStateCounts.LeavingNodeCount > 0 {
+		p.AllocationState = api.AllocationResizing
+	}
+	c.Properties.Properties = &p
+	return c
+}
+
+// NodeInfo renders a node as listNodes does.
+func NodeInfo(n store.Node) api.NodeInfo {
+	info := api.NodeInfo{NodeID: n.ID, PrivateIPAddress: n.Address, Port: int32(n.Port), NodeState: n.State}
+	if n.JobID != "" {
+		id := n.JobID
+		info.RunID = &id
+	}
+	return info
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	if _, err := s.workspace(r, sc); err != nil {
+		return err
+	}
+	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
+	if err != nil {
+		return err
+	}
+	nodes, err := store.NodesOf(r.Context(), s.db.Q(), d.Value.ID)
+	if err != nil {
+		return err
+	}
+	skip := 0
+	if t := r.URL.Query().Get("$skip"); t != "" {
+		if skip, err = strconv.Atoi(t); err != nil || skip < 0 {
+			return api.BadRequest(api.CodeBadRequest, "$skip must be a non-negative integer")
+		}
+	}
+	size := s.pageSize(r)
+	page := api.NodesPage{Nodes: []api.NodeInfo{}}
+	for i := skip; i < len(nodes) && i < skip+size; i++ {
+		page.Nodes = append(page.Nodes, NodeInfo(nodes[i]))
+	}
+	if skip+size < len(nodes) {
+		page.NextLink = s.nextLink(r, "$skip", strconv.Itoa(skip+size))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}

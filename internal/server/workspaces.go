@@ -1,0 +1,160 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	var ws api.Workspace
+	if err := decode(r, &ws); err != nil {
+		return err
+	}
+	if err := api.PrepareWorkspace(&ws, sc, s.cfg.Defaults.Location); err != nil {
+		return err
+	}
+	ifv, err := preconditions(r)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	status := http.StatusOK
+	var version int64
+	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+		old, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
+		switch {
+		case err == nil:
+			ws.Name = old.Value.Name
+			ws.ID = sc.WorkspaceID()
+			ws.Properties.WorkspaceID = old.Value.Properties.WorkspaceID
+			ws.Properties.CreationTime = old.Value.Properties.CreationTime
+			ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+			if ws.Location != old.Value.Location {
+				return api.BadRequest(api.CodeImmutable, "the location of workspace %s cannot change (%s → %s)", sc.Workspace, old.Value.Location, ws.Location)
+			}
+		case isNotFound(err):
+			status = http.StatusCreated
+			ws.Properties.WorkspaceID = secret.NewID()
+			ws.Properties.CreationTime = &now
+			ws.SystemData = touch(nil, principal(r), now)
+		default:
+			return err
+		}
+		version, err = store.Put(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, ws, ifv, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", store.ETagOf(version))
+	writeJSON(w, status, ws)
+	return nil
+}
+
+func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	d, err := s.workspace(r, sc)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", d.ETag())
+	writeJSON(w, http.StatusOK, d.Value)
+	return nil
+}
+
+// workspace reads the workspace of a scope, with a clear 404.
+func (s *Server) workspace(r *http.Request, sc api.Scope) (store.Doc[api.Workspace], error) {
+	d, err := store.Get[api.Workspace](r.Context(), s.db.Q(), store.KindWorkspace, sc.GroupID(), sc.Workspace)
+	if isNotFound(err) {
+		return d, &api.Error{Status: http.StatusNotFound, Code: api.CodeParentNotFound,
+			Message: "workspace " + sc.Workspace + " was not found in resource group " + sc.ResourceGroup + "; create it with 'cumulus workspace create -n " + sc.Workspace + "'"}
+	}
+	return d, err
+}
+
+func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, sc.GroupID(), true, func(x api.Workspace) any { return x })
+}
+
+func (s *Server) listWorkspacesInSubscription(w http.ResponseWriter, r *http.Request, p params) error {
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, "/subscriptions/"+p["sub"], false, func(x api.Workspace) any { return x })
+}
+
+func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	force := strings.EqualFold(r.URL.Query().Get("forceToPurge"), "true")
+	ifv, err := preconditions(r)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	var opID, location string
+	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+		d, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
+		if err != nil {
+			return err
+		}
+		if ifv > 0 && d.Version != ifv {
+			return store.ErrETagMismatch
+		}
+		location = d.Value.Location
+		computes, err := store.List[api.Compute](r.Context(), q, store.KindCompute, sc.WorkspaceID(), true, "", 1<<30)
+		if err != nil {
+			return err
+		}
+		if len(computes) == 0 {
+			return store.Delete(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0)
+		}
+		if !force {
+			return api.ErrWorkspaceHasComputes(sc.Workspace, len(computes))
+		}
+		// Forced: every compute is deleted by its own operation (which
+		// releases its nodes); the workspace goes when they are gone.
+		for _, c := range computes {
+			if _, err := queueComputeDelete(r.Context(), q, sc, c, now); err != nil {
+				return err
+			}
+		}
+		if op, ok, err := store.PendingOperationFor(r.Context(), q, sc.WorkspaceID()); err != nil || ok {
+			opID = op.ID
+			return err
+		}
+		opID = secret.NewID()
+		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: controller.OpWorkspaceDelete, Target: sc.WorkspaceID(), Status: api.OpInProgress, Started: now})
+	})
+	if isNotFound(err) {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if opID == "" {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
+	s.changed()
+	s.setOperationHeaders(w, r, location, opID, true)
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+func touch(sd *api.SystemData, who string, now time.Time) *api.SystemData {
+	out := &api.SystemData{}
+	if sd != nil {
+		*out = *sd
+	}
+	if out.CreatedAt == nil {
+		out.CreatedBy, out.CreatedByType, out.CreatedAt = who, "User", &now
+	}
+	out.LastModifiedBy, out.LastModifiedByType, out.LastModifiedAt = who, "User", &now
+	return out
+}

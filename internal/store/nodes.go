@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Node is one machine of a cluster, as the control plane records it. The
+// record is written before the provider is asked to create the machine
+// (intent first), so a crash in between leaves a record to reconcile, never
+// an unknown machine.
+type Node struct {
+	ID         string    `json:"id"`
+	Compute    string    `json:"compute"` // the compute's ARM id
+	State      string    `json:"state"`   // api.Node* states
+	JobID      string    `json:"jobId,omitempty"`
+	Priority   string    `json:"priority"`
+	VMSize     string    `json:"vmSize"`
+	Provider   string    `json:"provider"`
+	ProviderID string    `json:"providerId,omitempty"`
+	Address    string    `json:"address,omitempty"`
+	Port       int       `json:"port,omitempty"`
+	Created    time.Time `json:"created"`
+	Ready      time.Time `json:"ready,omitempty"`     // when the agent registered
+	IdleSince  time.Time `json:"idleSince,omitempty"` // when it last became idle
+	Heartbeat  time.Time `json:"heartbeat,omitempty"` // last heartbeat
+	TokenHash  string    `json:"tokenHash,omitempty"` // the agent's token, hashed
+	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
+	GPUs       []int     `json:"gpus,omitempty"`      // device indexes the agent reported
+}
+
+// PutNode inserts or replaces a node record.
+func PutNode(ctx context.Context, q Querier, n Node) error {
+	body, err := json.Marshal(n)
+	if err != nil {
+		return fmt.Errorf("encode node: %w", err)
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO nodes (id, compute, state, job, body, created) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET state = excluded.state, job = excluded.job, body = excluded.body`,
+		n.ID, Key(n.Compute), n.State, n.JobID, string(body), n.Created.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("put node %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// GetNode reads one node.
+func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
+	var body string
+	err := q.QueryRowContext(ctx, `SELECT body FROM nodes WHERE id = ?`, id).Scan(&body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Node{}, fmt.Errorf("node %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Node{}, fmt.Errorf("get node: %w", err)
+	}
+	var n Node
+	if err := json.Unmarshal([]byte(body), &n); err != nil {
+		return Node{}, fmt.Errorf("decode node %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// NodesOf lists the nodes of one compute, oldest first.
+func NodesOf(ctx context.Context, q Querier, compute string) ([]Node, error) {
+	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE compute = ? ORDER BY created, id`, Key(compute))
+}
+
+// AllNodes lists every node, oldest first.
+func AllNodes(ctx context.Context, q Querier) ([]Node, error) {
+	return queryNodes(ctx, q, `SELECT body FROM nodes ORDER BY created, id`)
+}
+
+// DeleteNode removes a node record; absent is not an error.
+func DeleteNode(ctx context.Context, q Querier, id string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete node: %w", err)
+	}
+	return nil
+}
+
+func queryNodes(ctx context.Context, q Querier, query string, args ...any) ([]Node, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []Node
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("list nodes: %w", err)
+		}
+		var n Node
+		if err := json.Unmarshal([]byte(body), &n); err != nil {
+			return nil, fmt.Errorf("decode node: %w", err)
+		}
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,115 @@
+// Package store keeps Cumulus's state: one SQL database (embedded SQLite by
+// default), every change a transaction, optimistic concurrency by etag.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
+)
+
+// Errors callers check with errors.Is.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrExists       = errors.New("already exists")
+	ErrETagMismatch = errors.New("etag mismatch")
+)
+
+// DB is the store. Its methods run in their own transaction; Tx runs
+// several in one.
+type DB struct {
+	db *sql.DB
+}
+
+// Querier is what both *sql.DB and *sql.Tx offer.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// OpenSQLite opens (creating if needed) the SQLite database at path, in
+// WAL mode, and brings its schema up to date.
+func OpenSQLite(ctx context.Context, path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("store dir: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	// One connection: SQLite has one writer anyway, and a single
+	// connection makes every transaction serial without busy retries.
+	db.SetMaxOpenConns(1)
+	s := &DB{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *DB) Close() error { return s.db.Close() }
+
+// Tx runs fn in one transaction, committed if fn returns nil.
+func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Q is the database itself, for single statements outside a transaction.
+func (s *DB) Q() Querier { return s.db }
+
+func (s *DB) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if v > len(migrations) {
+		return fmt.Errorf("migrate: database schema version %d is newer than this binary knows (%d); upgrade cumulus", v, len(migrations))
+	}
+	for i := v; i < len(migrations); i++ {
+		err := s.Tx(ctx, func(q Querier) error {
+			for _, stmt := range strings.Split(migrations[i], ";\n") {
+				if strings.TrimSpace(stmt) == "" {
+					continue
+				}
+				if _, err := q.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("migration %d: %w", i+1, err)
+				}
+			}
+			_, err := q.ExecContext(ctx, `UPDATE schema_version SET version = ?`, i+1)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return nil
+}
