@@ -1,0 +1,103 @@
+// Package agentapi is the protocol between the control plane and the node
+// agent: JSON over HTTP(S) under /cumulus/v1/agent. The agent is the same
+// binary on every kind of node (local process, container, pod, VM).
+//
+//	POST /cumulus/v1/agent/register          Bearer <join token>  RegisterRequest → RegisterResponse
+//	POST /cumulus/v1/agent/poll              Bearer <node token>  PollRequest → PollResponse (heartbeat + long poll)
+//	POST /cumulus/v1/agent/jobs/{uid}/events Bearer <node token>  JobEvent → 204 (idempotent)
+//	POST /cumulus/v1/agent/jobs/{uid}/logs?offset=N   raw bytes → LogAck (appended only at offset == stored size)
+//	PUT  /cumulus/v1/agent/jobs/{uid}/outputs/{name}  tar.gz of the output folder → 204
+//	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
+package agentapi
+
+import "time"
+
+// Path prefixes.
+const (
+	Prefix     = "/cumulus/v1/agent"
+	BlobPrefix = "/cumulus/v1/blobs"
+)
+
+// GPU is one accelerator a node has.
+type GPU struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	UUID   string `json:"uuid,omitempty"`
+	Memory int64  `json:"memoryMiB,omitempty"`
+}
+
+// RegisterRequest is an agent joining. NodeID is set when the provider
+// created the node record first (local, docker, kubernetes); an agent
+// started by hand leaves it empty and is given one.
+type RegisterRequest struct {
+	NodeID       string     `json:"nodeId,omitempty"`
+	Hostname     string     `json:"hostname"`
+	Address      string     `json:"address"` // IP other nodes and the server reach this node at
+	GPUs         []GPU      `json:"gpus,omitempty"`
+	AgentVersion string     `json:"agentVersion"`
+	Jobs         []JobState `json:"jobs,omitempty"` // what it still runs (re-registration)
+}
+
+// RegisterResponse gives the agent its identity and timings.
+type RegisterResponse struct {
+	NodeID            string        `json:"nodeId"`
+	NodeToken         string        `json:"nodeToken"`
+	HeartbeatInterval time.Duration `json:"heartbeatInterval"` // poll at least this often
+	PollTimeout       time.Duration `json:"pollTimeout"`       // the server holds a poll at most this long
+}
+
+// PollRequest is a heartbeat: the agent's view of its jobs.
+type PollRequest struct {
+	NodeID string     `json:"nodeId"`
+	Jobs   []JobState `json:"jobs,omitempty"`
+}
+
+// PollResponse carries instructions; an empty one means "carry on".
+type PollResponse struct {
+	Assign   *Assignment `json:"assign,omitempty"`
+	Cancel   []string    `json:"cancel,omitempty"`   // job uids to stop (SIGTERM, grace, SIGKILL)
+	Shutdown bool        `json:"shutdown,omitempty"` // the node is being removed: stop jobs and exit
+	Unknown  bool        `json:"unknown,omitempty"`  // the server has no record of this node: exit
+}
+
+// Job phases an agent reports.
+const (
+	PhaseRunning = "running"
+	PhaseExited  = "exited"
+)
+
+// JobState is what an agent knows of one job.
+type JobState struct {
+	UID      string    `json:"uid"`
+	Attempt  int       `json:"attempt"`
+	Phase    string    `json:"phase"`
+	ExitCode int       `json:"exitCode"`
+	Reason   string    `json:"reason,omitempty"` // e.g. "timeout after 30s", "canceled", "code download failed: …"
+	Started  time.Time `json:"started,omitempty"`
+	Ended    time.Time `json:"ended,omitempty"`
+}
+
+// JobEvent is a phase change of one job on one node.
+type JobEvent = JobState
+
+// Assignment tells an agent to run a job.
+type Assignment struct {
+	UID           string            `json:"uid"`
+	Name          string            `json:"name"` // the job's name in its workspace
+	Attempt       int               `json:"attempt"`
+	Command       string            `json:"command"` // run with /bin/sh -c
+	CodeBlob      string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
+	Image         string            `json:"image,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	Timeout       time.Duration     `json:"timeout,omitempty"` // 0: none
+	Grace         time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
+	Outputs       []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
+	GPUs          []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
+	InstanceIndex int               `json:"instanceIndex"`     // this node's rank among the job's nodes
+	NodeIPs       []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
+}
+
+// LogAck says how many bytes of a job's log on this node the server holds.
+type LogAck struct {
+	Size int64 `json:"size"`
+}
