@@ -1,0 +1,119 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Autoscale decides which nodes to create, remove and drain, given the
+// cluster after assignments (see the package comment for the rules). Its
+// Plan has no Assign; Decide fills that.
+func Autoscale(c Cluster, now time.Time) Plan {
+	v := newView(c.Nodes)
+	_, hi := limits(c)
+	demand, unfit := demandOf(c.Queued, hi)
+	return autoscale(c, &v, demand, unfit, now)
+}
+
+// autoscale is Autoscale on a prepared view, with the queue's demand and its
+// first job that can never run (nil if none) already known. It reorders the
+// groups of v.
+func autoscale(c Cluster, v *view, demand int, unfit *Job, now time.Time) Plan {
+	lo, hi := limits(c)
+	timeout := max(c.IdleTimeout, 0)
+	var p Plan
+
+	v.sort(v.exiting, byID)
+	for _, i := range v.exiting {
+		if reapable(&v.nodes[i]) {
+			p.Remove = append(p.Remove, v.nodes[i].ID)
+		}
+	}
+
+	busy := len(v.busy)
+	wanted := min(max(busy+demand, lo), hi)
+	kept := v.live()
+
+	// idle[:end] are the idle nodes still kept; removal takes from the end,
+	// which is the longest idle.
+	idle, end := v.idle, len(v.idle)
+
+	// Over maxNodeCount: idle, then preparing, then drain busy nodes.
+	if excess := kept - hi; excess > 0 {
+		for ; excess > 0 && end > 0; excess-- {
+			end--
+			p.Remove = append(p.Remove, v.nodes[idle[end]].ID)
+		}
+		v.sort(v.preparing, newestFirst)
+		for k := 0; excess > 0 && k < len(v.preparing); k, excess = k+1, excess-1 {
+			p.Remove = append(p.Remove, v.nodes[v.preparing[k]].ID)
+		}
+		v.sort(v.busy, newestFirst)
+		for k := 0; excess > 0 && k < len(v.busy); k, excess = k+1, excess-1 {
+			p.Drain = append(p.Drain, v.nodes[v.busy[k]].ID)
+		}
+		kept = hi
+	}
+
+	// Idle scale-down. The queue would use the most recently idle nodes
+	// (a waiting gang job reserves them): those are not removed for
+	// idleness. With that rule, stopping at wanted is implied; the floor
+	// states it.
+	floor := max(lo, wanted)
+	protected := min(end, demand)
+	deadline := func(k int) time.Time { return v.nodes[idle[k]].IdleSince.Add(timeout) }
+	for kept > floor && end > protected && !now.Before(deadline(end-1)) {
+		end--
+		kept--
+		p.Remove = append(p.Remove, v.nodes[idle[end]].ID)
+	}
+	if kept > floor && end > protected {
+		// idle[end-1] has not reached its deadline (else the loop would
+		// have taken it): it is the next to go.
+		p.WakeAt = deadline(end - 1)
+	}
+
+	p.Create = max(wanted-kept, 0)
+	quotaCut := c.Headroom >= 0 && p.Create > c.Headroom
+	if quotaCut {
+		p.Create = c.Headroom
+	}
+	p.Target = kept + p.Create
+
+	var why []string
+	if unfit != nil {
+		n := need(unfit)
+		why = append(why, fmt.Sprintf("job %s needs %d %s, more than maxNodeCount %d", unfit.ID, n, plural(n, "node"), hi))
+	}
+	if demand > 0 && busy+demand > hi {
+		why = append(why, fmt.Sprintf("at maxNodeCount %d", hi))
+	}
+	if quotaCut {
+		why = append(why, fmt.Sprintf("quota allows %d more %s", c.Headroom, plural(c.Headroom, "node")))
+	}
+	p.Blocked = strings.Join(why, "; ")
+	return p
+}
+
+// demandOf sums the nodes the queue needs, leaving out jobs that need more
+// than hi nodes; unfit is the first of those in queue order, nil if none.
+func demandOf(queue []Job, hi int) (demand int, unfit *Job) {
+	for i := range queue {
+		j := &queue[i]
+		if n := need(j); n <= hi {
+			demand += n
+		} else if unfit == nil || jobOrder(j, unfit) < 0 {
+			unfit = j
+		}
+	}
+	return demand, unfit
+}
+
+// plural returns word, with an s unless n is 1.
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

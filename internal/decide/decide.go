@@ -1,0 +1,66 @@
+package decide
+
+import (
+	"slices"
+	"time"
+)
+
+// Decide runs Schedule, then Autoscale on the snapshot with the assignments
+// applied (assigned nodes running, assigned jobs out of the queue), and
+// returns one Plan with Assign filled: the same Plan as
+// Autoscale(ApplyAssignments(c, Schedule(c)), now) plus Assign, computed
+// without copying the snapshot. Assigning first is what keeps a node that
+// gets a job in this pass from being removed in the same pass.
+func Decide(c Cluster, now time.Time) Plan {
+	_, hi := limits(c)
+	v := newView(c.Nodes)
+	assign, used := schedule(c, &v)
+	// Apply the assignments to the view: the nodes used become busy and
+	// the demand drops by as many. Jobs that can never run are never
+	// placed, so unfit stays.
+	if used > 0 {
+		v.busy = append(v.busy[:len(v.busy):len(v.busy)], v.idle[:used]...)
+		v.idle = v.idle[used:]
+	}
+	demand, unfit := demandOf(c.Queued, hi)
+	p := autoscale(c, &v, demand-used, unfit, now)
+	p.Assign = assign
+	return p
+}
+
+// ApplyAssignments returns a copy of c in which every assigned node is
+// running its job and every assigned job has left the queue. c is not
+// modified. Assignments naming unknown nodes are applied to the nodes that
+// exist.
+func ApplyAssignments(c Cluster, as []Assignment) Cluster {
+	if len(as) == 0 {
+		return c
+	}
+	placed := 0
+	for _, a := range as {
+		placed += len(a.NodeIDs)
+	}
+	jobOf := make(map[string]string, placed) // node ID -> job ID
+	started := make(map[string]bool, len(as))
+	for _, a := range as {
+		started[a.JobID] = true
+		for _, id := range a.NodeIDs {
+			jobOf[id] = a.JobID
+		}
+	}
+	out := c
+	out.Nodes = slices.Clone(c.Nodes)
+	for i := range out.Nodes {
+		if job, ok := jobOf[out.Nodes[i].ID]; ok {
+			out.Nodes[i].State = NodeRunning
+			out.Nodes[i].JobID = job
+		}
+	}
+	out.Queued = make([]Job, 0, len(c.Queued))
+	for _, j := range c.Queued {
+		if !started[j.ID] {
+			out.Queued = append(out.Queued, j)
+		}
+	}
+	return out
+}

@@ -1,0 +1,277 @@
+package decide
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+const propertyCases = 20000
+
+// randomCluster draws a small cluster snapshot. Running nodes always carry a
+// job (as the controller records them); everything else is drawn freely,
+// including bad bounds and jobs bigger than max.
+func randomCluster(r *rand.Rand) (Cluster, time.Time) {
+	c := Cluster{
+		ID:          "c",
+		Min:         r.IntN(4),
+		IdleTimeout: []time.Duration{0, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute}[r.IntN(4)],
+		Headroom:    r.IntN(6) - 1,
+	}
+	c.Max = c.Min + r.IntN(7)
+	if r.IntN(10) == 0 {
+		c.Max = r.IntN(3) // sometimes below Min
+	}
+	minute := func(n int) time.Time { return t0.Add(time.Duration(r.IntN(n)) * time.Minute) }
+	states := []string{NodeIdle, NodeIdle, NodeIdle, NodeRunning, NodeRunning, NodePreparing, NodeLeaving, NodePreempted, NodeUnusable}
+	for i := range r.IntN(13) {
+		n := Node{ID: fmt.Sprintf("n%02d", i), State: states[r.IntN(len(states))], Created: minute(60).Add(-time.Hour)}
+		switch n.State {
+		case NodeIdle:
+			n.IdleSince = minute(30)
+		case NodeRunning:
+			n.JobID = fmt.Sprintf("r%02d", i)
+		case NodeLeaving, NodePreempted, NodePreparing:
+			if r.IntN(2) == 0 {
+				n.JobID = fmt.Sprintf("r%02d", i)
+			}
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for i := range r.IntN(9) {
+		c.Queued = append(c.Queued, Job{
+			ID:            fmt.Sprintf("j%02d", i),
+			InstanceCount: r.IntN(6),
+			Priority:      r.IntN(3),
+			Seq:           int64(r.IntN(20)),
+		})
+	}
+	return c, minute(45)
+}
+
+func TestDecideProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range propertyCases {
+		c, now := randomCluster(r)
+		before := cloneCluster(c)
+		p := Decide(c, now)
+		if !reflect.DeepEqual(before, c) {
+			t.Fatalf("case %d: Decide modified its input", i)
+		}
+		// Decide is Schedule, then Autoscale on the snapshot with the
+		// assignments applied.
+		want := Autoscale(ApplyAssignments(c, Schedule(c)), now)
+		want.Assign = Schedule(c)
+		if !samePlan(p, want) {
+			t.Fatalf("case %d: Decide %s\nSchedule then Autoscale %s", i, show(p), show(want))
+		}
+		if err := checkInvariants(c, now, p); err != nil {
+			t.Fatalf("case %d: %v\ncluster %+v\nnow t0+%v\nplan %s", i, err, c, now.Sub(t0), show(p))
+		}
+		if err := checkStable(c, now, p, r); err != nil {
+			t.Fatalf("case %d: %v\ncluster %+v\nnow t0+%v\nplan %s", i, err, c, now.Sub(t0), show(p))
+		}
+	}
+}
+
+func TestAutoscaleProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range propertyCases {
+		c, now := randomCluster(r)
+		p := Autoscale(c, now)
+		if len(p.Assign) != 0 {
+			t.Fatalf("case %d: Autoscale assigned %v", i, p.Assign)
+		}
+		if err := checkInvariants(c, now, p); err != nil {
+			t.Fatalf("case %d: %v\ncluster %+v\nnow t0+%v\nplan %s", i, err, c, now.Sub(t0), show(p))
+		}
+	}
+}
+
+// checkInvariants checks p against the rules of the package comment for the
+// snapshot c. p.Assign may be empty (a Plan from Autoscale alone).
+func checkInvariants(c Cluster, now time.Time, p Plan) error {
+	lo, hi := limits(c)
+	byNode := make(map[string]Node, len(c.Nodes))
+	for _, n := range c.Nodes {
+		byNode[n.ID] = n
+	}
+	byJob := make(map[string]Job, len(c.Queued))
+	for _, j := range c.Queued {
+		byJob[j.ID] = j
+	}
+
+	// Assignments: idle nodes only, each once, gangs whole.
+	assigned := map[string]bool{}
+	started := map[string]bool{}
+	for _, a := range p.Assign {
+		j, ok := byJob[a.JobID]
+		if !ok || started[a.JobID] {
+			return fmt.Errorf("job %q assigned but not queued, or twice", a.JobID)
+		}
+		started[a.JobID] = true
+		if len(a.NodeIDs) != need(&j) || need(&j) > hi {
+			return fmt.Errorf("job %q needs %d nodes (max %d), got %v", j.ID, j.InstanceCount, hi, a.NodeIDs)
+		}
+		for _, id := range a.NodeIDs {
+			n, ok := byNode[id]
+			if !ok || n.State != NodeIdle || n.JobID != "" {
+				return fmt.Errorf("node %q assigned but not an idle node", id)
+			}
+			if assigned[id] {
+				return fmt.Errorf("node %q assigned twice", id)
+			}
+			assigned[id] = true
+		}
+	}
+
+	after := ApplyAssignments(c, p.Assign)
+	nodes := newView(after.Nodes)
+	live := nodes.live()
+	overMax := live > hi
+	demand, _ := demandOf(after.Queued, hi)
+
+	// Removals and drains.
+	seen := map[string]bool{}
+	removedLive, removedIdle := 0, 0
+	for _, id := range p.Remove {
+		n, ok := byNode[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("removed unknown node %q", id)
+		case seen[id]:
+			return fmt.Errorf("node %q removed twice", id)
+		case assigned[id]:
+			return fmt.Errorf("node %q removed in the pass that assigned it", id)
+		}
+		seen[id] = true
+		switch {
+		case n.State == NodePreempted || n.State == NodeUnusable:
+		case n.State == NodeLeaving:
+			if n.JobID != "" {
+				return fmt.Errorf("leaving node %q removed while running %q", id, n.JobID)
+			}
+		case n.JobID != "":
+			return fmt.Errorf("node %q removed while running %q", id, n.JobID)
+		case n.State == NodePreparing:
+			if !overMax {
+				return fmt.Errorf("preparing node %q removed but not over max", id)
+			}
+			removedLive++
+		case n.State == NodeIdle:
+			if !overMax && now.Before(n.IdleSince.Add(max(c.IdleTimeout, 0))) {
+				return fmt.Errorf("idle node %q removed before its timeout", id)
+			}
+			removedLive++
+			removedIdle++
+		default:
+			return fmt.Errorf("node %q in state %q removed", id, n.State)
+		}
+	}
+	for _, i := range nodes.exiting {
+		if n := &nodes.nodes[i]; reapable(n) && !seen[n.ID] {
+			return fmt.Errorf("node %q (%s) not removed", n.ID, n.State)
+		}
+	}
+	for _, id := range p.Drain {
+		n, ok := byNode[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("drained unknown node %q", id)
+		case seen[id]:
+			return fmt.Errorf("node %q drained twice or drained and removed", id)
+		case assigned[id]:
+			return fmt.Errorf("node %q drained in the pass that assigned it", id)
+		case !overMax:
+			return fmt.Errorf("node %q drained but not over max", id)
+		case n.State != NodeRunning && n.JobID == "":
+			return fmt.Errorf("drained node %q is not busy", id)
+		}
+		seen[id] = true
+	}
+
+	// Counts.
+	kept := live - removedLive - len(p.Drain)
+	switch {
+	case p.Create < 0:
+		return fmt.Errorf("negative create")
+	case c.Headroom >= 0 && p.Create > c.Headroom:
+		return fmt.Errorf("create %d over headroom %d", p.Create, c.Headroom)
+	case p.Target != kept+p.Create:
+		return fmt.Errorf("target %d, want kept %d + create %d", p.Target, kept, p.Create)
+	case p.Target > hi:
+		return fmt.Errorf("target %d over max %d", p.Target, hi)
+	case kept < min(lo, live):
+		return fmt.Errorf("kept %d of %d live nodes, below min %d", kept, live, lo)
+	case c.Headroom < 0 && p.Target < lo:
+		return fmt.Errorf("target %d below min %d with unlimited quota", p.Target, lo)
+	case p.Create > 0 && removedLive > 0:
+		return fmt.Errorf("creates and removes live nodes in one plan")
+	case !p.WakeAt.IsZero() && !p.WakeAt.After(now):
+		return fmt.Errorf("WakeAt %v not after now", p.WakeAt)
+	case !overMax && len(nodes.idle)-removedIdle < min(len(nodes.idle), demand):
+		return fmt.Errorf("removed idle nodes the queue needs (demand %d)", demand)
+	case p.Blocked == "" && demand > 0 && p.Target < len(nodes.busy)+demand:
+		return fmt.Errorf("demand %d not met by target %d and not blocked", demand, p.Target)
+	}
+	return nil
+}
+
+// checkStable checks that p does not depend on input order, holds until
+// WakeAt and changes at it, and is a fixed point once applied.
+func checkStable(c Cluster, now time.Time, p Plan, r *rand.Rand) error {
+	shuffled := cloneCluster(c)
+	r.Shuffle(len(shuffled.Nodes), func(i, j int) { shuffled.Nodes[i], shuffled.Nodes[j] = shuffled.Nodes[j], shuffled.Nodes[i] })
+	r.Shuffle(len(shuffled.Queued), func(i, j int) { shuffled.Queued[i], shuffled.Queued[j] = shuffled.Queued[j], shuffled.Queued[i] })
+	if q := Decide(shuffled, now); !samePlan(q, p) {
+		return fmt.Errorf("input order changed the plan: %s", show(q))
+	}
+
+	if p.WakeAt.IsZero() {
+		if q := Decide(c, now.Add(24*time.Hour)); !samePlan(q, p) {
+			return fmt.Errorf("no WakeAt but the plan changed a day later: %s", show(q))
+		}
+	} else {
+		until := p.WakeAt.Sub(now)
+		at := now.Add(time.Duration(r.Int64N(int64(until))))
+		if q := Decide(c, at); !samePlan(q, p) {
+			return fmt.Errorf("plan changed before WakeAt, at t0+%v: %s", at.Sub(t0), show(q))
+		}
+		if q := Decide(c, p.WakeAt); len(q.Remove) <= len(p.Remove) {
+			return fmt.Errorf("nothing more removed at WakeAt: %s", show(q))
+		}
+	}
+
+	next := applyPlan(c, now, p)
+	q := Decide(next, now)
+	if len(q.Assign) != 0 || q.Create != 0 || len(q.Remove) != 0 || len(q.Drain) != 0 || q.Target != p.Target {
+		return fmt.Errorf("plan is not a fixed point; next pass: %s", show(q))
+	}
+	return nil
+}
+
+// applyPlan does to c what a controller would do with p.
+func applyPlan(c Cluster, now time.Time, p Plan) Cluster {
+	c = ApplyAssignments(c, p.Assign)
+	var nodes []Node
+	for _, n := range c.Nodes {
+		switch {
+		case slices.Contains(p.Remove, n.ID):
+			continue
+		case slices.Contains(p.Drain, n.ID):
+			n.State = NodeLeaving
+		}
+		nodes = append(nodes, n)
+	}
+	for i := range p.Create {
+		nodes = append(nodes, preparingNode(fmt.Sprintf("new%02d", i), now))
+	}
+	c.Nodes = nodes
+	if c.Headroom >= 0 {
+		c.Headroom -= p.Create
+	}
+	return c
+}

@@ -1,0 +1,63 @@
+package decide
+
+import "time"
+
+// Node states, spelled as Azure spells them in listNodes.
+const (
+	NodePreparing = "preparing"
+	NodeIdle      = "idle"
+	NodeRunning   = "running"
+	NodeLeaving   = "leaving"
+	NodePreempted = "preempted"
+	NodeUnusable  = "unusable"
+)
+
+// Node is one node of a cluster as the decisions see it.
+type Node struct {
+	ID        string
+	State     string
+	JobID     string    // job running on it, "" if none
+	IdleSince time.Time // when it last became idle (valid when State == NodeIdle)
+	Created   time.Time
+}
+
+// Job is one queued job.
+type Job struct {
+	ID            string
+	InstanceCount int   // nodes it needs at once (>= 1); placed whole or not at all
+	Priority      int   // higher first; equal priority: FIFO by Seq
+	Seq           int64 // submission order
+}
+
+// Cluster is the snapshot of one cluster that the decisions read.
+type Cluster struct {
+	ID          string
+	Min, Max    int
+	IdleTimeout time.Duration // nodeIdleTimeBeforeScaleDown
+	Nodes       []Node
+	Queued      []Job // jobs waiting for nodes, in any order
+	// Headroom is how many more nodes quota allows this cluster to add now;
+	// < 0 means unlimited.
+	Headroom int
+}
+
+// Assignment starts one job on the nodes named.
+type Assignment struct {
+	JobID   string
+	NodeIDs []string
+}
+
+// Plan is what should happen to a cluster now.
+type Plan struct {
+	Assign []Assignment // jobs to start now on idle nodes
+	Create int          // new nodes to request from the provider
+	Remove []string     // idle, unusable, preempted or finished leaving nodes to delete now
+	Drain  []string     // busy nodes to mark leaving: removed when their job ends
+	Target int          // targetNodeCount after this plan
+	// WakeAt is the earliest future time at which the decision could change
+	// with no other event (an idle node reaching its timeout); zero if none.
+	WakeAt time.Time
+	// Blocked is why demand is not met ("at maxNodeCount 2", "quota allows
+	// 0 more nodes"), "" if it is.
+	Blocked string
+}
