@@ -10,8 +10,9 @@ import (
 
 // PrepareCompute validates a PUT body for the compute named name and fills
 // defaults. existing is the stored compute when the PUT updates one; then
-// only description, tags, identity and scale settings may change. It does
-// not fill read-only or server-owned fields (ids, times, states).
+// only description, tags, identity, scale settings, remote login and the
+// admin credentials (used by nodes created from then on) may change. It
+// does not fill read-only or server-owned fields (ids, times, states).
 func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation string) error {
 	var v Validation
 	if err := CheckComputeName(name); err != nil {
@@ -75,6 +76,10 @@ func prepareSize(v *Validation, a *AmlComputeProperties) {
 	a.VMPriority = prio
 	if a.VMSize == "" {
 		a.VMSize = DefaultVMSize
+	}
+	if len(a.VMSize) > 64 {
+		v.Add(CodeValidationError, "properties.properties.vmSize", "vmSize %.64q… is not a known size (list them with 'cumulus compute list-sizes')", a.VMSize)
+		return
 	}
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
@@ -214,6 +219,20 @@ func checkImmutable(v *Validation, c, old *Compute) {
 		return r.ID
 	}
 	same("subnet", subnet(a.Subnet), subnet(o.Subnet))
+	if !strings.EqualFold(c.Location, old.Location) {
+		v.Add(CodeImmutable, "location", "location of an existing compute cannot change (%q → %q)", old.Location, c.Location)
+	}
+	flag := func(p *bool, def bool) string {
+		if p == nil {
+			return fmt.Sprint(def)
+		}
+		return fmt.Sprint(*p)
+	}
+	same("enableNodePublicIp", flag(a.EnableNodePublicIP, true), flag(o.EnableNodePublicIP, true))
+	same("isolatedNetwork", flag(a.IsolatedNetwork, false), flag(o.IsolatedNetwork, false))
+	if flag(c.Properties.DisableLocalAuth, false) != flag(old.Properties.DisableLocalAuth, false) {
+		v.Add(CodeImmutable, "properties.disableLocalAuth", "disableLocalAuth of an existing compute cannot change")
+	}
 }
 
 // ApplyScaleUpdate applies a PATCH's scale settings onto a stored compute

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -66,7 +67,7 @@ func ParseDuration(s string) (time.Duration, error) {
 	if total > float64(100*365*24*3600) {
 		return 0, fmt.Errorf("%q is longer than 100 years", orig)
 	}
-	return time.Duration(total * float64(time.Second)), nil
+	return time.Duration(math.Round(total * float64(time.Second))), nil
 }
 
 // FormatDuration writes d as an ISO-8601 duration (PT2M, PT1H30M, PT0S).
@@ -94,7 +95,11 @@ func FormatDuration(d time.Duration) string {
 		d -= m * time.Minute
 	}
 	if d > 0 {
-		b.WriteString(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
+		secs, frac := d/time.Second, d%time.Second
+		b.WriteString(strconv.FormatInt(int64(secs), 10))
+		if frac > 0 {
+			b.WriteString(strings.TrimRight(fmt.Sprintf(".%09d", frac), "0"))
+		}
 		b.WriteString("S")
 	}
 	return b.String()

@@ -43,3 +43,12 @@ func (n *NodeStateCounts) Count(state string) {
 		n.PreemptedNodeCount++
 	}
 }
+
+// AllocationStateOf is Resizing while a cluster is growing or shrinking
+// towards its target, Steady otherwise.
+func AllocationStateOf(current, target int32, n NodeStateCounts) string {
+	if current != target || n.PreparingNodeCount > 0 || n.LeavingNodeCount > 0 {
+		return AllocationResizing
+	}
+	return AllocationSteady
+}

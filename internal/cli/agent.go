@@ -1,8 +1,93 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
 
-// newAgentCmd is replaced by the agent implementation.
+	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/agent"
+)
+
 func newAgentCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "agent", Short: "Run the node agent", Hidden: true}
+	cfg := agent.DefaultConfig()
+	var server, logLevel, logFormat string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run the node agent: join the control plane and run the jobs it assigns",
+		Long: `Run the Cumulus node agent. It registers this machine as a node with the
+control plane, long-polls it for work, runs each assigned job as a process in
+its own working directory under --work-dir, streams the job's log and uploads
+its outputs. Providers start it for you; run it by hand to add a machine.
+SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
+		Example: `  cumulus agent --server https://10.0.0.4:8787 --join-token "$TOKEN" --ca-file ca.pem`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fl := cmd.Flags()
+			pick := func(dst *string, flag, env string) {
+				if !fl.Changed(flag) {
+					if v := os.Getenv(env); v != "" {
+						*dst = v
+					}
+				}
+			}
+			if !fl.Changed("server") && g.server != "" {
+				server = g.server // given before the subcommand
+			}
+			pick(&server, "server", "CUMULUS_SERVER")
+			pick(&cfg.JoinToken, "join-token", "CUMULUS_JOIN_TOKEN")
+			pick(&cfg.NodeID, "node-id", "CUMULUS_NODE_ID")
+			pick(&cfg.WorkDir, "work-dir", "CUMULUS_WORK_DIR")
+			pick(&cfg.CAFile, "ca-file", "CUMULUS_CA_FILE")
+			cfg.ServerURL = server
+			var err error
+			if cfg.VCPUs, err = envInt("CUMULUS_VCPUS"); err != nil {
+				return err
+			}
+			if cfg.MemoryMB, err = envInt("CUMULUS_MEMORY_MB"); err != nil {
+				return err
+			}
+			if cfg.Log, err = newLogger(g, logLevel, logFormat); err != nil {
+				return err
+			}
+			cfg.Version = Version
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return agent.Run(ctx, cfg)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&server, "server", "", "control plane URL (env CUMULUS_SERVER)")
+	fl.StringVar(&cfg.JoinToken, "join-token", "", "token to join with (env CUMULUS_JOIN_TOKEN)")
+	fl.StringVar(&cfg.NodeID, "node-id", "", "node id the control plane gave this node (env CUMULUS_NODE_ID; empty: assigned at registration)")
+	fl.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "directory for the node identity and job folders (env CUMULUS_WORK_DIR)")
+	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE)")
+	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at (default: the first non-loopback IPv4)")
+	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
+	fl.StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// envInt reads a whole number from an environment variable (0 when unset).
+func envInt(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, &envError{name, v}
+	}
+	return n, nil
+}
+
+type envError struct{ name, value string }
+
+func (e *envError) Error() string {
+	return e.name + "=" + strconv.Quote(e.value) + " is not a whole number"
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -407,7 +408,7 @@ func newComputeDeleteCmd(g *globals) *cobra.Command {
 
 // confirm asks a yes/no question on the terminal; without one it refuses.
 func confirm(g *globals, q string) (bool, error) {
-	if fi, err := os.Stdin.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	if !isatty.IsTerminal(os.Stdin.Fd()) {
 		return false, fmt.Errorf("refusing to delete without confirmation: pass --yes")
 	}
 	fmt.Fprintf(g.stderr, "%s (y/n): ", q)

@@ -65,6 +65,10 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
 	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
 	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
+	fl.StringVar(&o.Provider, "provider", o.Provider, "where nodes come from: local (agent processes on this machine)")
+	fl.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a node not heard from for this long becomes unusable and its job is requeued")
+	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
+	fl.IntVar(&o.MaxAttempts, "max-attempts", o.MaxAttempts, "times a job is started before a node failure makes it fail")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -121,12 +121,7 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 	}
 	r := &Response{Status: resp.StatusCode, Header: resp.Header}
 	if resp.StatusCode >= 300 {
-		var er api.ErrorResponse
-		if json.Unmarshal(data, &er) == nil && er.Error != nil && er.Error.Code != "" {
-			er.Error.Status = resp.StatusCode
-			return r, er.Error
-		}
-		return r, &api.Error{Status: resp.StatusCode, Code: http.StatusText(resp.StatusCode), Message: strings.TrimSpace(string(data))}
+		return r, decodeError(resp.StatusCode, data)
 	}
 	if out != nil && len(bytes.TrimSpace(data)) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
@@ -187,4 +182,14 @@ func ListAll[T any](ctx context.Context, c *Client, method, path string) ([]T, e
 		path, method = page.NextLink, http.MethodGet
 	}
 	return all, nil
+}
+
+// decodeError turns an error response into an *api.Error.
+func decodeError(status int, data []byte) error {
+	var er api.ErrorResponse
+	if json.Unmarshal(data, &er) == nil && er.Error != nil && er.Error.Code != "" {
+		er.Error.Status = status
+		return er.Error
+	}
+	return &api.Error{Status: status, Code: http.StatusText(status), Message: strings.TrimSpace(string(data))}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -19,6 +20,7 @@ const (
 	OpComputeCreate   = "compute.create"
 	OpComputeDelete   = "compute.delete"
 	OpWorkspaceDelete = "workspace.delete"
+	OpJobCancel       = "job.cancel" // target "job:<uid>"
 )
 
 // NodeReleaser removes a compute's nodes (jobs stopped, machines deleted)
@@ -91,11 +93,16 @@ func (o *Operations) RunOnce(ctx context.Context) error {
 	}
 	var errs []error
 	for _, op := range ops {
+		if op.Kind == OpComputeDelete || op.Kind == OpWorkspaceDelete {
+			// A finished compute delete may let a workspace delete finish:
+			// look again at once rather than at the next resync.
+			defer o.Notify()
+		}
 		if err := o.advance(ctx, op); err != nil {
 			errs = append(errs, fmt.Errorf("operation %s (%s %s): %w", op.ID, op.Kind, op.Target, err))
 		}
 	}
-	if err := store.PruneOperations(ctx, o.DB.Q(), o.Clock.Now().Add(-o.Retain)); err != nil {
+	if err := store.PruneOperations(ctx, o.DB.W(), o.Clock.Now().Add(-o.Retain)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -109,6 +116,8 @@ func (o *Operations) advance(ctx context.Context, op store.Operation) error {
 		return o.runDelete(ctx, op)
 	case OpWorkspaceDelete:
 		return o.runWorkspaceDelete(ctx, op)
+	case OpJobCancel:
+		return o.checkCancel(ctx, op)
 	}
 	return o.fail(ctx, op, api.BadRequest(api.CodeInternal, "unknown operation kind %q", op.Kind))
 }
@@ -184,7 +193,7 @@ func (o *Operations) runDelete(ctx context.Context, op store.Operation) error {
 }
 
 func (o *Operations) fail(ctx context.Context, op store.Operation, e *api.Error) error {
-	return store.FinishOperation(ctx, o.DB.Q(), op.ID, api.OpFailed, errorsJSON(e), o.Clock.Now().UTC())
+	return store.FinishOperation(ctx, o.DB.W(), op.ID, api.OpFailed, errorsJSON(e), o.Clock.Now().UTC())
 }
 
 func (o *Operations) changed() {
@@ -218,4 +227,22 @@ func (o *Operations) runWorkspaceDelete(ctx context.Context, op store.Operation)
 func parseWorkspaceID(id string) (api.Scope, error) {
 	sc, _, err := api.ParseComputeID(id+"/computes/x", api.Scope{})
 	return sc, err
+}
+
+// checkCancel finishes a cancel operation once its job has ended.
+func (o *Operations) checkCancel(ctx context.Context, op store.Operation) error {
+	j, err := store.GetJobByUID(ctx, o.DB.Q(), strings.TrimPrefix(op.Target, "job:"))
+	now := o.Clock.Now().UTC()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.FinishOperation(ctx, o.DB.W(), op.ID, api.OpSucceeded, "", now)
+	case err != nil:
+		return err
+	case j.Doc.Properties.Status == api.JobCanceled:
+		return store.FinishOperation(ctx, o.DB.W(), op.ID, api.OpSucceeded, "", now)
+	case api.JobTerminal(j.Doc.Properties.Status):
+		return store.FinishOperation(ctx, o.DB.W(), op.ID, api.OpFailed,
+			errorsJSON(api.Conflict(api.CodeConflict, "job %s had already ended %s", j.Doc.Name, j.Doc.Properties.Status)), now)
+	}
+	return nil
 }

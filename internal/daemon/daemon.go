@@ -19,6 +19,9 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -40,15 +43,29 @@ type Options struct {
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
 	Log           *slog.Logger
+
+	// Provider names where nodes come from: "local" (agent processes on
+	// this machine). AgentCommand overrides the agent binary (tests).
+	Provider         string
+	AgentCommand     []string
+	HeartbeatTimeout time.Duration
+	ProvisionTimeout time.Duration
+	PollTimeout      time.Duration
+	MaxAttempts      int
 }
 
 // DefaultOptions are the defaults of `cumulus serve`.
 func DefaultOptions() Options {
 	return Options{
-		Listen:   "127.0.0.1:8787",
-		DataDir:  config.DataDir(),
-		Defaults: server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
-		Quotas:   server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
+		Listen:           "127.0.0.1:8787",
+		DataDir:          config.DataDir(),
+		Defaults:         server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
+		Quotas:           server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
+		Provider:         "local",
+		HeartbeatTimeout: 60 * time.Second,
+		ProvisionTimeout: 15 * time.Minute,
+		PollTimeout:      20 * time.Second,
+		MaxAttempts:      3,
 	}
 }
 
@@ -69,6 +86,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
 		return errors.New("quota limits may not be negative")
+	}
+	if o.Provider != "local" {
+		return fmt.Errorf("--provider %q is not one of: local", o.Provider)
+	}
+	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
+		return errors.New("the agent poll timeout must be shorter than the heartbeat timeout")
 	}
 	return nil
 }
@@ -164,9 +187,22 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.URL = o.PublicURL
 	}
 
-	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations")}
+	h := hub.New()
+	prov, err := newProvider(o)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
+		NewJoinToken: server.NewNodeJoinToken, NewNodeID: server.NewNodeID, ServerURL: d.URL, CAFile: d.CAFile,
+		HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts}
+	clusters.Init()
+	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()
-	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL}, db, box, o.Clock, o.Log, ops)
+	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
+		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts},
+		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h})
+	clusters.Limits = api.Limits
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)
@@ -175,12 +211,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
+	if err := clusters.Reconcile(ctx); err != nil {
+		o.Log.Error("reconcile nodes with the provider", "err", err)
+	}
 
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
-	d.wg.Add(2)
+	d.wg.Add(3)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -196,6 +235,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	go func() {
 		defer d.wg.Done()
 		ops.Run(runCtx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		clusters.Run(runCtx)
 	}()
 	ok = true
 	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir)
@@ -249,4 +292,14 @@ func (d *Daemon) Close(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// newProvider builds the configured node provider.
+func newProvider(o Options) (provider.Provider, error) {
+	switch o.Provider {
+	case "local":
+		return local.New(local.Options{BaseDir: filepath.Join(o.DataDir, "nodes"), AgentCommand: o.AgentCommand,
+			Log: o.Log.With("component", "provider", "provider", "local")}), nil
+	}
+	return nil, fmt.Errorf("unknown provider %q", o.Provider)
 }

@@ -75,7 +75,7 @@ func EnsureAdminToken(ctx context.Context, db *store.DB, now time.Time) (string,
 func MintAdminToken(ctx context.Context, db *store.DB, now time.Time) (string, error) {
 	tok := secret.NewToken("cml_")
 	rec := store.Token{ID: secret.NewID(), Name: "admin", Role: RoleOwner, Hash: secret.Hash(tok), Created: now}
-	if err := store.InsertToken(ctx, db.Q(), rec); err != nil {
+	if err := store.InsertToken(ctx, db.W(), rec); err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	return tok, nil

@@ -25,7 +25,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 	if err != nil {
 		return err
 	}
-	wsd, err := s.workspace(r, sc)
+	wsd, err := s.workspace(r, s.db.Q(), sc)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func stableUUID(name string) string {
 
 func (s *Server) getCompute(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
@@ -191,7 +191,7 @@ func (s *Server) compute(ctx context.Context, q store.Querier, sc api.Scope, nam
 
 func (s *Server) listComputes(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	var viewErr error
@@ -221,7 +221,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	if err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	now := s.clock.Now().UTC()
@@ -229,6 +229,11 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	var version int64
 	err = s.db.Tx(r.Context(), func(q store.Querier) error {
 		d, err := s.compute(r.Context(), q, sc, name)
+		if isNotFound(err) {
+			if perr := missingWithPrecondition(ifv); perr != nil {
+				return perr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -273,13 +278,18 @@ func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request, p params)
 	if err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	now := s.clock.Now().UTC()
 	var opID, location string
 	err = s.db.Tx(r.Context(), func(q store.Querier) error {
 		d, err := store.Get[api.Compute](r.Context(), q, store.KindCompute, sc.WorkspaceID(), name)
+		if isNotFound(err) {
+			if perr := missingWithPrecondition(ifv); perr != nil {
+				return perr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -308,9 +318,9 @@ func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request, p params)
 // progress is superseded: the delete finishes it.
 func queueComputeDelete(ctx context.Context, q store.Querier, sc api.Scope, d store.Doc[api.Compute], now time.Time) (string, error) {
 	c := d.Value
-	if op, ok, err := store.PendingOperationFor(ctx, q, c.ID); err != nil {
+	if op, ok, err := store.PendingOperationFor(ctx, q, c.ID, controller.OpComputeDelete); err != nil {
 		return "", err
-	} else if ok && op.Kind == controller.OpComputeDelete {
+	} else if ok {
 		return op.ID, nil
 	}
 	c.Properties.ProvisioningState = api.StateDeleting
@@ -324,7 +334,7 @@ func queueComputeDelete(ctx context.Context, q store.Querier, sc api.Scope, d st
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
@@ -374,8 +384,12 @@ func scopeOfPath(r *http.Request) string {
 	return ""
 }
 
+// changed wakes the controllers after a write they act on.
 func (s *Server) changed() {
 	if s.ops != nil {
 		s.ops.Notify()
+	}
+	if s.clusters != nil {
+		s.clusters.Notify()
 	}
 }

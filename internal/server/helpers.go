@@ -15,14 +15,18 @@ func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }
 func isExists(err error) bool   { return errors.Is(err, store.ErrExists) }
 
 // preconditions reads If-Match / If-None-Match into Put's ifVersion:
-// -1 for If-None-Match: *, the version for If-Match, 0 for neither.
+// store.IfNoneMatch, store.IfExists (If-Match: *), the version for
+// If-Match, 0 for neither.
 func preconditions(r *http.Request) (int64, error) {
 	if inm := strings.TrimSpace(r.Header.Get("If-None-Match")); inm == "*" {
-		return -1, nil
+		return store.IfNoneMatch, nil
 	}
 	im := strings.TrimSpace(r.Header.Get("If-Match"))
-	if im == "" || im == "*" {
+	switch im {
+	case "":
 		return 0, nil
+	case "*":
+		return store.IfExists, nil
 	}
 	im = strings.TrimPrefix(im, "W/")
 	v, err := strconv.ParseInt(strings.Trim(im, `"`), 10, 64)
@@ -88,4 +92,13 @@ func decodeSkipToken(t string) (string, error) {
 		return "", api.BadRequest(api.CodeBadRequest, "$skipToken is not a token this server issued")
 	}
 	return string(b), nil
+}
+
+// missingWithPrecondition is the answer for a conditional request on a
+// resource that does not exist: 412, as RFC 9110 requires.
+func missingWithPrecondition(ifv int64) error {
+	if ifv > 0 || ifv == store.IfExists {
+		return store.ErrETagMismatch
+	}
+	return nil
 }

@@ -6,11 +6,14 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -38,6 +41,14 @@ type Config struct {
 	// out (Azure-AsyncOperation, nextLink); otherwise the request's host.
 	PublicURL string
 	PageSize  int
+	// DataDir holds blobs, logs and outputs beside the store.
+	DataDir string
+	// PollTimeout is how long an agent's poll is held; HeartbeatInterval
+	// is how often an agent must poll at least.
+	PollTimeout       time.Duration
+	HeartbeatInterval time.Duration
+	// MaxAttempts bounds restarts of a job whose node failed.
+	MaxAttempts int
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -45,22 +56,56 @@ type Notifier interface{ Notify() }
 
 // Server serves the API.
 type Server struct {
-	cfg    Config
-	db     *store.DB
-	box    *secret.Box
-	clock  clock.Clock
-	log    *slog.Logger
-	ops    Notifier
-	router router
+	cfg      Config
+	db       *store.DB
+	box      *secret.Box
+	clock    clock.Clock
+	log      *slog.Logger
+	ops      Notifier
+	clusters Notifier
+	hub      *hub.Hub
+	blobs    files.Blobs
+	logs     *files.Logs
+	outputs  files.Outputs
+	router   router
+	agents   router
 }
 
-// New builds a server. ops is woken when a long-running operation is queued.
-func New(cfg Config, db *store.DB, box *secret.Box, clk clock.Clock, log *slog.Logger, ops Notifier) *Server {
+// Deps are the server's collaborators.
+type Deps struct {
+	DB       *store.DB
+	Box      *secret.Box
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Ops      Notifier // woken when a long-running operation is queued
+	Clusters Notifier // woken when jobs or nodes change
+	Hub      *hub.Hub
+}
+
+// New builds a server.
+func New(cfg Config, d Deps) *Server {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
 	}
-	s := &Server{cfg: cfg, db: db, box: box, clock: clk, log: log.With("component", "api"), ops: ops}
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = 20 * time.Second
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 3
+	}
+	if d.Hub == nil {
+		d.Hub = hub.New()
+	}
+	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
+		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
+		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
+		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
+	}
 	s.routes()
+	s.agentRoutes()
 	return s
 }
 
@@ -92,6 +137,7 @@ func (s *Server) routes() {
 	r.handle("POST", loc+"/updateQuotas", s.updateQuotas)
 	r.handle("GET", loc+"/operationStatuses/{id}", s.getOperation)
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
+	s.jobRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
@@ -105,6 +151,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
 	}()
+	if strings.HasPrefix(r.URL.Path, "/cumulus/") {
+		s.serveCumulus(rec, r)
+		return
+	}
 	h, p, pathOK := s.router.match(r.Method, r.URL.Path)
 	if err := s.authenticate(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
@@ -184,7 +234,7 @@ func (s *Server) EnsureDefaults(ctx context.Context) error {
 	w.Properties.CreationTime = &now
 	w.Properties.WorkspaceID = secret.NewID()
 	w.SystemData = &api.SystemData{CreatedBy: "cumulus", CreatedByType: "Application", CreatedAt: &now, LastModifiedBy: "cumulus", LastModifiedByType: "Application", LastModifiedAt: &now}
-	_, err = store.Put(ctx, s.db.Q(), store.KindWorkspace, sc.GroupID(), d.Workspace, w, -1, now)
+	_, err = store.Put(ctx, s.db.W(), store.KindWorkspace, sc.GroupID(), d.Workspace, w, store.IfNoneMatch, now)
 	if err != nil && !isExists(err) {
 		return err
 	}

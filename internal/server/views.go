@@ -28,10 +28,7 @@ func ComputeWithNodes(c api.Compute, nodes []store.Node) api.Compute {
 		p.NodeStateCounts.Count(n.State)
 	}
 	p.CurrentNodeCount = int32(len(nodes))
-	p.AllocationState = api.AllocationSteady
-	if p.CurrentNodeCount != p.TargetNodeCount || p.NodeStateCounts.PreparingNodeCount > 0 || p.NodeStateCounts.LeavingNodeCount > 0 {
-		p.AllocationState = api.AllocationResizing
-	}
+	p.AllocationState = api.AllocationStateOf(p.CurrentNodeCount, p.TargetNodeCount, p.NodeStateCounts)
 	c.Properties.Properties = &p
 	return c
 }
@@ -48,7 +45,7 @@ func NodeInfo(n store.Node) api.NodeInfo {
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	if _, err := s.workspace(r, sc); err != nil {
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
 	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])

@@ -30,6 +30,8 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 	err = s.db.Tx(r.Context(), func(q store.Querier) error {
 		old, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
 		switch {
+		case err == nil && old.Value.Properties.ProvisioningState == api.StateDeleting:
+			return api.Conflict(api.CodeOperationInProgress, "workspace %s is being deleted", sc.Workspace)
 		case err == nil:
 			ws.Name = old.Value.Name
 			ws.ID = sc.WorkspaceID()
@@ -60,7 +62,10 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	d, err := s.workspace(r, sc)
+	d, err := store.Get[api.Workspace](r.Context(), s.db.Q(), store.KindWorkspace, sc.GroupID(), sc.Workspace)
+	if isNotFound(err) {
+		return api.NotFound("workspace %s was not found in resource group %s", sc.Workspace, sc.ResourceGroup)
+	}
 	if err != nil {
 		return err
 	}
@@ -70,11 +75,16 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 }
 
 // workspace reads the workspace of a scope, with a clear 404.
-func (s *Server) workspace(r *http.Request, sc api.Scope) (store.Doc[api.Workspace], error) {
-	d, err := store.Get[api.Workspace](r.Context(), s.db.Q(), store.KindWorkspace, sc.GroupID(), sc.Workspace)
+// workspace reads the workspace of a scope for a request on one of its
+// children: a clear 404 when it is missing, 409 while it is being deleted.
+func (s *Server) workspace(r *http.Request, q store.Querier, sc api.Scope) (store.Doc[api.Workspace], error) {
+	d, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
 	if isNotFound(err) {
 		return d, &api.Error{Status: http.StatusNotFound, Code: api.CodeParentNotFound,
 			Message: "workspace " + sc.Workspace + " was not found in resource group " + sc.ResourceGroup + "; create it with 'cumulus workspace create -n " + sc.Workspace + "'"}
+	}
+	if err == nil && d.Value.Properties.ProvisioningState == api.StateDeleting && r.Method != http.MethodGet && r.Method != http.MethodDelete {
+		return d, api.Conflict(api.CodeOperationInProgress, "workspace %s is being deleted", sc.Workspace)
 	}
 	return d, err
 }
@@ -99,6 +109,11 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 	var opID, location string
 	err = s.db.Tx(r.Context(), func(q store.Querier) error {
 		d, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
+		if isNotFound(err) {
+			if perr := missingWithPrecondition(ifv); perr != nil {
+				return perr
+			}
+		}
 		if err != nil {
 			return err
 		}
@@ -123,8 +138,13 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 				return err
 			}
 		}
-		if op, ok, err := store.PendingOperationFor(r.Context(), q, sc.WorkspaceID()); err != nil || ok {
+		if op, ok, err := store.PendingOperationFor(r.Context(), q, sc.WorkspaceID(), controller.OpWorkspaceDelete); err != nil || ok {
 			opID = op.ID
+			return err
+		}
+		ws := d.Value
+		ws.Properties.ProvisioningState = api.StateDeleting
+		if _, err := store.Put(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, ws, d.Version, now); err != nil {
 			return err
 		}
 		opID = secret.NewID()

@@ -29,6 +29,7 @@ type Node struct {
 	IdleSince  time.Time `json:"idleSince,omitempty"` // when it last became idle
 	Heartbeat  time.Time `json:"heartbeat,omitempty"` // last heartbeat
 	TokenHash  string    `json:"tokenHash,omitempty"` // the agent's token, hashed
+	JoinHash   string    `json:"joinHash,omitempty"`  // the one-time join token, hashed
 	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
 	GPUs       []int     `json:"gpus,omitempty"`      // device indexes the agent reported
 }

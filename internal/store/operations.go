@@ -55,9 +55,9 @@ func PendingOperations(ctx context.Context, q Querier) ([]Operation, error) {
 	return scanOperations(rows)
 }
 
-// PendingOperationFor returns the operation in progress on target, if any.
-func PendingOperationFor(ctx context.Context, q Querier, target string) (Operation, bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, kind, target, status, error, started, ended FROM operations WHERE status = 'InProgress' AND target = ? LIMIT 1`, Key(target))
+// PendingOperationFor returns the operation of a kind in progress on target, if any.
+func PendingOperationFor(ctx context.Context, q Querier, target, kind string) (Operation, bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, kind, target, status, error, started, ended FROM operations WHERE status = 'InProgress' AND target = ? AND kind = ? LIMIT 1`, Key(target), kind)
 	if err != nil {
 		return Operation{}, false, fmt.Errorf("pending operation: %w", err)
 	}

@@ -31,6 +31,12 @@ func (d Doc[T]) ETag() string { return ETagOf(d.Version) }
 // ETagOf renders a version as an HTTP entity tag.
 func ETagOf(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
 
+// Preconditions of Put besides a version.
+const (
+	IfNoneMatch int64 = -1 // If-None-Match: *
+	IfExists    int64 = -2 // If-Match: *
+)
+
 // Key normalises a resource name or parent id: ARM names are case-insensitive.
 func Key(s string) string { return strings.ToLower(s) }
 
@@ -54,9 +60,10 @@ func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[
 	return d, nil
 }
 
-// Put writes a resource. ifVersion < 0 means "create; fail with ErrExists
-// if present", 0 means "create or overwrite", > 0 means "only if the stored
-// version is this one" (ErrETagMismatch otherwise, ErrNotFound if absent).
+// Put writes a resource. ifVersion IfNoneMatch means "create; fail with
+// ErrExists if present", 0 means "create or overwrite", IfExists means
+// "only if present", > 0 means "only if the stored version is this one"
+// (ErrETagMismatch otherwise, also when absent).
 // It returns the new version.
 func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, ifVersion int64, now time.Time) (int64, error) {
 	body, err := json.Marshal(v)
@@ -71,10 +78,10 @@ func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, 
 		return 0, fmt.Errorf("put %s: %w", kind, err)
 	}
 	switch {
-	case ifVersion < 0 && exists:
+	case ifVersion == IfNoneMatch && exists:
 		return 0, fmt.Errorf("%s %s: %w", kind, name, ErrExists)
-	case ifVersion > 0 && !exists:
-		return 0, fmt.Errorf("%s %s: %w", kind, name, ErrNotFound)
+	case (ifVersion > 0 || ifVersion == IfExists) && !exists:
+		return 0, fmt.Errorf("%s %s: %w", kind, name, ErrETagMismatch)
 	case ifVersion > 0 && cur != ifVersion:
 		return 0, fmt.Errorf("%s %s: %w", kind, name, ErrETagMismatch)
 	}

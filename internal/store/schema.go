@@ -44,4 +44,19 @@ var migrations = []string{
 		created     INTEGER NOT NULL
 	);
 	CREATE INDEX nodes_compute ON nodes (compute, state)`,
+	// 2: jobs, queued per compute in submission order.
+	`CREATE TABLE jobs (
+		uid      TEXT PRIMARY KEY,
+		parent   TEXT NOT NULL,
+		name     TEXT NOT NULL,
+		compute  TEXT NOT NULL,
+		status   TEXT NOT NULL,
+		seq      INTEGER NOT NULL,
+		version  INTEGER NOT NULL,
+		body     TEXT NOT NULL,
+		created  INTEGER NOT NULL,
+		UNIQUE (parent, name)
+	);
+	CREATE INDEX jobs_compute_status ON jobs (compute, status, seq);
+	CREATE INDEX jobs_parent_status ON jobs (parent, status, name)`,
 }

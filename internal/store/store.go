@@ -24,7 +24,8 @@ var (
 // DB is the store. Its methods run in their own transaction; Tx runs
 // several in one.
 type DB struct {
-	db *sql.DB
+	db *sql.DB // the one writer connection: transactions run here
+	ro *sql.DB // readers: WAL lets them read while a transaction writes
 }
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -45,7 +46,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
-	// One connection: SQLite has one writer anyway, and a single
+	// One writer connection: SQLite has one writer anyway, and a single
 	// connection makes every transaction serial without busy retries.
 	db.SetMaxOpenConns(1)
 	s := &DB{db: db}
@@ -53,11 +54,20 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	// Readers on their own pool, so a read never waits for a transaction
+	// (and a read made while one is open cannot deadlock on the writer).
+	ro, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	ro.SetMaxOpenConns(4)
+	s.ro = ro
 	return s, nil
 }
 
 // Close closes the database.
-func (s *DB) Close() error { return s.db.Close() }
+func (s *DB) Close() error { return errors.Join(s.ro.Close(), s.db.Close()) }
 
 // Tx runs fn in one transaction, committed if fn returns nil.
 func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
@@ -75,8 +85,13 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
 	return nil
 }
 
-// Q is the database itself, for single statements outside a transaction.
-func (s *DB) Q() Querier { return s.db }
+// Q is for reads outside a transaction (it sees committed data). A
+// single write outside a transaction goes through W.
+func (s *DB) Q() Querier { return s.ro }
+
+// W is the writer connection, for one write statement outside a
+// transaction. Never use it inside Tx: the writer is busy there.
+func (s *DB) W() Querier { return s.db }
 
 func (s *DB) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {

@@ -1,0 +1,531 @@
+// Package agent is the node agent (`cumulus agent`): it registers a node
+// with the control plane, long-polls for instructions, runs the job it is
+// assigned as a process in its own working directory, ships the job's log
+// and outputs, and reports how the job ended. The protocol is in
+// internal/agentapi.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
+)
+
+// ErrUnknownNode is returned by Run when the server has no record of this
+// node: the node was removed while its agent was away, and the agent must
+// not carry on.
+var ErrUnknownNode = errors.New("the server has no record of this node")
+
+// Config is what an agent needs. Zero durations take the defaults of
+// DefaultConfig.
+type Config struct {
+	ServerURL string // control plane, e.g. https://10.0.0.1:8787
+	JoinToken string // bootstrap token for the first registration
+	NodeID    string // set when the provider created the node record first
+	WorkDir   string // identity.json and jobs/<uid>/ live here
+	CAFile    string // PEM CA to trust for ServerURL ("" for plain HTTP or system roots)
+	Address   string // IP other nodes reach this node at ("" to detect)
+	Hostname  string // "" for os.Hostname
+	Version   string // agent version reported at registration
+
+	// Resource limits for jobs (0: none). Enforced with cgroup v2 where
+	// possible, else only recorded.
+	VCPUs    int
+	MemoryMB int
+
+	Log        *slog.Logger // nil: discard
+	Clock      clock.Clock  // nil: the wall clock
+	HTTPClient *http.Client // nil: one built from CAFile
+	// DetectGPUs lists the node's GPUs; nil runs nvidia-smi (gpu.Detect).
+	DetectGPUs func(context.Context) ([]agentapi.GPU, error)
+
+	LogInterval  time.Duration // how often a running job's log is shipped
+	MinBackoff   time.Duration // first retry delay after a failed call
+	MaxBackoff   time.Duration // retry delays double up to this
+	DefaultGrace time.Duration // SIGTERM → SIGKILL when an assignment has no grace
+	// StopTimeout bounds how long a stopping agent keeps trying to deliver
+	// its jobs' last logs, outputs and exit events.
+	StopTimeout time.Duration
+	// KeepJobDirs is how many finished, reported job directories are kept
+	// on disk (for debugging); older ones are removed.
+	KeepJobDirs int
+}
+
+// DefaultConfig returns the defaults Run fills in for zero fields.
+func DefaultConfig() Config {
+	home, _ := os.UserHomeDir()
+	return Config{
+		WorkDir:      filepath.Join(home, ".cumulus", "agent"),
+		Version:      "dev",
+		LogInterval:  300 * time.Millisecond,
+		MinBackoff:   200 * time.Millisecond,
+		MaxBackoff:   10 * time.Second,
+		DefaultGrace: 10 * time.Second,
+		StopTimeout:  30 * time.Second,
+		KeepJobDirs:  10,
+	}
+}
+
+// Validate reports the first thing wrong with c, as one line for a person.
+func (c *Config) Validate() error {
+	if c.ServerURL == "" {
+		return errors.New("no server URL: pass --server or set CUMULUS_SERVER")
+	}
+	if c.WorkDir == "" {
+		return errors.New("no work directory: pass --work-dir or set CUMULUS_WORK_DIR")
+	}
+	if c.NodeID != "" && !safeName(c.NodeID) {
+		return fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", c.NodeID)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	d := DefaultConfig()
+	if c.WorkDir == "" {
+		c.WorkDir = d.WorkDir
+	}
+	if c.Version == "" {
+		c.Version = d.Version
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.DetectGPUs == nil {
+		c.DetectGPUs = gpu.Detect
+	}
+	for _, p := range []struct {
+		dst *time.Duration
+		def time.Duration
+	}{
+		{&c.LogInterval, d.LogInterval}, {&c.MinBackoff, d.MinBackoff}, {&c.MaxBackoff, d.MaxBackoff},
+		{&c.DefaultGrace, d.DefaultGrace}, {&c.StopTimeout, d.StopTimeout},
+	} {
+		if *p.dst <= 0 {
+			*p.dst = p.def
+		}
+	}
+	if c.KeepJobDirs <= 0 {
+		c.KeepJobDirs = d.KeepJobDirs
+	}
+}
+
+// Run registers the node and serves the control plane's instructions until
+// ctx ends (jobs are stopped gracefully, their logs flushed and exits
+// reported; Run returns nil), the server says Shutdown (the same; nil), or
+// the server says the node is unknown (ErrUnknownNode). It returns an
+// error when registration is refused for good.
+func Run(ctx context.Context, cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c, err := newClient(cfg.ServerURL, cfg.CAFile, cfg.HTTPClient)
+	if err != nil {
+		return err
+	}
+	a := &agent{
+		cfg:    cfg,
+		clk:    cfg.Clock,
+		c:      c,
+		nodeID: cfg.NodeID,
+		jobs:   map[string]*job{},
+		wake:   make(chan struct{}, 1),
+	}
+	a.setLogger()
+	return a.run(ctx)
+}
+
+// agent is one running agent.
+type agent struct {
+	cfg  Config
+	clk  clock.Clock
+	c    *client
+	gpus []agentapi.GPU
+
+	// life outlives the caller's ctx by up to StopTimeout, so that a
+	// stopping agent can still report how its jobs ended.
+	life context.Context
+	wg   sync.WaitGroup // job runners
+
+	limitsOnce sync.Once
+	wake       chan struct{} // a job changed state: poll again soon
+
+	mu          sync.Mutex
+	log         *slog.Logger
+	nodeID      string
+	pollTimeout time.Duration
+	heartbeat   time.Duration
+	jobs        map[string]*job // running, finishing, or not yet acknowledged
+	current     *job            // the job this node is busy with
+}
+
+func (a *agent) setLogger() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.log = a.cfg.Log.With("component", "agent", "node", a.nodeID)
+}
+
+func (a *agent) logger() *slog.Logger {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.log
+}
+
+func (a *agent) node() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.nodeID
+}
+
+func (a *agent) run(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Join(a.cfg.WorkDir, "jobs"), 0o700); err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	if a.cfg.Address == "" {
+		a.cfg.Address = detectAddress()
+	}
+	if a.cfg.Hostname == "" {
+		a.cfg.Hostname, _ = os.Hostname()
+	}
+	gpus, err := a.cfg.DetectGPUs(ctx)
+	if err != nil {
+		a.logger().Warn("GPU detection failed; reporting no GPUs", "err", err)
+	}
+	a.gpus = gpus
+
+	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelLife()
+	a.life = life
+
+	recovered := a.recoverJobs()
+	if err := a.register(ctx, true); err != nil {
+		a.stopAll("the node agent was stopped")
+		a.waitJobs(cancelLife)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	recovered()
+	err = a.loop(ctx)
+	reason := "the node agent was stopped"
+	switch {
+	case errors.Is(err, errShutdown):
+		reason, err = "the node was shut down", nil
+	case errors.Is(err, ErrUnknownNode):
+		reason = "the server has no record of this node"
+		a.logger().Error("the server has no record of this node: it was removed while this agent was away; exiting")
+	}
+	a.stopAll(reason)
+	a.waitJobs(cancelLife)
+	return err
+}
+
+var errShutdown = errors.New("shutdown")
+
+// loop long-polls the server and applies its instructions.
+func (a *agent) loop(ctx context.Context) error {
+	b := a.newBackoff()
+	failing := false
+	for {
+		start := a.clk.Now()
+		resp, err := a.poll(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if isStatus(err, http.StatusUnauthorized) {
+				a.logger().Warn("the server rejected the node token; registering again")
+				if err := a.register(ctx, false); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				continue
+			}
+			if !failing {
+				a.logger().Warn("poll failed; retrying (running jobs carry on)", "err", err)
+				failing = true
+			} else {
+				a.logger().Debug("poll failed", "err", err)
+			}
+			if sleep(ctx, a.clk, b.next()) != nil {
+				return nil
+			}
+			continue
+		}
+		if failing {
+			a.logger().Info("reconnected to the server")
+			failing = false
+		}
+		b.reset()
+		if resp.Unknown {
+			return ErrUnknownNode
+		}
+		for _, uid := range resp.Cancel {
+			a.cancelJob(uid)
+		}
+		if resp.Assign != nil {
+			a.assign(*resp.Assign)
+		}
+		if resp.Shutdown {
+			a.logger().Info("the server asked this node to shut down")
+			return errShutdown
+		}
+		if resp.Assign == nil && len(resp.Cancel) == 0 {
+			a.idle(ctx, start)
+		}
+	}
+}
+
+// idle paces polls when the server does not hold them (PollTimeout 0):
+// poll every heartbeat interval, or sooner when a job changes state. A
+// server that long-polls is called again at once.
+func (a *agent) idle(ctx context.Context, start time.Time) {
+	a.mu.Lock()
+	pt, hb := a.pollTimeout, a.heartbeat
+	a.mu.Unlock()
+	if pt > 0 {
+		return
+	}
+	if hb <= 0 {
+		hb = 5 * time.Second
+	}
+	wait := hb - a.clk.Now().Sub(start)
+	if wait <= 0 {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-a.wake:
+	case <-a.clk.After(wait):
+	}
+}
+
+func (a *agent) poll(ctx context.Context) (agentapi.PollResponse, error) {
+	a.mu.Lock()
+	pt := a.pollTimeout
+	a.mu.Unlock()
+	if pt <= 0 {
+		pt = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, pt+15*time.Second)
+	defer cancel()
+	var resp agentapi.PollResponse
+	err := a.c.do(ctx, request{method: http.MethodPost, path: agentapi.Prefix + "/poll",
+		json: agentapi.PollRequest{NodeID: a.node(), Jobs: a.jobStates()}}, &resp)
+	return resp, err
+}
+
+// jobStates is this node's view of its jobs, for poll and register.
+func (a *agent) jobStates() []agentapi.JobState {
+	a.mu.Lock()
+	jobs := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		jobs = append(jobs, j)
+	}
+	a.mu.Unlock()
+	var out []agentapi.JobState
+	for _, j := range jobs {
+		out = append(out, j.report())
+	}
+	return out
+}
+
+// assign starts a job unless the node is busy.
+func (a *agent) assign(asg agentapi.Assignment) {
+	log := a.logger()
+	if !safeName(asg.UID) {
+		log.Error("ignoring an assignment with an invalid job uid", "uid", asg.UID)
+		return
+	}
+	a.mu.Lock()
+	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt == asg.Attempt {
+		a.mu.Unlock()
+		return // already running or reporting it
+	}
+	if a.current != nil || a.jobs[asg.UID] != nil {
+		busy := asg.UID
+		if a.current != nil {
+			busy = a.current.asg.UID
+		}
+		a.mu.Unlock()
+		log.Warn("ignoring an assignment: the node is busy with another job", "job", asg.UID, "attempt", asg.Attempt, "busyWith", busy)
+		return
+	}
+	j := newJob(a, asg, log)
+	a.jobs[asg.UID] = j
+	a.current = j
+	a.mu.Unlock()
+	log.Info("job assigned", "job", asg.UID, "name", asg.Name, "attempt", asg.Attempt)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		j.run()
+	}()
+}
+
+func (a *agent) cancelJob(uid string) {
+	a.mu.Lock()
+	j := a.jobs[uid]
+	a.mu.Unlock()
+	if j != nil {
+		j.stop("canceled")
+	}
+}
+
+// stopAll stops every job's process.
+func (a *agent) stopAll(reason string) {
+	a.mu.Lock()
+	jobs := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		jobs = append(jobs, j)
+	}
+	a.mu.Unlock()
+	for _, j := range jobs {
+		j.stop(reason)
+	}
+}
+
+// waitJobs waits for stopped jobs' processes to end (each within its grace
+// period), then for the runners to finish reporting for at most
+// StopTimeout; then it cancels what they still try and waits for them to
+// return.
+func (a *agent) waitJobs(cancelLife context.CancelFunc) {
+	a.mu.Lock()
+	jobs := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		jobs = append(jobs, j)
+	}
+	a.mu.Unlock()
+	for _, j := range jobs {
+		<-j.procDone
+	}
+	done := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-a.clk.After(a.cfg.StopTimeout):
+		a.logger().Warn("gave up reporting some jobs to the server; they are reported at the next start of this agent", "after", a.cfg.StopTimeout)
+	}
+	cancelLife()
+	<-done
+}
+
+// finished is called by a runner when its job's process ended and its
+// logs and outputs were shipped: the node can take the next job.
+func (a *agent) finished(j *job) {
+	a.mu.Lock()
+	if a.current == j {
+		a.current = nil
+	}
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// acknowledged drops a job whose exit the server recorded.
+func (a *agent) acknowledged(j *job) {
+	a.mu.Lock()
+	if a.jobs[j.asg.UID] == j {
+		delete(a.jobs, j.asg.UID)
+	}
+	a.mu.Unlock()
+	a.pruneJobDirs()
+}
+
+// backoff yields exponentially growing delays.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (a *agent) newBackoff() *backoff {
+	return &backoff{min: a.cfg.MinBackoff, max: a.cfg.MaxBackoff}
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur *= 2
+	}
+	if b.cur > b.max {
+		b.cur = b.max
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-clk.After(d):
+		return nil
+	}
+}
+
+// retry calls f until it succeeds, fails for good (a 4xx answer), or ctx
+// ends. The first failure is logged as a warning, later ones at debug.
+func (a *agent) retry(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	b := a.newBackoff()
+	for n := 1; ; n++ {
+		err := f(ctx)
+		if err == nil {
+			if n > 1 {
+				log.Info(what+" succeeded after retries", "attempts", n)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w (gave up: %w)", what, err, ctx.Err())
+		}
+		if permanent(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if n == 1 {
+			log.Warn(what+" failed; retrying", "err", err)
+		} else {
+			log.Debug(what+" failed", "err", err, "attempt", n)
+		}
+		if err := sleep(ctx, a.clk, b.next()); err != nil {
+			return fmt.Errorf("%s: gave up: %w", what, err)
+		}
+	}
+}
+
+// safeName reports whether s can be a file name and URL path segment.
+func safeName(s string) bool {
+	if s == "" || s == "." || s == ".." || len(s) > 200 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,419 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+)
+
+// tarFiles lists a tar.gz's regular files with their contents.
+func tarFiles(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("outputs are not gzip: %v", err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			c, _ := io.ReadAll(tr)
+			out[h.Name] = string(c)
+		}
+	}
+}
+
+func TestJobRunsAndReports(t *testing.T) {
+	t.Setenv("CUMULUS_JOIN_TOKEN", "must-not-leak")
+	f := newFakeServer(t)
+	ra := startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{
+		UID: "job-1", Name: "hello", Attempt: 1, Grace: time.Second,
+		Command: `echo to-stdout; echo to-stderr >&2; echo result > "$CUMULUS_OUTPUT_DIR/result.txt"; ` +
+			`echo weights > "$AZUREML_OUTPUT_model/w.bin"; env > "$CUMULUS_OUTPUT_DIR/env.txt"`,
+		Env:           map[string]string{"MY_VAR": "42"},
+		Outputs:       []string{"model"},
+		InstanceIndex: 1,
+		NodeIPs:       []string{"10.0.0.1", "10.0.0.2"},
+	}})
+	ev := f.exited("job-1", 10*time.Second)
+	if ev.ExitCode != 0 || ev.Reason != "" || ev.Attempt != 1 {
+		t.Errorf("exited event = %+v; want exit 0, no reason, attempt 1", ev)
+	}
+	if ev.Started.IsZero() || ev.Ended.Before(ev.Started) {
+		t.Errorf("exited event times: started %v ended %v", ev.Started, ev.Ended)
+	}
+	evs := f.eventsOf("job-1")
+	if evs[0].Phase != agentapi.PhaseRunning || evs[0].Started.IsZero() {
+		t.Errorf("first event = %+v; want running with a start time", evs[0])
+	}
+	if got := f.logOf("job-1"); got != "to-stdout\nto-stderr\n" {
+		t.Errorf("log = %q; want stdout and stderr lines", got)
+	}
+	def := tarFiles(t, f.output("job-1", "default"))
+	if def["result.txt"] != "result\n" {
+		t.Errorf("default output = %v; want result.txt", keys(def))
+	}
+	if _, ok := def["model/w.bin"]; ok {
+		t.Errorf("default output holds the named output model/: %v", keys(def))
+	}
+	if m := tarFiles(t, f.output("job-1", "model")); m["w.bin"] != "weights\n" {
+		t.Errorf("model output = %v; want w.bin", keys(m))
+	}
+	env := def["env.txt"]
+	for _, want := range []string{"MY_VAR=42", "CUMULUS_JOB_NAME=hello", "CUMULUS_JOB_UID=job-1", "CUMULUS_ATTEMPT=1",
+		"CUMULUS_NODE_ID=node-1", "CUMULUS_NODE_RANK=1", "CUMULUS_NUM_NODES=2", "CUMULUS_NODE_IPS=10.0.0.1,10.0.0.2",
+		"CUMULUS_OUTPUT_MODEL=", "AZUREML_OUTPUT_model="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("job env lacks %s", want)
+		}
+	}
+	if strings.Contains(env, "must-not-leak") {
+		t.Error("the job saw the join token")
+	}
+	if strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
+		t.Error("CUDA_VISIBLE_DEVICES set on a node without GPUs")
+	}
+	// The identity is saved privately, and the job's state is marked reported.
+	fi, err := os.Stat(filepath.Join(ra.cfg.WorkDir, "identity.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("identity.json: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	waitFor(t, 5*time.Second, "the job to leave the poll report", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.polls) > 0 && len(f.polls[len(f.polls)-1].Jobs) == 0
+	})
+	if _, err := os.Stat(filepath.Join(ra.cfg.WorkDir, "jobs", "job-1", pgidFile)); !os.IsNotExist(err) {
+		t.Errorf("job.pgid left behind: %v", err)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var k []string
+	for n := range m {
+		k = append(k, n)
+	}
+	return k
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "j", Attempt: 1, Command: "echo failing; exit 3"}})
+	if ev := f.exited("j", 10*time.Second); ev.ExitCode != 3 {
+		t.Errorf("exit code = %d; want 3", ev.ExitCode)
+	}
+	if got := f.logOf("j"); got != "failing\n" {
+		t.Errorf("log = %q", got)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	start := time.Now()
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "slow", Attempt: 1, Command: "sleep 30",
+		Timeout: 50 * time.Millisecond, Grace: 50 * time.Millisecond}})
+	ev := f.exited("slow", 10*time.Second)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the job took %s to stop; want about Timeout+Grace", took)
+	}
+	if want := "timeout: the job ran longer than 50ms"; ev.Reason != want {
+		t.Errorf("reason = %q; want %q", ev.Reason, want)
+	}
+	if ev.ExitCode != 128+15 {
+		t.Errorf("exit code = %d; want 143 (SIGTERM)", ev.ExitCode)
+	}
+}
+
+func TestTimeoutKillsAfterGrace(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	// The shell ignores SIGTERM, and so does the sleep it starts.
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "stubborn", Attempt: 1,
+		Command: "trap '' TERM; sleep 30; echo survived", Timeout: 50 * time.Millisecond, Grace: 100 * time.Millisecond}})
+	ev := f.exited("stubborn", 10*time.Second)
+	if ev.ExitCode != 128+9 || !strings.HasPrefix(ev.Reason, "timeout") {
+		t.Errorf("event = %+v; want SIGKILL (137) and a timeout reason", ev)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "c", Attempt: 1, Command: "echo started; sleep 30", Grace: time.Second}})
+	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("c")) > 0 })
+	waitFor(t, 5*time.Second, "the job's first log line", func() bool { return f.logOf("c") == "started\n" })
+	f.send(agentapi.PollResponse{Cancel: []string{"c"}})
+	ev := f.exited("c", 10*time.Second)
+	if ev.Reason != "canceled" || ev.ExitCode != 143 {
+		t.Errorf("event = %+v; want reason canceled, exit 143", ev)
+	}
+}
+
+func TestBusyNodeIgnoresSecondAssignment(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "first", Attempt: 1, Command: "sleep 0.5"}})
+	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("first")) > 0 })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "second", Attempt: 1, Command: "true"}})
+	f.exited("first", 10*time.Second)
+	if evs := f.eventsOf("second"); len(evs) != 0 {
+		t.Errorf("the busy node ran a second job: %+v", evs)
+	}
+	// While it ran, polls reported the first job only.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.polls {
+		for _, j := range p.Jobs {
+			if j.UID != "first" {
+				t.Errorf("poll reported job %q", j.UID)
+			}
+		}
+	}
+}
+
+func TestCodeBlob(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(src, "pkg", "hello.txt"), []byte("hello from the snapshot\n"), 0o644)
+	var buf bytes.Buffer
+	if err := Pack(&buf, src); err != nil {
+		t.Fatal(err)
+	}
+	sum := f.addBlob(buf.Bytes())
+	data := t.TempDir()
+	os.WriteFile(filepath.Join(data, "d.txt"), []byte("input data\n"), 0o644)
+	buf.Reset()
+	if err := Pack(&buf, data); err != nil {
+		t.Fatal(err)
+	}
+	dataSum := f.addBlob(buf.Bytes())
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "code", Attempt: 1, CodeBlob: sum,
+		Inputs: map[string]string{"training_data": dataSum}, Command: `cat pkg/hello.txt "$AZUREML_INPUT_training_data/d.txt"`}})
+	if ev := f.exited("code", 10*time.Second); ev.ExitCode != 0 {
+		t.Fatalf("event = %+v", ev)
+	}
+	if got := f.logOf("code"); got != "hello from the snapshot\ninput data\n" {
+		t.Errorf("log = %q", got)
+	}
+}
+
+func TestCodeBlobDigestMismatch(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	real := f.addBlob([]byte("not what was asked for"))
+	wrong := strings.Repeat("ab", 32)
+	f.mu.Lock()
+	f.blobs[wrong] = f.blobs[real]
+	f.mu.Unlock()
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "bad", Attempt: 1, CodeBlob: wrong, Command: "echo never"}})
+	ev := f.exited("bad", 10*time.Second)
+	if ev.ExitCode != exitNotRun || !strings.Contains(ev.Reason, "code download failed: sha256 mismatch") {
+		t.Errorf("event = %+v; want a failed job with a sha256 mismatch reason", ev)
+	}
+	if got := f.logOf("bad"); got != "" {
+		t.Errorf("the command ran: log %q", got)
+	}
+}
+
+func TestLogShippingSurvivesOutage(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	var want strings.Builder
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "chatty", Attempt: 1,
+		Command: `i=1; while [ $i -le 40 ]; do echo "line $i"; i=$((i+1)); sleep 0.02; done`}})
+	waitFor(t, 10*time.Second, "some log", func() bool { return strings.Contains(f.logOf("chatty"), "line 3\n") })
+	// The server goes away entirely for a while, then its log endpoint
+	// alone stays down a little longer.
+	f.set(func(f *fakeServer) { f.down, f.logsDown = true, true })
+	time.Sleep(300 * time.Millisecond)
+	f.set(func(f *fakeServer) { f.down = false })
+	time.Sleep(200 * time.Millisecond)
+	f.set(func(f *fakeServer) { f.logsDown = false })
+	if ev := f.exited("chatty", 15*time.Second); ev.ExitCode != 0 {
+		t.Fatalf("event = %+v", ev)
+	}
+	if got := f.logOf("chatty"); got != want.String() {
+		t.Errorf("log after the outage:\n%q\nwant\n%q", got, want.String())
+	}
+}
+
+func TestGPUEnv(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, func(c *Config) {
+		c.DetectGPUs = func(context.Context) ([]agentapi.GPU, error) {
+			return []agentapi.GPU{{Index: 0, Name: "A"}, {Index: 1, Name: "A"}, {Index: 2, Name: "A"}, {Index: 3, Name: "A"}}, nil
+		}
+	})
+	show := `echo "cuda=${CUDA_VISIBLE_DEVICES-unset} nvidia=${NVIDIA_VISIBLE_DEVICES-unset}"`
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "gpu", Attempt: 1, GPUs: []int{1, 3}, Command: show}})
+	f.exited("gpu", 10*time.Second)
+	if got := f.logOf("gpu"); got != "cuda=1,3 nvidia=1,3\n" {
+		t.Errorf("GPU job saw %q", got)
+	}
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "cpu", Attempt: 1, Command: show}})
+	f.exited("cpu", 10*time.Second)
+	if got := f.logOf("cpu"); got != "cuda= nvidia=unset\n" {
+		t.Errorf("CPU job on a GPU node saw %q; want CUDA_VISIBLE_DEVICES empty", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.registers != 1 {
+		t.Errorf("registered %d times", f.registers)
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "s", Attempt: 1, Command: "echo up; sleep 30", Grace: time.Second}})
+	waitFor(t, 10*time.Second, "the job's log", func() bool { return f.logOf("s") == "up\n" })
+	f.send(agentapi.PollResponse{Shutdown: true})
+	if err := ra.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("Run after Shutdown = %v; want nil", err)
+	}
+	ev := f.exited("s", time.Second)
+	if ev.ExitCode != 143 || ev.Reason != "the node was shut down" {
+		t.Errorf("event = %+v", ev)
+	}
+}
+
+func TestStopWithContext(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "s", Attempt: 1, Command: "sleep 30", Grace: time.Second}})
+	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("s")) > 0 })
+	ra.cancel()
+	if err := ra.wait(t, 10*time.Second); err != nil {
+		t.Fatalf("Run after cancel = %v; want nil", err)
+	}
+	if ev := f.exited("s", time.Second); ev.Reason != "the node agent was stopped" {
+		t.Errorf("event = %+v", ev)
+	}
+}
+
+func TestUnknownNodeExits(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Unknown: true})
+	if err := ra.wait(t, 10*time.Second); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("Run = %v; want ErrUnknownNode", err)
+	}
+}
+
+func TestRegisterRefusedWithoutIdentity(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, func(c *Config) { c.JoinToken = "wrong" })
+	if err := ra.wait(t, 10*time.Second); err == nil || !strings.Contains(err.Error(), "join token") {
+		t.Fatalf("Run = %v; want a refused join token", err)
+	}
+}
+
+func TestRegisterRetriesAndRestartReusesIdentity(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	f.set(func(f *fakeServer) { f.regStatus = 503 })
+	dir := t.TempDir()
+	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7" })
+	time.Sleep(100 * time.Millisecond)
+	f.set(func(f *fakeServer) { f.regStatus = 0 })
+	waitFor(t, 5*time.Second, "registration", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.registers == 1 })
+	ra.cancel()
+	if err := ra.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The join token was for one use: a restarted agent uses its identity.
+	f.set(func(f *fakeServer) { f.joinToken = "rotated" })
+	ra2 := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7"; c.JoinToken = "join-secret" })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "after-restart", Attempt: 1, Command: "echo $CUMULUS_NODE_ID"}})
+	f.exited("after-restart", 10*time.Second)
+	if got := f.logOf("after-restart"); got != "n7\n" {
+		t.Errorf("log = %q", got)
+	}
+	ra2.cancel()
+}
+
+func TestRestartReportsLostJob(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	// A previous agent process died while a job ran: its state says running.
+	jobDir := filepath.Join(dir, "jobs", "lost")
+	os.MkdirAll(jobDir, 0o755)
+	os.WriteFile(filepath.Join(jobDir, logFile), []byte("partial\n"), 0o644)
+	os.WriteFile(filepath.Join(jobDir, stateFile), []byte(`{"uid":"lost","attempt":2,"state":{"uid":"lost","attempt":2,"phase":"running"}}`), 0o600)
+	startAgent(t, f, func(c *Config) { c.WorkDir = dir })
+	ev := f.exited("lost", 10*time.Second)
+	if ev.Attempt != 2 || ev.ExitCode != exitNotRun || !strings.HasPrefix(ev.Reason, "lost") {
+		t.Errorf("event = %+v", ev)
+	}
+	if got := f.logOf("lost"); got != "partial\n" {
+		t.Errorf("log = %q", got)
+	}
+}
+
+func TestStopWhileServerDownReportsAtNextStart(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.StopTimeout = 200 * time.Millisecond })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "d", Attempt: 1, Command: "echo hi; sleep 30", Grace: time.Second}})
+	waitFor(t, 10*time.Second, "the job's log", func() bool { return f.logOf("d") == "hi\n" })
+	f.set(func(f *fakeServer) { f.down = true })
+	start := time.Now()
+	ra.cancel()
+	if err := ra.wait(t, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("stopping took %s with the server down; want about StopTimeout", took)
+	}
+	if evs := f.eventsOf("d"); len(evs) != 1 {
+		t.Fatalf("events while down: %+v; want only running", evs)
+	}
+	// The next agent process on this work dir delivers the exit.
+	f.set(func(f *fakeServer) { f.down = false })
+	startAgent(t, f, func(c *Config) { c.WorkDir = dir })
+	ev := f.exited("d", 10*time.Second)
+	if ev.ExitCode != 143 || ev.Reason != "the node agent was stopped" {
+		t.Errorf("event = %+v", ev)
+	}
+}

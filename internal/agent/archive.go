@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Pack writes the tree under dir to w as a gzip-compressed tar with paths
+// relative to dir. Regular files, directories and symlinks are kept; other
+// file types (sockets, devices, fifos) are skipped.
+func Pack(w io.Writer, dir string) error {
+	return PackFunc(w, dir, nil)
+}
+
+// PackFunc is Pack with a filter: skip(rel, d) true leaves that entry out
+// (and, for a directory, everything under it). rel uses forward slashes.
+func PackFunc(w io.Writer, dir string, skip func(rel string, d fs.DirEntry) bool) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		if skip != nil && skip(rel, d) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case info.Mode().IsRegular(), info.IsDir():
+		case info.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name = rel
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		// Copy exactly the size in the header: a file that grows while it
+		// is packed must not corrupt the archive.
+		if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
+			return fmt.Errorf("pack %s: %w", rel, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pack %s: %w", dir, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("pack %s: %w", dir, err)
+	}
+	if err := gz.Close(); err != nil {
+		return fmt.Errorf("pack %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ErrUnsafePath is returned (wrapped) by Unpack for an entry that would land
+// outside the target directory.
+var ErrUnsafePath = errors.New("unsafe path in archive")
+
+// Unpack extracts a gzip-compressed tar from r into dir (created if
+// missing). Entries with absolute paths or ".." components, symlinks and
+// hard links that point outside dir, and writes through symlinks that lead
+// outside dir are rejected with ErrUnsafePath. Set-id bits are dropped;
+// file types other than regular files, directories and links are skipped.
+func Unpack(r io.Reader, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	defer root.Close()
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unpack: %w", err)
+		}
+		if err := extract(root, tr, hdr); err != nil {
+			return fmt.Errorf("unpack %q: %w", hdr.Name, err)
+		}
+	}
+}
+
+// cleanRel turns an archive path into a clean relative path, or fails if
+// it is absolute or climbs out of the root.
+func cleanRel(name string) (string, error) {
+	name = strings.ReplaceAll(name, "\\", "/")
+	if path.IsAbs(name) || filepath.IsAbs(name) {
+		return "", fmt.Errorf("%w: absolute path", ErrUnsafePath)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return "", fmt.Errorf("%w: path climbs out of the directory", ErrUnsafePath)
+		}
+	}
+	c := path.Clean(name)
+	if c == "." {
+		return "", nil
+	}
+	return c, nil
+}
+
+// insideLink reports whether a link at rel pointing to target stays inside
+// the root.
+func insideLink(rel, target string) bool {
+	if target == "" || path.IsAbs(target) || filepath.IsAbs(target) {
+		return false
+	}
+	joined := path.Join(path.Dir(rel), target)
+	return joined != ".." && !strings.HasPrefix(joined, "../")
+}
+
+func extract(root *os.Root, tr *tar.Reader, hdr *tar.Header) error {
+	rel, err := cleanRel(hdr.Name)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		return nil // the root itself
+	}
+	if d := path.Dir(rel); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	mode := fs.FileMode(hdr.Mode).Perm()
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := root.MkdirAll(rel, 0o755); err != nil {
+			return err
+		}
+		return root.Chmod(rel, mode|0o700)
+	case tar.TypeReg, tar.TypeRegA:
+		// Replace whatever is there (a symlink included) instead of
+		// writing through it.
+		if err := removeExisting(root, rel); err != nil {
+			return err
+		}
+		f, err := root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if !hdr.ModTime.IsZero() {
+			return root.Chtimes(rel, hdr.ModTime, hdr.ModTime)
+		}
+		return nil
+	case tar.TypeSymlink:
+		if !insideLink(rel, hdr.Linkname) {
+			return fmt.Errorf("%w: symlink to %q points outside the directory", ErrUnsafePath, hdr.Linkname)
+		}
+		if err := removeExisting(root, rel); err != nil {
+			return err
+		}
+		return root.Symlink(hdr.Linkname, rel)
+	case tar.TypeLink:
+		target, err := cleanRel(hdr.Linkname)
+		if err != nil || target == "" {
+			return fmt.Errorf("%w: hard link to %q points outside the directory", ErrUnsafePath, hdr.Linkname)
+		}
+		if err := removeExisting(root, rel); err != nil {
+			return err
+		}
+		return root.Link(target, rel)
+	default:
+		return nil
+	}
+}
+
+func removeExisting(root *os.Root, rel string) error {
+	fi, err := root.Lstat(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("a directory is in the way")
+	}
+	return root.Remove(rel)
+}

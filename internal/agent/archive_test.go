@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+type entry struct {
+	name, body, link string
+	typ              byte
+}
+
+func makeTarGz(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: 0o644, Size: int64(len(e.body))}
+		if e.typ == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Typeflag != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Size > 0 {
+			tw.Write([]byte(e.body))
+		}
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func TestPackUnpackRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "a", "b"), 0o755)
+	os.WriteFile(filepath.Join(src, "a", "b", "f.txt"), []byte("deep"), 0o644)
+	os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("a/b/f.txt", filepath.Join(src, "link"))
+	os.MkdirAll(filepath.Join(src, "skipme"), 0o755)
+	os.WriteFile(filepath.Join(src, "skipme", "x"), []byte("x"), 0o644)
+
+	var buf bytes.Buffer
+	if err := PackFunc(&buf, src, func(rel string, _ os.DirEntry) bool { return rel == "skipme" }); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "out")
+	if err := Unpack(&buf, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "link")); err != nil || string(b) != "deep" {
+		t.Errorf("link: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "run.sh")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("run.sh mode: %v, %v", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "skipme")); !os.IsNotExist(err) {
+		t.Errorf("skipped folder was packed: %v", err)
+	}
+}
+
+func TestUnpackRejectsEscapes(t *testing.T) {
+	for name, entries := range map[string][]entry{
+		"dot-dot":           {{name: "../evil.txt", body: "x"}},
+		"nested dot-dot":    {{name: "a/../../evil.txt", body: "x"}},
+		"absolute":          {{name: "/tmp/evil.txt", body: "x"}},
+		"symlink outside":   {{name: "link", typ: tar.TypeSymlink, link: "../../etc"}},
+		"absolute symlink":  {{name: "link", typ: tar.TypeSymlink, link: "/etc/passwd"}},
+		"hard link outside": {{name: "hl", typ: tar.TypeLink, link: "../outside"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			dst := filepath.Join(parent, "dst")
+			err := Unpack(bytes.NewReader(makeTarGz(t, entries...)), dst)
+			if !errors.Is(err, ErrUnsafePath) {
+				t.Fatalf("Unpack = %v; want ErrUnsafePath", err)
+			}
+			if _, err := os.Stat(filepath.Join(parent, "evil.txt")); err == nil {
+				t.Fatal("a file was written outside the directory")
+			}
+		})
+	}
+}
+
+func TestUnpackDoesNotWriteThroughSymlinks(t *testing.T) {
+	parent := t.TempDir()
+	outside := filepath.Join(parent, "outside")
+	os.MkdirAll(outside, 0o755)
+	dst := filepath.Join(parent, "dst")
+	os.MkdirAll(dst, 0o755)
+	// A symlink already in the directory (say, from an earlier unpack)
+	// points outside; entries under it must not land there.
+	os.Symlink(outside, filepath.Join(dst, "escape"))
+	err := Unpack(bytes.NewReader(makeTarGz(t, entry{name: "escape/pwned", body: "x"})), dst)
+	if err == nil {
+		t.Fatal("Unpack wrote through a symlink that leaves the directory")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "pwned")); err == nil {
+		t.Fatal("a file was written outside the directory")
+	}
+	// An in-archive symlink to a file is replaced, not written through.
+	err = Unpack(bytes.NewReader(makeTarGz(t,
+		entry{name: "target", body: "keep"},
+		entry{name: "l", typ: tar.TypeSymlink, link: "target"},
+		entry{name: "l", body: "new"},
+	)), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "target")); string(b) != "keep" {
+		t.Errorf("target = %q; the write went through the symlink", b)
+	}
+}

@@ -1,0 +1,329 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+)
+
+// fakeServer is the control plane's side of the agent protocol, in memory.
+type fakeServer struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	joinToken string
+	nodeToken string
+	registers int
+	regStatus int // answer register with this status when set
+	polls     []agentapi.PollRequest
+	instr     []agentapi.PollResponse // handed out one per poll
+	events    map[string][]agentapi.JobEvent
+	logs      map[string][]byte
+	logPosts  int
+	outputs   map[string]map[string][]byte
+	blobs     map[string][]byte
+	down      bool // every agent call answers 503
+	logsDown  bool // log calls answer 503
+}
+
+func newFakeServer(t *testing.T) *fakeServer {
+	f := &fakeServer{
+		t:         t,
+		joinToken: "join-secret",
+		nodeToken: "node-secret",
+		events:    map[string][]agentapi.JobEvent{},
+		logs:      map[string][]byte{},
+		outputs:   map[string]map[string][]byte{},
+		blobs:     map[string][]byte{},
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	down, logsDown := f.down, f.logsDown
+	f.mu.Unlock()
+	if down {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+		return
+	}
+	auth := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	p := r.URL.Path
+	if p == agentapi.Prefix+"/register" {
+		f.register(w, r, auth)
+		return
+	}
+	if auth != f.nodeToken {
+		http.Error(w, "bad token", http.StatusUnauthorized)
+		return
+	}
+	switch {
+	case p == agentapi.Prefix+"/poll":
+		f.poll(w, r)
+	case strings.HasPrefix(p, agentapi.BlobPrefix+"/"):
+		f.mu.Lock()
+		b, ok := f.blobs[strings.TrimPrefix(p, agentapi.BlobPrefix+"/")]
+		f.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(b)
+	case strings.HasPrefix(p, agentapi.Prefix+"/jobs/"):
+		parts := strings.Split(strings.TrimPrefix(p, agentapi.Prefix+"/jobs/"), "/")
+		uid := parts[0]
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		switch {
+		case len(parts) == 2 && parts[1] == "events" && r.Method == http.MethodPost:
+			var ev agentapi.JobEvent
+			if err := json.Unmarshal(body, &ev); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			f.mu.Lock()
+			f.events[uid] = append(f.events[uid], ev)
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		case len(parts) == 2 && parts[1] == "logs" && r.Method == http.MethodPost:
+			if logsDown {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			off, err := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+			if err != nil {
+				http.Error(w, "offset", http.StatusBadRequest)
+				return
+			}
+			f.mu.Lock()
+			f.logPosts++
+			if off == int64(len(f.logs[uid])) {
+				f.logs[uid] = append(f.logs[uid], body...)
+			}
+			size := int64(len(f.logs[uid]))
+			f.mu.Unlock()
+			json.NewEncoder(w).Encode(agentapi.LogAck{Size: size})
+		case len(parts) == 3 && parts[1] == "outputs" && r.Method == http.MethodPut:
+			f.mu.Lock()
+			if f.outputs[uid] == nil {
+				f.outputs[uid] = map[string][]byte{}
+			}
+			f.outputs[uid][parts[2]] = body
+			f.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.NotFound(w, r)
+		}
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (f *fakeServer) register(w http.ResponseWriter, r *http.Request, auth string) {
+	var req agentapi.RegisterRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.regStatus != 0 {
+		http.Error(w, "no", f.regStatus)
+		return
+	}
+	if auth != f.joinToken {
+		http.Error(w, "bad join token", http.StatusUnauthorized)
+		return
+	}
+	f.registers++
+	id := req.NodeID
+	if id == "" {
+		id = "node-1"
+	}
+	json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: id, NodeToken: f.nodeToken,
+		HeartbeatInterval: time.Second, PollTimeout: time.Second})
+}
+
+// poll hands out the next instruction, or holds the request briefly and
+// answers "carry on".
+func (f *fakeServer) poll(w http.ResponseWriter, r *http.Request) {
+	var req agentapi.PollRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	deadline := time.Now().Add(30 * time.Millisecond)
+	for {
+		f.mu.Lock()
+		if len(f.instr) > 0 || time.Now().After(deadline) {
+			f.polls = append(f.polls, req)
+			var resp agentapi.PollResponse
+			if len(f.instr) > 0 {
+				resp = f.instr[0]
+				f.instr = f.instr[1:]
+			}
+			f.mu.Unlock()
+			json.NewEncoder(w).Encode(resp)
+			return
+		}
+		f.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func (f *fakeServer) send(resp agentapi.PollResponse) {
+	f.mu.Lock()
+	f.instr = append(f.instr, resp)
+	f.mu.Unlock()
+}
+
+func (f *fakeServer) addBlob(b []byte) string {
+	sum := sha256.Sum256(b)
+	h := hex.EncodeToString(sum[:])
+	f.mu.Lock()
+	f.blobs[h] = bytes.Clone(b)
+	f.mu.Unlock()
+	return h
+}
+
+func (f *fakeServer) set(fn func(f *fakeServer)) {
+	f.mu.Lock()
+	fn(f)
+	f.mu.Unlock()
+}
+
+// eventsOf returns a copy of the events recorded for uid.
+func (f *fakeServer) eventsOf(uid string) []agentapi.JobEvent {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]agentapi.JobEvent(nil), f.events[uid]...)
+}
+
+func (f *fakeServer) logOf(uid string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return string(f.logs[uid])
+}
+
+func (f *fakeServer) output(uid, name string) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outputs[uid][name]
+}
+
+// exited waits for the job's exited event.
+func (f *fakeServer) exited(uid string, within time.Duration) agentapi.JobEvent {
+	f.t.Helper()
+	var ev agentapi.JobEvent
+	waitFor(f.t, within, "exited event of "+uid, func() bool {
+		for _, e := range f.eventsOf(uid) {
+			if e.Phase == agentapi.PhaseExited {
+				ev = e
+				return true
+			}
+		}
+		return false
+	})
+	return ev
+}
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testLogger writes the agent's log to the test log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// runningAgent is an agent run in-process by a test.
+type runningAgent struct {
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// wait waits for Run to return and gives its error.
+func (ra *runningAgent) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case <-ra.done:
+		return ra.err
+	case <-time.After(within):
+		t.Fatalf("the agent did not return within %s", within)
+		return nil
+	}
+}
+
+// startAgent runs the agent in-process against f until the test ends.
+func startAgent(t *testing.T, f *fakeServer, mod func(*Config)) *runningAgent {
+	t.Helper()
+	cfg := Config{
+		ServerURL:   f.srv.URL,
+		JoinToken:   f.joinToken,
+		WorkDir:     t.TempDir(),
+		Address:     "127.0.0.1",
+		Log:         testLogger(t),
+		DetectGPUs:  func(context.Context) ([]agentapi.GPU, error) { return nil, nil },
+		LogInterval: 20 * time.Millisecond,
+		MinBackoff:  10 * time.Millisecond,
+		MaxBackoff:  100 * time.Millisecond,
+		StopTimeout: 5 * time.Second,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ra := &runningAgent{cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		ra.err = Run(ctx, cfg)
+		close(ra.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ra.done:
+		case <-time.After(10 * time.Second):
+			t.Error("the agent did not stop within 10s")
+		}
+	})
+	return ra
+}

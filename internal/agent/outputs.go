@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+)
+
+// DefaultOutput is the name the main outputs folder is uploaded under.
+const DefaultOutput = "default"
+
+// uploadOutputs sends each named output folder and then the main outputs
+// folder (without the named ones) as tar.gz. It returns the first failure
+// after trying every folder.
+func (j *job) uploadOutputs(ctx context.Context) error {
+	out := filepath.Join(j.dir, outputDir)
+	if _, err := os.Stat(out); errors.Is(err, fs.ErrNotExist) {
+		return nil // the command never ran
+	}
+	named := map[string]bool{}
+	var first error
+	for _, name := range j.asg.Outputs {
+		if !safeName(name) || name == DefaultOutput {
+			continue // refused when the job was prepared
+		}
+		named[name] = true
+		if err := j.uploadOutput(ctx, name, filepath.Join(out, name), nil); err != nil && first == nil {
+			first = err
+		}
+	}
+	skip := func(rel string, d fs.DirEntry) bool { return named[rel] }
+	if err := j.uploadOutput(ctx, DefaultOutput, out, skip); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// uploadOutput packs dir into a temporary file next to the outputs and
+// PUTs it, retrying until the server takes it.
+func (j *job) uploadOutput(ctx context.Context, name, dir string, skip func(string, fs.DirEntry) bool) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil { // the job may have removed it
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	tmp, err := os.CreateTemp(j.dir, ".output-"+name+"-*.tar.gz")
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := PackFunc(tmp, dir, skip); err != nil {
+		tmp.Close()
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	q := url.Values{"attempt": {strconv.Itoa(j.asg.Attempt)}}
+	err = j.a.retry(ctx, j.log, "upload output "+name, func(ctx context.Context) error {
+		return j.a.c.do(ctx, request{
+			method: http.MethodPut, path: agentapi.Prefix + "/jobs/" + j.asg.UID + "/outputs/" + name, query: q,
+			contentType: "application/gzip",
+			body: func() (io.ReadCloser, int64, error) {
+				f, err := os.Open(tmp.Name())
+				if err != nil {
+					return nil, 0, err
+				}
+				fi, err := f.Stat()
+				if err != nil {
+					f.Close()
+					return nil, 0, err
+				}
+				return f, fi.Size(), nil
+			},
+		}, nil)
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+)
+
+// recoverJobs picks up what a previous agent process with this work dir
+// left: a job that was still running cannot be supervised again (it is not
+// our child), so its process group is killed and it is reported as lost;
+// a finished job whose exit was never acknowledged is reported again. The
+// jobs are listed at once (registration carries them); the returned func
+// starts reporting them, once the agent holds a node token.
+func (a *agent) recoverJobs() (start func()) {
+	var found []*job
+	start = func() {
+		for _, j := range found {
+			j.log = a.logger().With("job", j.asg.UID, "attempt", j.asg.Attempt)
+			a.wg.Add(1)
+			go func() {
+				defer a.wg.Done()
+				j.save(false)
+				j.finish(a.life)
+			}()
+		}
+	}
+	jobsDir := filepath.Join(a.cfg.WorkDir, "jobs")
+	KillJobs(a.cfg.WorkDir)
+	ents, err := os.ReadDir(jobsDir)
+	if err != nil {
+		return start
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !safeName(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(jobsDir, e.Name(), stateFile))
+		if err != nil {
+			continue
+		}
+		var s savedJob
+		if json.Unmarshal(b, &s) != nil || s.Acked || s.UID != e.Name() {
+			continue
+		}
+		j := newJob(a, agentapi.Assignment{UID: s.UID, Attempt: s.Attempt, Outputs: s.Outputs}, a.logger())
+		j.processGone()
+		j.state = s.State
+		if j.state.Phase != agentapi.PhaseExited {
+			j.state.Phase = agentapi.PhaseExited
+			j.state.ExitCode = exitNotRun
+			j.state.Reason = "lost: the node agent restarted while the job ran"
+			j.state.Ended = a.clk.Now()
+		}
+		j.log.Info("reporting a job a previous agent process left unreported", "phase", s.State.Phase)
+		a.mu.Lock()
+		a.jobs[s.UID] = j
+		a.mu.Unlock()
+		found = append(found, j)
+	}
+	return start
+}
+
+// KillJobs kills the process groups of jobs that an agent with workDir left
+// running (from their job.pgid files) and returns how many it signaled. A
+// group is killed only if its leader is gone or still carries the job's
+// CUMULUS_JOB_UID, so a reused process id is left alone. Providers call it
+// after stopping an agent.
+func KillJobs(workDir string) int {
+	files, _ := filepath.Glob(filepath.Join(workDir, "jobs", "*", pgidFile))
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		uid := filepath.Base(filepath.Dir(f))
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/environ")
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// The leader is gone; members of its group may not be.
+		case err != nil:
+			continue // not ours to read, so not ours to kill
+		case !bytes.Contains(env, []byte("\x00CUMULUS_JOB_UID="+uid+"\x00")) &&
+			!bytes.HasPrefix(env, []byte("CUMULUS_JOB_UID="+uid+"\x00")):
+			continue
+		}
+		if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
+			n++
+		}
+		os.Remove(f)
+	}
+	return n
+}
+
+// pruneJobDirs removes the directories of reported jobs beyond the newest
+// KeepJobDirs.
+func (a *agent) pruneJobDirs() {
+	jobsDir := filepath.Join(a.cfg.WorkDir, "jobs")
+	ents, err := os.ReadDir(jobsDir)
+	if err != nil {
+		return
+	}
+	type done struct {
+		dir string
+		mod int64
+	}
+	var old []done
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		p := filepath.Join(jobsDir, e.Name(), stateFile)
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var s savedJob
+		if json.Unmarshal(b, &s) != nil || !s.Acked {
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		old = append(old, done{filepath.Join(jobsDir, e.Name()), fi.ModTime().UnixNano()})
+	}
+	if len(old) <= a.cfg.KeepJobDirs {
+		return
+	}
+	sort.Slice(old, func(i, k int) bool { return old[i].mod > old[k].mod })
+	for _, d := range old[a.cfg.KeepJobDirs:] {
+		if err := os.RemoveAll(d.dir); err != nil {
+			a.logger().Warn("could not remove an old job directory", "dir", d.dir, "err", err)
+		}
+	}
+}

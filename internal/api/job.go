@@ -1,0 +1,162 @@
+package api
+
+import "time"
+
+// Job is the JobBase envelope of a command job.
+type Job struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name"`
+	Type       string        `json:"type"`
+	SystemData *SystemData   `json:"systemData,omitempty"`
+	Properties JobProperties `json:"properties"`
+}
+
+// JobProperties is a CommandJob's properties, plus read-only Cumulus
+// extensions (attempts, history, nodes) that Azure clients ignore.
+type JobProperties struct {
+	JobType              string               `json:"jobType"`
+	Command              string               `json:"command,omitempty"`
+	CodeID               string               `json:"codeId,omitempty"`
+	EnvironmentID        string               `json:"environmentId,omitempty"`
+	ComputeID            string               `json:"computeId,omitempty"`
+	EnvironmentVariables map[string]string    `json:"environmentVariables,omitempty"`
+	Inputs               map[string]JobInput  `json:"inputs,omitempty"`
+	Outputs              map[string]JobOutput `json:"outputs,omitempty"`
+	Resources            *JobResources        `json:"resources,omitempty"`
+	Distribution         *Distribution        `json:"distribution,omitempty"`
+	Limits               *JobLimits           `json:"limits,omitempty"`
+	QueueSettings        *QueueSettings       `json:"queueSettings,omitempty"`
+	Identity             map[string]any       `json:"identity,omitempty"`
+	DisplayName          string               `json:"displayName,omitempty"`
+	ExperimentName       string               `json:"experimentName,omitempty"`
+	Description          string               `json:"description,omitempty"`
+	Tags                 map[string]string    `json:"tags,omitempty"`
+	Properties           map[string]string    `json:"properties,omitempty"`
+	IsArchived           bool                 `json:"isArchived"`
+	Status               string               `json:"status,omitempty"`
+
+	// Cumulus extensions, read-only.
+	Priority      int            `json:"priority,omitempty"` // settable: higher runs first
+	StatusMessage string         `json:"statusMessage,omitempty"`
+	History       []StatusChange `json:"statusHistory,omitempty"`
+	Attempts      []Attempt      `json:"attempts,omitempty"`
+	StartTime     *time.Time     `json:"startTime,omitempty"`
+	EndTime       *time.Time     `json:"endTime,omitempty"`
+}
+
+// JobInput is a job input: a uri_folder/uri_file or a literal.
+type JobInput struct {
+	JobInputType string `json:"jobInputType"`
+	URI          string `json:"uri,omitempty"`
+	Mode         string `json:"mode,omitempty"`
+	Value        string `json:"value,omitempty"`
+	Description  string `json:"description,omitempty"`
+}
+
+// JobOutput is a job output folder.
+type JobOutput struct {
+	JobOutputType string `json:"jobOutputType"`
+	URI           string `json:"uri,omitempty"`
+	Mode          string `json:"mode,omitempty"`
+	Description   string `json:"description,omitempty"`
+}
+
+// JobResources is where and on how many nodes a job runs.
+type JobResources struct {
+	InstanceCount int32             `json:"instanceCount,omitempty"`
+	InstanceType  string            `json:"instanceType,omitempty"`
+	ShmSize       string            `json:"shmSize,omitempty"`
+	DockerArgs    string            `json:"dockerArgs,omitempty"`
+	Properties    map[string]string `json:"properties,omitempty"`
+}
+
+// Distribution is the distributed-training wiring (mpi, pytorch, tensorflow).
+type Distribution struct {
+	DistributionType        string `json:"distributionType"`
+	ProcessCountPerInstance int32  `json:"processCountPerInstance,omitempty"`
+	WorkerCount             int32  `json:"workerCount,omitempty"`
+	ParameterServerCount    int32  `json:"parameterServerCount,omitempty"`
+}
+
+// JobLimits bounds a job's run time.
+type JobLimits struct {
+	JobLimitsType string `json:"jobLimitsType"`
+	Timeout       string `json:"timeout,omitempty"`
+}
+
+// QueueSettings is the job tier.
+type QueueSettings struct {
+	JobTier string `json:"jobTier,omitempty"`
+}
+
+// StatusChange is one timestamped transition, with a reason off the happy path.
+type StatusChange struct {
+	Status string    `json:"status"`
+	Time   time.Time `json:"time"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Attempt is one run of a job on its nodes.
+type Attempt struct {
+	Number   int        `json:"attempt"`
+	Nodes    []string   `json:"nodes"`
+	Started  *time.Time `json:"started,omitempty"`
+	Ended    *time.Time `json:"ended,omitempty"`
+	ExitCode *int       `json:"exitCode,omitempty"`
+	Reason   string     `json:"reason,omitempty"`
+}
+
+// Job statuses, as Azure's.
+const (
+	JobNotStarted      = "NotStarted"
+	JobQueued          = "Queued"
+	JobPreparing       = "Preparing"
+	JobStarting        = "Starting"
+	JobRunning         = "Running"
+	JobFinalizing      = "Finalizing"
+	JobCompleted       = "Completed"
+	JobFailed          = "Failed"
+	JobCancelRequested = "CancelRequested"
+	JobCanceled        = "Canceled"
+
+	JobTypeCommand = "Command"
+)
+
+// JobTerminal reports whether a status is final.
+func JobTerminal(status string) bool {
+	return status == JobCompleted || status == JobFailed || status == JobCanceled
+}
+
+// JobStatuses lists every status, for filter validation.
+var JobStatuses = []string{JobNotStarted, JobQueued, JobPreparing, JobStarting, JobRunning, JobFinalizing,
+	JobCompleted, JobFailed, JobCancelRequested, JobCanceled}
+
+// InstanceCount is the number of nodes a job needs (at least 1).
+func (j *Job) InstanceCount() int {
+	if r := j.Properties.Resources; r != nil && r.InstanceCount > 0 {
+		return int(r.InstanceCount)
+	}
+	return 1
+}
+
+// Timeout is the job's run-time limit, 0 for none.
+func (j *Job) Timeout() time.Duration {
+	if l := j.Properties.Limits; l != nil && l.Timeout != "" {
+		d, _ := ParseDuration(l.Timeout)
+		return d
+	}
+	return 0
+}
+
+// SetStatus records a transition with its time and reason.
+func (j *Job) SetStatus(status string, now time.Time, reason string) {
+	if j.Properties.Status == status && reason == "" {
+		return
+	}
+	j.Properties.Status = status
+	j.Properties.StatusMessage = reason
+	j.Properties.History = append(j.Properties.History, StatusChange{Status: status, Time: now, Reason: reason})
+	if JobTerminal(status) {
+		j.Properties.EndTime = &now
+	}
+}

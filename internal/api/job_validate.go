@@ -1,0 +1,123 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// MaxJobTimeout bounds limits.timeout.
+const MaxJobTimeout = 90 * 24 * time.Hour
+
+// CheckJobName applies the job name rule: 1–255 characters of letters,
+// digits, '-' and '_', starting with a letter or digit.
+func CheckJobName(name string) error {
+	if len(name) < 1 || len(name) > 255 {
+		return fmt.Errorf("job name %q must be 1 to 255 characters long", name)
+	}
+	if !isLetter(name[0]) && !isDigit(name[0]) {
+		return fmt.Errorf("job name %q must start with a letter or digit", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isLetter(c) && !isDigit(c) && c != '-' && c != '_' {
+			return fmt.Errorf("job name %q may contain only letters, digits, '-' and '_'", name)
+		}
+	}
+	return nil
+}
+
+// PrepareJob validates a submitted command job and fills defaults. It
+// does not check that the compute exists (the caller does, with the store).
+func PrepareJob(j *Job, name string) error {
+	var v Validation
+	if err := CheckJobName(name); err != nil {
+		v.Add(CodeInvalidName, "name", "%s", err)
+	}
+	p := &j.Properties
+	if p.JobType == "" {
+		p.JobType = JobTypeCommand
+	}
+	if p.JobType != JobTypeCommand {
+		v.Add(CodeValidationError, "properties.jobType", "jobType %q is not supported; Cumulus runs Command jobs", p.JobType)
+	}
+	if strings.TrimSpace(p.Command) == "" {
+		v.Add(CodeValidationError, "properties.command", "command is required")
+	}
+	if p.ComputeID == "" {
+		v.Add(CodeValidationError, "properties.computeId", "computeId is required: the compute cluster to run on")
+	}
+	if p.Resources == nil {
+		p.Resources = &JobResources{}
+	}
+	if p.Resources.InstanceCount == 0 {
+		p.Resources.InstanceCount = 1
+	}
+	if p.Resources.InstanceCount < 1 {
+		v.Add(CodeValidationError, "properties.resources.instanceCount", "instanceCount must be at least 1, got %d", p.Resources.InstanceCount)
+	}
+	if p.Limits != nil && p.Limits.Timeout != "" {
+		if p.Limits.JobLimitsType == "" {
+			p.Limits.JobLimitsType = "Command"
+		}
+		d, err := ParseDuration(p.Limits.Timeout)
+		switch {
+		case err != nil:
+			v.Add(CodeValidationError, "properties.limits.timeout", "limits.timeout: %s", err)
+		case d <= 0 || d > MaxJobTimeout:
+			v.Add(CodeValidationError, "properties.limits.timeout", "limits.timeout must be between 1 second and 90 days, got %s", p.Limits.Timeout)
+		}
+	}
+	for k := range p.EnvironmentVariables {
+		if !validEnvName(k) {
+			v.Add(CodeValidationError, "properties.environmentVariables", "environment variable name %q must be letters, digits and '_', not starting with a digit", k)
+		} else if strings.HasPrefix(k, "CUMULUS_") {
+			v.Add(CodeValidationError, "properties.environmentVariables", "environment variable %q is reserved (CUMULUS_ variables are set by the node)", k)
+		}
+	}
+	for k, in := range p.Inputs {
+		if !validEnvName(k) {
+			v.Add(CodeValidationError, "properties.inputs", "input name %q must be letters, digits and '_'", k)
+		}
+		switch strings.ToLower(in.JobInputType) {
+		case "literal":
+		case "uri_folder", "uri_file":
+			if in.URI == "" {
+				v.Add(CodeValidationError, "properties.inputs."+k+".uri", "input %s needs a uri", k)
+			}
+		default:
+			v.Add(CodeValidationError, "properties.inputs."+k+".jobInputType", "input %s: jobInputType %q is not one of uri_folder, uri_file, literal", k, in.JobInputType)
+		}
+	}
+	for k, out := range p.Outputs {
+		if !validEnvName(k) {
+			v.Add(CodeValidationError, "properties.outputs", "output name %q must be letters, digits and '_'", k)
+		}
+		if t := strings.ToLower(out.JobOutputType); t != "uri_folder" && t != "" {
+			v.Add(CodeValidationError, "properties.outputs."+k+".jobOutputType", "output %s: jobOutputType %q is not supported (uri_folder)", k, out.JobOutputType)
+		}
+		if k == "default" {
+			v.Add(CodeValidationError, "properties.outputs", "output name \"default\" is reserved for $CUMULUS_OUTPUT_DIR")
+		}
+	}
+	if d := p.Distribution; d != nil {
+		switch strings.ToLower(d.DistributionType) {
+		case "mpi", "pytorch", "tensorflow":
+		default:
+			v.Add(CodeValidationError, "properties.distribution.distributionType", "distributionType %q is not one of Mpi, PyTorch, TensorFlow", d.DistributionType)
+		}
+	}
+	checkTags(&v, p.Tags)
+	return v.Err()
+}
+
+func validEnvName(s string) bool {
+	if s == "" || isDigit(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isLetter(c) && !isDigit(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,394 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/agent"
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+)
+
+func newJobCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "job", Short: "Submit and follow jobs (like 'az ml job')"}
+	cmd.AddCommand(newJobCreateCmd(g), newJobShowCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobStreamCmd(g), newJobDownloadCmd(g), newJobDeleteCmd(g))
+	return cmd
+}
+
+func newJobCreateCmd(g *globals) *cobra.Command {
+	var (
+		file, name, compute, command, code, experiment, display, description string
+		envVars, tags                                                        []string
+		instances                                                            int32
+		timeout                                                              int64
+		stream                                                               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Submit a command job from a YAML file and/or flags",
+		Example: `  cumulus job create --file job.yml
+  cumulus job create --compute cpu-cluster --command 'python train.py' --code ./src --stream`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec := JobSpec{}
+			base := "."
+			if file != "" {
+				var err error
+				if spec, err = loadJobSpec(file); err != nil {
+					return err
+				}
+				base = filepath.Dir(file)
+			}
+			set := cmd.Flags().Changed
+			if set("name") {
+				spec.Name = name
+			}
+			if set("compute") {
+				spec.Compute = compute
+			}
+			if set("command") {
+				spec.Command = command
+			}
+			if set("code") {
+				spec.Code = code
+				base = "."
+			}
+			if set("experiment-name") {
+				spec.ExperimentName = experiment
+			}
+			if set("display-name") {
+				spec.DisplayName = display
+			}
+			if set("description") {
+				spec.Description = description
+			}
+			if set("tags") {
+				spec.Tags = parseTags(tags)
+			}
+			if set("environment-variables") {
+				if spec.EnvironmentVariables == nil {
+					spec.EnvironmentVariables = map[string]string{}
+				}
+				for k, v := range parseTags(envVars) {
+					spec.EnvironmentVariables[k] = v
+				}
+			}
+			if set("instance-count") {
+				if spec.Resources == nil {
+					spec.Resources = &JobResourcesSpec{}
+				}
+				spec.Resources.InstanceCount = instances
+			}
+			if set("timeout") {
+				spec.Limits = &JobLimitsSpec{Timeout: timeout}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			j, err := spec.toARM(ctx, c, base)
+			if err != nil {
+				return err
+			}
+			out, err := c.PutJob(ctx, j)
+			if err != nil {
+				return err
+			}
+			if stream {
+				fmt.Fprintf(g.stderr, "Submitted job %s\n", out.Name)
+				return streamJob(ctx, g, c, out.Name)
+			}
+			return g.showJob(out)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml command-job schema")
+	fl.StringVarP(&name, "name", "n", "", "job name (default: generated)")
+	fl.StringVar(&compute, "compute", "", "cluster to run on (name or azureml:<name>)")
+	fl.StringVar(&command, "command", "", "command to run (/bin/sh -c)")
+	fl.StringVar(&code, "code", "", "local folder uploaded as the job's working directory")
+	fl.StringArrayVar(&envVars, "environment-variables", nil, "KEY=VALUE (repeatable)")
+	fl.Int32Var(&instances, "instance-count", 1, "nodes the job runs on")
+	fl.Int64Var(&timeout, "timeout", 0, "seconds after which the job is stopped and fails")
+	fl.StringVar(&experiment, "experiment-name", "", "experiment name")
+	fl.StringVar(&display, "display-name", "", "display name")
+	fl.StringVar(&description, "description", "", "description")
+	fl.StringArrayVar(&tags, "tags", nil, "tags as key=value")
+	fl.BoolVar(&stream, "stream", false, "follow the job's logs until it ends (exit 0 only if it Completed)")
+	return cmd
+}
+
+func (g *globals) showJob(j api.Job) error {
+	return g.show("json", j, func() *table {
+		t := jobTable()
+		addJobRow(t, j)
+		return t
+	})
+}
+
+func jobTable() *table {
+	return &table{header: []string{"NAME", "STATUS", "COMPUTE", "NODES", "ATTEMPTS", "CREATED", "MESSAGE"}}
+}
+
+func addJobRow(t *table, j api.Job) {
+	p := j.Properties
+	compute := p.ComputeID[strings.LastIndex(p.ComputeID, "/")+1:]
+	created := "-"
+	if len(p.History) > 0 {
+		created = p.History[0].Time.Local().Format("2006-01-02 15:04:05")
+	}
+	t.add(j.Name, p.Status, compute, j.InstanceCount(), len(p.Attempts), created, p.StatusMessage)
+}
+
+func newJobShowCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Show a job",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.GetJob(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			return g.showJob(j)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newJobListCmd(g *globals) *cobra.Command {
+	var status string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the workspace's jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			jobs, err := c.ListJobs(cmd.Context(), status)
+			if err != nil {
+				return err
+			}
+			return g.show("table", jobs, func() *table {
+				t := jobTable()
+				for _, j := range jobs {
+					addJobRow(t, j)
+				}
+				return t
+			})
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status (Queued, Running, Completed, …)")
+	return cmd
+}
+
+func newJobCancelCmd(g *globals) *cobra.Command {
+	var name string
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "cancel",
+		Short: "Cancel a job (its processes get SIGTERM, then SIGKILL)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.CancelJob(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			if noWait {
+				return nil
+			}
+			return waitWithProgress(cmd.Context(), g, c, resp, "Canceling job "+name)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "do not wait for the job to stop")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newJobDeleteCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "delete",
+		Short: "Delete a finished job with its logs and outputs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			resp, err := c.DeleteJob(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			if resp.Status == 204 {
+				return fmt.Errorf("job %s does not exist", name)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newJobStreamCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "stream",
+		Short: "Follow a job's logs until it ends; exit 0 only if it Completed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			return streamJob(cmd.Context(), g, c, name)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// streamJob prints a job's log as it grows (every rank, prefixed when the
+// job has several) until the job ends, then reports how it ended.
+func streamJob(ctx context.Context, g *globals, c *client.Client, name string) error {
+	type cursor struct{ attempt, rank int }
+	offsets := map[cursor]int64{}
+	lastStatus, attempt := "", -1
+	for {
+		j, err := c.GetJob(ctx, name)
+		if err != nil {
+			return err
+		}
+		p := j.Properties
+		if p.Status != lastStatus {
+			fmt.Fprintf(g.stderr, "[%s] %s%s\n", time.Now().Format("15:04:05"), p.Status, suffix(p.StatusMessage))
+			lastStatus = p.Status
+		}
+		if n := len(p.Attempts); n > 0 && n != attempt {
+			attempt = n
+			if n > 1 {
+				fmt.Fprintf(g.stderr, "--- attempt %d ---\n", n)
+			}
+		}
+		if attempt > 0 {
+			ranks := max(j.InstanceCount(), 1)
+			for r := 0; r < ranks; r++ {
+				k := cursor{attempt, r}
+				for {
+					chunk, err := c.JobLog(ctx, name, attempt, r, offsets[k])
+					if err != nil {
+						return err
+					}
+					if chunk.Content == "" {
+						break
+					}
+					writeLog(g, chunk.Content, r, ranks)
+					offsets[k] = chunk.Offset + int64(len(chunk.Content))
+				}
+			}
+		}
+		if api.JobTerminal(p.Status) {
+			if p.Status == api.JobCompleted {
+				return nil
+			}
+			return fmt.Errorf("job %s %s%s", name, strings.ToLower(p.Status), suffix(p.StatusMessage))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}
+
+func writeLog(g *globals, content string, rank, ranks int) {
+	if ranks == 1 {
+		fmt.Fprint(g.stdout, content)
+		return
+	}
+	for _, line := range strings.SplitAfter(content, "\n") {
+		if line != "" {
+			fmt.Fprintf(g.stdout, "[rank %d] %s", rank, line)
+		}
+	}
+}
+
+func newJobDownloadCmd(g *globals) *cobra.Command {
+	var name, output, dir string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "download",
+		Short: "Download a job's outputs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			names := []string{output}
+			if all {
+				j, err := c.GetJob(ctx, name)
+				if err != nil {
+					return err
+				}
+				names = []string{"default"}
+				for k := range j.Properties.Outputs {
+					names = append(names, k)
+				}
+			}
+			for _, n := range names {
+				var buf bytes.Buffer
+				if err := c.JobOutput(ctx, name, n, &buf); err != nil {
+					return err
+				}
+				dst := filepath.Join(dir, "artifacts", n)
+				if err := os.MkdirAll(dst, 0o755); err != nil {
+					return err
+				}
+				if err := agent.Unpack(&buf, dst); err != nil {
+					return fmt.Errorf("unpack output %s: %w", n, err)
+				}
+				fmt.Fprintf(g.stderr, "Downloaded output %s to %s\n", n, dst)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
+	cmd.Flags().StringVar(&output, "output-name", "default", "output to download (default: $CUMULUS_OUTPUT_DIR)")
+	cmd.Flags().StringVarP(&dir, "download-path", "p", ".", "folder to download into (outputs land in <path>/artifacts/<name>)")
+	cmd.Flags().BoolVar(&all, "all", false, "download every output")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}

@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cumulus-ml/cumulus/internal/agent"
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+)
+
+// JobSpec is the `az ml` v2 command-job YAML.
+type JobSpec struct {
+	Schema               string                `yaml:"$schema,omitempty"`
+	Type                 string                `yaml:"type,omitempty"`
+	Name                 string                `yaml:"name,omitempty"`
+	DisplayName          string                `yaml:"display_name,omitempty"`
+	ExperimentName       string                `yaml:"experiment_name,omitempty"`
+	Description          string                `yaml:"description,omitempty"`
+	Tags                 map[string]string     `yaml:"tags,omitempty"`
+	Command              string                `yaml:"command"`
+	Code                 string                `yaml:"code,omitempty"`
+	Environment          yaml.Node             `yaml:"environment,omitempty"`
+	Compute              string                `yaml:"compute,omitempty"`
+	Resources            *JobResourcesSpec     `yaml:"resources,omitempty"`
+	Distribution         *DistributionSpec     `yaml:"distribution,omitempty"`
+	EnvironmentVariables map[string]string     `yaml:"environment_variables,omitempty"`
+	Limits               *JobLimitsSpec        `yaml:"limits,omitempty"`
+	Inputs               map[string]yaml.Node  `yaml:"inputs,omitempty"`
+	Outputs              map[string]OutputSpec `yaml:"outputs,omitempty"`
+	Priority             int                   `yaml:"priority,omitempty"`
+}
+
+// JobResourcesSpec is resources: in the YAML.
+type JobResourcesSpec struct {
+	InstanceCount int32  `yaml:"instance_count,omitempty"`
+	InstanceType  string `yaml:"instance_type,omitempty"`
+	ShmSize       string `yaml:"shm_size,omitempty"`
+}
+
+// DistributionSpec is distribution: in the YAML.
+type DistributionSpec struct {
+	Type                    string `yaml:"type"`
+	ProcessCountPerInstance int32  `yaml:"process_count_per_instance,omitempty"`
+	WorkerCount             int32  `yaml:"worker_count,omitempty"`
+	ParameterServerCount    int32  `yaml:"parameter_server_count,omitempty"`
+}
+
+// JobLimitsSpec is limits: in the YAML (timeout in seconds).
+type JobLimitsSpec struct {
+	Timeout int64 `yaml:"timeout,omitempty"`
+}
+
+// OutputSpec is one output.
+type OutputSpec struct {
+	Type string `yaml:"type,omitempty"`
+	Path string `yaml:"path,omitempty"`
+	Mode string `yaml:"mode,omitempty"`
+}
+
+func loadJobSpec(path string) (JobSpec, error) {
+	var s JobSpec
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return s, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// toARM converts the YAML to a command job. baseDir resolves relative
+// paths (code:, local inputs), which are packed and uploaded.
+func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
+	if t := strings.ToLower(s.Type); t != "" && t != "command" {
+		return api.Job{}, fmt.Errorf("job type %q is not supported: Cumulus runs command jobs", s.Type)
+	}
+	if s.Compute == "" {
+		return api.Job{}, fmt.Errorf("compute is required (compute: azureml:<cluster> in the file, or --compute)")
+	}
+	name := s.Name
+	if name == "" {
+		name = newJobName()
+	}
+	j := api.Job{Name: name}
+	p := &j.Properties
+	p.JobType, p.Command, p.DisplayName, p.ExperimentName = api.JobTypeCommand, s.Command, s.DisplayName, s.ExperimentName
+	p.Description, p.Tags, p.EnvironmentVariables, p.Priority = s.Description, s.Tags, s.EnvironmentVariables, s.Priority
+	if p.DisplayName == "" {
+		p.DisplayName = name
+	}
+	if p.ExperimentName == "" {
+		p.ExperimentName = "Default"
+	}
+	p.ComputeID = c.Scope.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
+	if r := s.Resources; r != nil {
+		p.Resources = &api.JobResources{InstanceCount: r.InstanceCount, InstanceType: r.InstanceType, ShmSize: r.ShmSize}
+	}
+	if d := s.Distribution; d != nil {
+		p.Distribution = &api.Distribution{DistributionType: distributionType(d.Type), ProcessCountPerInstance: d.ProcessCountPerInstance,
+			WorkerCount: d.WorkerCount, ParameterServerCount: d.ParameterServerCount}
+	}
+	if s.Limits != nil && s.Limits.Timeout != 0 {
+		if s.Limits.Timeout < 0 {
+			return j, fmt.Errorf("limits.timeout must be a positive number of seconds")
+		}
+		p.Limits = &api.JobLimits{JobLimitsType: "Command", Timeout: fmt.Sprintf("PT%dS", s.Limits.Timeout)}
+	}
+	env, err := environmentID(s.Environment)
+	if err != nil {
+		return j, err
+	}
+	p.EnvironmentID = env
+	if s.Code != "" {
+		digest, err := uploadFolder(ctx, c, resolve(baseDir, s.Code))
+		if err != nil {
+			return j, fmt.Errorf("code %s: %w", s.Code, err)
+		}
+		p.CodeID = c.Scope.WorkspaceID() + "/codes/" + name + "/versions/" + digest
+	}
+	for k, n := range s.Inputs {
+		in, err := inputOf(ctx, c, baseDir, k, n)
+		if err != nil {
+			return j, err
+		}
+		if p.Inputs == nil {
+			p.Inputs = map[string]api.JobInput{}
+		}
+		p.Inputs[k] = in
+	}
+	for k, o := range s.Outputs {
+		if p.Outputs == nil {
+			p.Outputs = map[string]api.JobOutput{}
+		}
+		t := o.Type
+		if t == "" {
+			t = "uri_folder"
+		}
+		p.Outputs[k] = api.JobOutput{JobOutputType: t, URI: o.Path, Mode: o.Mode}
+	}
+	return j, nil
+}
+
+func distributionType(t string) string {
+	switch strings.ToLower(t) {
+	case "mpi":
+		return "Mpi"
+	case "pytorch":
+		return "PyTorch"
+	case "tensorflow":
+		return "TensorFlow"
+	}
+	return t
+}
+
+// environmentID reads environment: either "azureml:name:version" or an
+// inline {image: …} (kept as "image:<name>" for the node).
+func environmentID(n yaml.Node) (string, error) {
+	switch n.Kind {
+	case 0:
+		return "", nil
+	case yaml.ScalarNode:
+		return n.Value, nil
+	case yaml.MappingNode:
+		var inline struct {
+			Image string `yaml:"image"`
+			Name  string `yaml:"name"`
+		}
+		if err := n.Decode(&inline); err != nil {
+			return "", fmt.Errorf("environment: %w", err)
+		}
+		if inline.Image == "" {
+			return "", fmt.Errorf("environment: an inline environment needs image:")
+		}
+		return "image:" + inline.Image, nil
+	}
+	return "", fmt.Errorf("environment must be azureml:<name>:<version> or {image: …}")
+}
+
+// inputOf reads one input: a literal (number, string, bool) or
+// {type, path}; a local folder path is packed and uploaded.
+func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml.Node) (api.JobInput, error) {
+	if n.Kind == yaml.ScalarNode {
+		return api.JobInput{JobInputType: "literal", Value: n.Value}, nil
+	}
+	var in struct {
+		Type string `yaml:"type"`
+		Path string `yaml:"path"`
+		Mode string `yaml:"mode"`
+	}
+	if err := n.Decode(&in); err != nil {
+		return api.JobInput{}, fmt.Errorf("inputs.%s: %w", name, err)
+	}
+	if in.Type == "" {
+		in.Type = "uri_folder"
+	}
+	uri := in.Path
+	if uri != "" && !strings.Contains(uri, "://") && !strings.HasPrefix(uri, "azureml:") {
+		digest, err := uploadFolder(ctx, c, resolve(baseDir, uri))
+		if err != nil {
+			return api.JobInput{}, fmt.Errorf("inputs.%s: %w", name, err)
+		}
+		uri = "cumulus://blobs/" + digest
+	}
+	return api.JobInput{JobInputType: in.Type, URI: uri, Mode: in.Mode}, nil
+}
+
+func resolve(base, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(base, p)
+}
+
+// uploadFolder packs a folder and uploads it content-addressed.
+func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	var buf bytes.Buffer
+	if err := agent.Pack(&buf, dir); err != nil {
+		return "", fmt.Errorf("pack %s: %w", dir, err)
+	}
+	return c.UploadBlob(ctx, buf.Bytes())
+}
+
+var (
+	adjectives = []string{"amber", "bold", "brave", "calm", "clever", "crisp", "eager", "gentle", "happy", "keen", "lively", "lucid", "mellow", "nimble", "quiet", "sharp", "sunny", "swift", "tidy", "witty"}
+	nouns      = []string{"apple", "brook", "cloud", "comet", "falcon", "fern", "harbor", "lagoon", "maple", "meadow", "orchid", "otter", "pepper", "pine", "river", "saddle", "spruce", "tiger", "willow", "yarn"}
+)
+
+// newJobName makes a readable unique name, like Azure's (calm_river_3f9k2).
+func newJobName() string {
+	id := secret.NewID()
+	pick := func(list []string, hex string) string {
+		n, _ := strconv.ParseUint(hex, 16, 32)
+		return list[int(n)%len(list)]
+	}
+	return pick(adjectives, id[0:2]) + "_" + pick(nouns, id[2:4]) + "_" + id[24:32]
+}

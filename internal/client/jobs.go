@@ -1,0 +1,111 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+// LogChunk is a piece of a job's log (the server's Cumulus extension).
+type LogChunk struct {
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Offset  int64  `json:"offset"`
+	Size    int64  `json:"size"`
+	Content string `json:"content"`
+	Status  string `json:"status"`
+	Ranks   []int  `json:"ranks"`
+}
+
+func (c *Client) jobPath(name string) string { return c.wsPath() + "/jobs/" + url.PathEscape(name) }
+
+// PutJob submits a job.
+func (c *Client) PutJob(ctx context.Context, j api.Job) (api.Job, error) {
+	var out api.Job
+	_, err := c.Do(ctx, http.MethodPut, c.jobPath(j.Name), j, &out)
+	return out, err
+}
+
+// GetJob reads a job.
+func (c *Client) GetJob(ctx context.Context, name string) (api.Job, error) {
+	var out api.Job
+	_, err := c.Do(ctx, http.MethodGet, c.jobPath(name), nil, &out)
+	return out, err
+}
+
+// ListJobs reads the workspace's jobs, optionally in one status.
+func (c *Client) ListJobs(ctx context.Context, status string) ([]api.Job, error) {
+	p := c.wsPath() + "/jobs"
+	if status != "" {
+		p += "?status=" + url.QueryEscape(status)
+	}
+	return ListAll[api.Job](ctx, c, http.MethodGet, p)
+}
+
+// CancelJob asks for a job to be canceled; the response starts an operation.
+func (c *Client) CancelJob(ctx context.Context, name string) (*Response, error) {
+	return c.Do(ctx, http.MethodPost, c.jobPath(name)+"/cancel", nil, nil)
+}
+
+// DeleteJob deletes a finished job.
+func (c *Client) DeleteJob(ctx context.Context, name string) (*Response, error) {
+	return c.Do(ctx, http.MethodDelete, c.jobPath(name), nil, nil)
+}
+
+// JobLog reads a job's log from offset (attempt < 0: the latest).
+func (c *Client) JobLog(ctx context.Context, name string, attempt, rank int, offset int64) (LogChunk, error) {
+	q := url.Values{"rank": {strconv.Itoa(rank)}, "offset": {strconv.FormatInt(offset, 10)}}
+	if attempt >= 0 {
+		q.Set("attempt", strconv.Itoa(attempt))
+	}
+	var out LogChunk
+	_, err := c.Do(ctx, http.MethodGet, c.jobPath(name)+"/logs?"+q.Encode(), nil, &out)
+	return out, err
+}
+
+// JobOutput streams one output archive (tar.gz) of a job into w.
+func (c *Client) JobOutput(ctx context.Context, name, output string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+c.jobPath(name)+"/outputs/"+url.PathEscape(output)+"?api-version="+APIVersion, nil)
+	if err != nil {
+		return err
+	}
+	return c.stream(req, w)
+}
+
+// UploadBlob stores data content-addressed and returns its sha256.
+func (c *Client) UploadBlob(ctx context.Context, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	digest := hex.EncodeToString(sum[:])
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.BaseURL+"/cumulus/v1/blobs/"+digest, bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	return digest, c.stream(req, io.Discard)
+}
+
+// stream sends a non-JSON request and copies a 2xx body into w.
+func (c *Client) stream(req *http.Request, w io.Writer) error {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the Cumulus server at %s: %w", c.BaseURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return decodeError(resp.StatusCode, data)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}

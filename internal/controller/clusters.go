@@ -1,0 +1,469 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/quota"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Clusters is the cluster controller: each pass it reads every cluster,
+// checks node health, asks decide.Decide what to do, and applies the plan
+// (assignments in the store, node creation and deletion through the
+// provider), writing intent to the store before calling the provider.
+type Clusters struct {
+	DB       *store.DB
+	Clock    clock.Clock
+	Log      *slog.Logger
+	Provider provider.Provider
+	Hub      *hub.Hub
+	// Limits returns the quota limits of a subscription's location.
+	Limits func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error)
+	// NewJoinToken makes a node's one-time join token and its hash.
+	NewJoinToken func(nodeID string) (token, hash string)
+	// NewNodeID names a new node of a compute.
+	NewNodeID func(compute string, now time.Time) string
+
+	ServerURL        string
+	CAFile           string
+	HeartbeatTimeout time.Duration // default 60 s
+	ProvisionTimeout time.Duration // default 15 min
+	MaxAttempts      int           // default lifecycle.DefaultMaxAttempts
+	Resync           time.Duration // default 5 s
+
+	wake      chan struct{}
+	mu        sync.Mutex
+	firstSeen map[string]time.Time // when this process first saw each node
+	failures  map[string]backoff   // provider failures per compute
+}
+
+type backoff struct {
+	n     int
+	until time.Time
+	msg   string
+}
+
+// Init sets defaults; call before Run/Notify are used concurrently.
+func (c *Clusters) Init() {
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = 60 * time.Second
+	}
+	if c.ProvisionTimeout <= 0 {
+		c.ProvisionTimeout = 15 * time.Minute
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = lifecycle.DefaultMaxAttempts
+	}
+	if c.Resync <= 0 {
+		c.Resync = 5 * time.Second
+	}
+	c.firstSeen = map[string]time.Time{}
+	c.failures = map[string]backoff{}
+}
+
+// Notify wakes the loop (non-blocking).
+func (c *Clusters) Notify() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run loops until ctx ends: a pass on every event and at least every
+// Resync, or earlier when a plan asks to be woken (an idle timeout).
+func (c *Clusters) Run(ctx context.Context) {
+	for {
+		wakeAt, err := c.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.Log.Error("cluster pass failed", "err", err)
+		}
+		wait := c.Resync
+		if !wakeAt.IsZero() {
+			if d := wakeAt.Sub(c.Clock.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		case <-c.Clock.After(wait):
+		}
+	}
+}
+
+// clusterState is one compute as a pass sees it.
+type clusterState struct {
+	doc   store.Doc[api.Compute]
+	sc    api.Scope
+	nodes []store.Node
+}
+
+// RunOnce makes one pass over every cluster and returns when the next pass
+// is due at the latest.
+func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
+	now := c.Clock.Now().UTC()
+	docs, err := store.List[api.Compute](ctx, c.DB.Q(), store.KindCompute, "/subscriptions", false, "", 1<<30)
+	if err != nil {
+		return time.Time{}, err
+	}
+	states := make([]clusterState, 0, len(docs))
+	usage := map[string]*quota.Usage{} // by subscription/location
+	for _, d := range docs {
+		sc, _, err := api.ParseComputeID(d.Value.ID, api.Scope{})
+		if err != nil {
+			return time.Time{}, err
+		}
+		nodes, err := store.NodesOf(ctx, c.DB.Q(), d.Value.ID)
+		if err != nil {
+			return time.Time{}, err
+		}
+		states = append(states, clusterState{d, sc, nodes})
+		u := usageFor(usage, sc.Subscription, d.Value.Properties.ComputeLocation)
+		for _, n := range nodes {
+			u.Add(n.VMSize, n.Priority == api.PriorityLowPriority, 1)
+		}
+	}
+	var wakeAt time.Time
+	var errs []error
+	for _, st := range states {
+		if st.doc.Value.Properties.ProvisioningState != api.StateSucceeded {
+			continue
+		}
+		w, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("compute %s: %w", st.doc.Value.Name, err))
+		}
+		wakeAt = earliest(wakeAt, w)
+	}
+	return wakeAt, errors.Join(errs...)
+}
+
+func usageFor(m map[string]*quota.Usage, sub, loc string) *quota.Usage {
+	k := strings.ToLower(sub + "/" + loc)
+	if m[k] == nil {
+		m[k] = &quota.Usage{Family: map[string]int64{}}
+	}
+	return m[k]
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (time.Time, error) {
+	comp := st.doc.Value
+	wakeAt, err := c.checkHealth(ctx, st.nodes, now)
+	if err != nil {
+		return wakeAt, err
+	}
+	if wakeAt, err = c.reload(ctx, &st, wakeAt); err != nil {
+		return wakeAt, err
+	}
+	queued, err := store.JobsByStatus(ctx, c.DB.Q(), comp.ID, api.JobQueued)
+	if err != nil {
+		return wakeAt, err
+	}
+	snap := c.snapshot(ctx, st, queued, u)
+	plan := decide.Decide(snap, now)
+	wakeAt = earliest(wakeAt, plan.WakeAt)
+
+	var errs []error
+	for _, a := range plan.Assign {
+		if err := c.assign(ctx, a, now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range plan.Drain {
+		if err := c.drain(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range plan.Remove {
+		if err := c.remove(ctx, id, st.nodes); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	created, provErr := c.create(ctx, comp, plan.Create, now)
+	size, _ := catalog.Lookup(comp.Aml().VMSize)
+	u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, created)
+	if provErr != nil {
+		// Recorded on the compute and backed off; not a failure of the pass.
+		c.Log.Warn("node creation failed", "compute", comp.Name, "err", provErr)
+	}
+	if b, ok := c.backoffOf(comp.ID); ok && now.Before(b.until) {
+		wakeAt = earliest(wakeAt, b.until)
+	}
+	if err := c.recordStatus(ctx, st, plan, now); err != nil {
+		errs = append(errs, err)
+	}
+	return wakeAt, errors.Join(errs...)
+}
+
+// reload re-reads the nodes after the health pass changed some.
+func (c *Clusters) reload(ctx context.Context, st *clusterState, wakeAt time.Time) (time.Time, error) {
+	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
+	st.nodes = nodes
+	return wakeAt, err
+}
+
+// snapshot turns stored state into the decision's input.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.Job, u *quota.Usage) decide.Cluster {
+	comp := st.doc.Value
+	min, max, idle := comp.Scale()
+	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
+	for _, n := range st.nodes {
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created})
+	}
+	for _, j := range queued {
+		snap.Queued = append(snap.Queued, decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq})
+	}
+	if c.Limits != nil {
+		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
+			snap.Headroom, _ = quota.Headroom(l, *u, comp.Aml().VMSize, comp.Aml().VMPriority == api.PriorityLowPriority)
+		} else {
+			c.Log.Error("quota limits", "compute", comp.Name, "err", err)
+		}
+	}
+	if b, ok := c.backoffOf(comp.ID); ok && c.Clock.Now().Before(b.until) {
+		snap.Headroom = 0 // no new nodes while the provider is backing off
+	}
+	return snap
+}
+
+func (c *Clusters) assign(ctx context.Context, a decide.Assignment, now time.Time) error {
+	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		_, err := lifecycle.Assign(ctx, q, a.JobID, a.NodeIDs, now)
+		return err
+	})
+	if errors.Is(err, lifecycle.ErrStale) || errors.Is(err, store.ErrETagMismatch) {
+		return nil // the world moved; the next pass decides again
+	}
+	if err != nil {
+		return fmt.Errorf("assign job %s: %w", a.JobID, err)
+	}
+	for _, id := range a.NodeIDs {
+		c.Hub.Wake(id)
+	}
+	return nil
+}
+
+func (c *Clusters) drain(ctx context.Context, id string) error {
+	return c.DB.Tx(ctx, func(q store.Querier) error {
+		n, err := store.GetNode(ctx, q, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil || n.State == api.NodeLeaving {
+			return err
+		}
+		n.State, n.Reason = api.NodeLeaving, "cluster shrinking (maxNodeCount lowered): removed when its job ends"
+		return store.PutNode(ctx, q, n)
+	})
+}
+
+// remove deletes a node the plan gave up: it is marked leaving first
+// (re-checked against the state the decision saw), then the provider
+// deletes the machine, then the record goes.
+func (c *Clusters) remove(ctx context.Context, id string, seen []store.Node) error {
+	var was store.Node
+	for _, n := range seen {
+		if n.ID == id {
+			was = n
+		}
+	}
+	proceed := false
+	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		n, err := store.GetNode(ctx, q, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n.JobID != "" || n.State != was.State || !n.IdleSince.Equal(was.IdleSince) {
+			return nil // it got work (or changed) since the decision: keep it
+		}
+		proceed = true
+		if n.State != api.NodeLeaving {
+			n.State = api.NodeLeaving
+			return store.PutNode(ctx, q, n)
+		}
+		return nil
+	})
+	if err != nil || !proceed {
+		return err
+	}
+	return c.deleteNode(ctx, was)
+}
+
+// deleteNode asks the provider to delete a leaving node, then drops it.
+func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
+	if n.Provider == c.Provider.Name() {
+		if err := c.Provider.Delete(ctx, n.ID); err != nil {
+			return fmt.Errorf("delete node %s: %w", n.ID, err)
+		}
+	}
+	if err := store.DeleteNode(ctx, c.DB.W(), n.ID); err != nil {
+		return err
+	}
+	c.Hub.Forget(n.ID)
+	c.mu.Lock()
+	delete(c.firstSeen, n.ID)
+	c.mu.Unlock()
+	c.Log.Info("node removed", "node", n.ID, "compute", n.Compute, "was", n.State)
+	return nil
+}
+
+// create records count new nodes and asks the provider for them; it stops
+// at the first provider failure and backs off exponentially.
+func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now time.Time) (int, error) {
+	a := comp.Aml()
+	size, ok := catalog.Lookup(a.VMSize)
+	if !ok {
+		return 0, fmt.Errorf("unknown vm size %s", a.VMSize)
+	}
+	made := 0
+	for i := 0; i < count; i++ {
+		id := c.NewNodeID(comp.Name, now)
+		tok, hash := c.NewJoinToken(id)
+		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
+			Provider: c.Provider.Name(), Created: now, JoinHash: hash}
+		if err := store.PutNode(ctx, c.DB.W(), n); err != nil {
+			return made, err
+		}
+		made++
+		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
+			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok}
+		pid, err := c.Provider.Create(ctx, spec)
+		if err != nil {
+			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
+			c.fail(comp.ID, reason, now)
+			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
+				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
+			})
+			return made, errors.Join(errors.New(reason), lerr)
+		}
+		c.succeed(comp.ID)
+		if err := c.DB.Tx(ctx, func(q store.Querier) error {
+			cur, err := store.GetNode(ctx, q, id)
+			if err != nil {
+				return err
+			}
+			cur.ProviderID = pid
+			return store.PutNode(ctx, q, cur)
+		}); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return made, err
+		}
+		c.Log.Info("node requested", "node", id, "compute", comp.Name, "size", size.Name, "provider_id", pid)
+	}
+	return made, nil
+}
+
+func (c *Clusters) fail(compute, msg string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.failures[compute]
+	b.n++
+	b.msg = msg
+	b.until = now.Add(min(time.Second<<min(b.n-1, 16), 5*time.Minute))
+	c.failures[compute] = b
+}
+
+func (c *Clusters) succeed(compute string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.failures, compute)
+}
+
+func (c *Clusters) backoffOf(compute string) (backoff, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.failures[compute]
+	return b, ok
+}
+
+// recordStatus writes the read-only status a plan implies onto the compute
+// (target, allocation transition time, errors) when it changed.
+func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decide.Plan, now time.Time) error {
+	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
+	if err != nil {
+		return err
+	}
+	return c.DB.Tx(ctx, func(q store.Querier) error {
+		d, err := store.Get[api.Compute](ctx, q, store.KindCompute, st.sc.WorkspaceID(), st.doc.Value.Name)
+		if err != nil {
+			return err
+		}
+		comp := d.Value
+		a := comp.Aml()
+		var counts api.NodeStateCounts
+		for _, n := range nodes {
+			counts.Count(n.State)
+		}
+		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
+		state := api.AllocationStateOf(int32(len(nodes)), int32(plan.Target), counts)
+		errs := c.statusErrors(comp.ID, plan, nodes)
+		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
+			return nil
+		}
+		if state != a.AllocationState || before != state {
+			a.AllocationStateTransitionTime = &now
+		}
+		a.TargetNodeCount, a.AllocationState, a.Errors = int32(plan.Target), state, errs
+		_, err = store.Put(ctx, q, store.KindCompute, st.sc.WorkspaceID(), comp.Name, comp, d.Version, now)
+		if errors.Is(err, store.ErrETagMismatch) {
+			return nil // the user changed it meanwhile; the next pass writes again
+		}
+		return err
+	})
+}
+
+// statusErrors explains why a cluster is not where its jobs want it.
+func (c *Clusters) statusErrors(compute string, plan decide.Plan, nodes []store.Node) []api.ErrorResponse {
+	var out []api.ErrorResponse
+	if b, ok := c.backoffOf(compute); ok {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeProvisioningFailed", Message: b.msg}})
+	}
+	if plan.Blocked != "" {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "ScaleUpBlocked", Message: "queued jobs wait: " + plan.Blocked}})
+	}
+	for _, n := range nodes {
+		if n.State == api.NodeUnusable && n.Reason != "" {
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeUnusable", Message: n.ID + ": " + n.Reason}})
+		}
+	}
+	return out
+}
+
+func sameErrors(a, b []api.ErrorResponse) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i].Error, b[i].Error
+		if (x == nil) != (y == nil) || (x != nil && (x.Code != y.Code || x.Message != y.Message)) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,135 @@
+package files
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Logs keeps each job's log, one file per node rank, appended by agents
+// at explicit offsets so that resends are harmless.
+type Logs struct {
+	Dir string
+	mu  sync.Mutex
+}
+
+func (l *Logs) path(uid string, rank int) string {
+	return filepath.Join(l.Dir, uid, fmt.Sprintf("rank-%d.log", rank))
+}
+
+// Append writes data at offset if offset equals the stored size; bytes
+// already stored (offset < size) are skipped. It returns the new size.
+func (l *Logs) Append(uid string, rank int, offset int64, data []byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.path(uid, rank)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return 0, fmt.Errorf("log: %w", err)
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("log: %w", err)
+	}
+	size := st.Size()
+	if offset > size {
+		return size, nil // a gap: the agent resends from size
+	}
+	skip := size - offset
+	if skip >= int64(len(data)) {
+		return size, nil
+	}
+	n, err := f.WriteAt(data[skip:], size)
+	if err != nil {
+		return size + int64(n), fmt.Errorf("log: %w", err)
+	}
+	return size + int64(n), nil
+}
+
+// Read returns up to max bytes of a rank's log from offset, and the size.
+func (l *Logs) Read(uid string, rank int, offset, max int64) ([]byte, int64, error) {
+	f, err := os.Open(l.path(uid, rank))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("log: %w", err)
+	}
+	if offset >= st.Size() {
+		return nil, st.Size(), nil
+	}
+	buf := make([]byte, min(max, st.Size()-offset))
+	n, err := f.ReadAt(buf, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, st.Size(), fmt.Errorf("log: %w", err)
+	}
+	return buf[:n], st.Size(), nil
+}
+
+// Ranks lists the ranks that have a log for a job.
+func (l *Logs) Ranks(uid string) []int {
+	ents, _ := os.ReadDir(filepath.Join(l.Dir, uid))
+	var out []int
+	for _, e := range ents {
+		var r int
+		if _, err := fmt.Sscanf(e.Name(), "rank-%d.log", &r); err == nil && strings.HasSuffix(e.Name(), ".log") {
+			out = append(out, r)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// Remove deletes a job's logs.
+func (l *Logs) Remove(uid string) error {
+	return os.RemoveAll(filepath.Join(l.Dir, uid))
+}
+
+// Outputs keeps each job's output archives (tar.gz), one per name.
+type Outputs struct{ Dir string }
+
+func (o Outputs) path(uid, name string) string { return filepath.Join(o.Dir, uid, name+".tar.gz") }
+
+// Put stores an output archive (replacing an earlier attempt's).
+func (o Outputs) Put(uid, name string, r io.Reader, maxBytes int64) error {
+	return writeVerified(o.path(uid, name), "", r, maxBytes)
+}
+
+// Open opens an output archive.
+func (o Outputs) Open(uid, name string) (*os.File, error) {
+	f, err := os.Open(o.path(uid, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("output %s: %w", name, ErrNotFound)
+	}
+	return f, err
+}
+
+// Names lists the outputs stored for a job.
+func (o Outputs) Names(uid string) []string {
+	ents, _ := os.ReadDir(filepath.Join(o.Dir, uid))
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".tar.gz"); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Remove deletes a job's outputs.
+func (o Outputs) Remove(uid string) error { return os.RemoveAll(filepath.Join(o.Dir, uid)) }

@@ -1,0 +1,87 @@
+// Package hub tracks live agents in memory: when each was last heard from,
+// and a wake-up channel per node so a long poll answers at once when there
+// is work for it.
+package hub
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Hub is safe for concurrent use.
+type Hub struct {
+	mu    sync.Mutex
+	seen  map[string]time.Time
+	wakes map[string]chan struct{}
+}
+
+// New returns an empty hub.
+func New() *Hub {
+	return &Hub{seen: map[string]time.Time{}, wakes: map[string]chan struct{}{}}
+}
+
+// Seen records that a node was heard from at t.
+func (h *Hub) Seen(node string, t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t.After(h.seen[node]) {
+		h.seen[node] = t
+	}
+}
+
+// LastSeen is when the node was last heard from by this process.
+func (h *Hub) LastSeen(node string) (time.Time, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.seen[node]
+	return t, ok
+}
+
+// Forget drops a node.
+func (h *Hub) Forget(node string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.seen, node)
+	if ch, ok := h.wakes[node]; ok {
+		close(ch)
+		delete(h.wakes, node)
+	}
+}
+
+func (h *Hub) wakeChan(node string) chan struct{} {
+	ch, ok := h.wakes[node]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		h.wakes[node] = ch
+	}
+	return ch
+}
+
+// Wake tells a waiting poll of the node to look again.
+func (h *Hub) Wake(node string) {
+	h.mu.Lock()
+	ch := h.wakeChan(node)
+	h.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Wait blocks until the node is woken, ctx ends, or timeout passes. It
+// returns true when woken.
+func (h *Hub) Wait(ctx context.Context, node string, timeout time.Duration) bool {
+	h.mu.Lock()
+	ch := h.wakeChan(node)
+	h.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case _, ok := <-ch:
+		return ok
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
+}

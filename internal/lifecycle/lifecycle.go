@@ -1,0 +1,210 @@
+// Package lifecycle holds the state transitions of jobs and nodes that more
+// than one actor makes (the API on agent reports, the cluster controller on
+// decisions and timeouts). Each function runs inside the caller's store
+// transaction and re-checks the state it reads, so a stale decision is
+// refused (ErrStale) rather than applied.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// ErrStale means the job or node changed since the decision was made.
+var ErrStale = errors.New("state changed since the decision")
+
+// DefaultMaxAttempts is how many times a job is started before a failure
+// of its node (not of its own command) makes it fail for good.
+const DefaultMaxAttempts = 3
+
+// Assign starts the job's next attempt on the given idle nodes (rank order).
+func Assign(ctx context.Context, q store.Querier, uid string, nodeIDs []string, now time.Time) (store.Job, error) {
+	j, err := store.GetJobByUID(ctx, q, uid)
+	if err != nil {
+		return j, err
+	}
+	if j.Doc.Properties.Status != api.JobQueued || len(nodeIDs) != j.Doc.InstanceCount() {
+		return j, fmt.Errorf("assign job %s: %w", j.Doc.Name, ErrStale)
+	}
+	nodes := make([]store.Node, 0, len(nodeIDs))
+	for _, id := range nodeIDs {
+		n, err := store.GetNode(ctx, q, id)
+		if err != nil {
+			return j, err
+		}
+		if n.State != api.NodeIdle || n.JobID != "" {
+			return j, fmt.Errorf("assign node %s: %w", id, ErrStale)
+		}
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		n.State, n.JobID = api.NodeRunning, j.UID
+		if err := store.PutNode(ctx, q, n); err != nil {
+			return j, err
+		}
+	}
+	j.Attempt++
+	j.Nodes = slices.Clone(nodeIDs)
+	j.Exits = nil
+	j.Doc.Properties.Attempts = append(j.Doc.Properties.Attempts, api.Attempt{Number: j.Attempt, Nodes: j.Nodes})
+	j.Doc.SetStatus(api.JobPreparing, now, "")
+	return j, store.UpdateJob(ctx, q, &j)
+}
+
+// rankOf is the node's rank in the job's current attempt, or -1.
+func rankOf(j store.Job, node string) int { return slices.Index(j.Nodes, node) }
+
+// Started records that a node began running its part of the job.
+func Started(ctx context.Context, q store.Querier, j store.Job, node string, attempt int, at time.Time) error {
+	if attempt != j.Attempt || rankOf(j, node) < 0 {
+		return nil // a report of an older attempt: ignore
+	}
+	p := &j.Doc.Properties
+	if p.Status != api.JobPreparing && p.Status != api.JobStarting {
+		return nil
+	}
+	a := &p.Attempts[len(p.Attempts)-1]
+	if a.Started == nil {
+		a.Started = &at
+	}
+	if p.StartTime == nil {
+		p.StartTime = &at
+	}
+	j.Doc.SetStatus(api.JobRunning, at, "")
+	return store.UpdateJob(ctx, q, &j)
+}
+
+// Exited records that a node's part of the job ended. The job ends when
+// every node has ended, or at once when one fails (the others are told to
+// stop by their next poll). The node is released: idle again, or still
+// leaving when it was draining.
+func Exited(ctx context.Context, q store.Querier, j store.Job, node string, attempt, code int, reason string, at time.Time) error {
+	if err := release(ctx, q, node, j.UID, at); err != nil {
+		return err
+	}
+	if attempt != j.Attempt || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
+		return nil
+	}
+	if j.Exits == nil {
+		j.Exits = map[string]int{}
+	}
+	if _, done := j.Exits[node]; done {
+		return nil
+	}
+	j.Exits[node] = code
+	p := &j.Doc.Properties
+	a := &p.Attempts[len(p.Attempts)-1]
+	switch {
+	case p.Status == api.JobCancelRequested:
+		if len(j.Exits) == len(j.Nodes) || code != 0 {
+			endAttempt(a, code, "canceled", at)
+			j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
+		}
+	case code != 0:
+		why := fmt.Sprintf("exit code %d on node %s", code, node)
+		if reason != "" {
+			why = reason + " (" + why + ")"
+		}
+		endAttempt(a, code, why, at)
+		j.Doc.SetStatus(api.JobFailed, at, why)
+	case len(j.Exits) == len(j.Nodes):
+		endAttempt(a, 0, "", at)
+		j.Doc.SetStatus(api.JobCompleted, at, "")
+	}
+	return store.UpdateJob(ctx, q, &j)
+}
+
+func endAttempt(a *api.Attempt, code int, reason string, at time.Time) {
+	a.Ended, a.ExitCode, a.Reason = &at, &code, reason
+}
+
+// release frees a node from a job: idle (its idle time restarts now)
+// unless it is leaving or gone.
+func release(ctx context.Context, q store.Querier, node, uid string, at time.Time) error {
+	n, err := store.GetNode(ctx, q, node)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n.JobID != uid {
+		return nil
+	}
+	n.JobID = ""
+	if n.State == api.NodeRunning {
+		n.State, n.IdleSince = api.NodeIdle, at
+	}
+	return store.PutNode(ctx, q, n)
+}
+
+// NodeLost handles a node that is gone or unusable while it ran a job: the
+// node becomes unusable with the reason, and its job goes back to the
+// queue (a new attempt) or fails once it has used maxAttempts.
+func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason string, maxAttempts int, at time.Time) error {
+	uid := n.JobID
+	n.State, n.Reason, n.JobID = state, reason, ""
+	if err := store.PutNode(ctx, q, n); err != nil {
+		return err
+	}
+	if uid == "" {
+		return nil
+	}
+	j, err := store.GetJobByUID(ctx, q, uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if api.JobTerminal(j.Doc.Properties.Status) || rankOf(j, n.ID) < 0 {
+		return nil
+	}
+	return Requeue(ctx, q, j, reason, maxAttempts, at)
+}
+
+// Requeue ends the job's current attempt for a reason outside the job and
+// queues it again, or fails it when its attempts are used up. Its other
+// nodes stop their part when they next poll (the job no longer runs there).
+func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, maxAttempts int, at time.Time) error {
+	p := &j.Doc.Properties
+	if n := len(p.Attempts); n > 0 && p.Attempts[n-1].Ended == nil {
+		p.Attempts[n-1].Ended, p.Attempts[n-1].Reason = &at, reason
+	}
+	for _, id := range j.Nodes {
+		if err := release(ctx, q, id, j.UID, at); err != nil {
+			return err
+		}
+	}
+	j.Nodes, j.Exits = nil, nil
+	switch {
+	case p.Status == api.JobCancelRequested:
+		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
+	case maxAttempts > 0 && j.Attempt >= maxAttempts:
+		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt))
+	default:
+		j.Doc.SetStatus(api.JobQueued, at, reason+"; queued again")
+	}
+	return store.UpdateJob(ctx, q, &j)
+}
+
+// RequestCancel cancels a job: at once when it holds no node, otherwise
+// by asking its nodes to stop (CancelRequested until they report).
+func RequestCancel(ctx context.Context, q store.Querier, j store.Job, at time.Time) error {
+	p := &j.Doc.Properties
+	switch {
+	case api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested:
+		return nil
+	case len(j.Nodes) == 0:
+		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request before it started")
+	default:
+		j.Doc.SetStatus(api.JobCancelRequested, at, "")
+	}
+	return store.UpdateJob(ctx, q, &j)
+}

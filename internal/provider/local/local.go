@@ -1,0 +1,279 @@
+// Package local is the provider whose nodes are agent processes on this
+// machine: `cumulus agent` started detached (its own session), so a node
+// and the job it runs outlive a control plane that is killed. It acts, it
+// never decides.
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agent"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+)
+
+// Options configure the provider.
+type Options struct {
+	// BaseDir holds one folder per node: agent.pid, agent.log and the
+	// agent's work dir (e.g. <data-dir>/nodes).
+	BaseDir string
+	// AgentCommand starts an agent; the node's flags are appended. Default:
+	// this executable and "agent".
+	AgentCommand []string
+	Log          *slog.Logger
+	// StopGrace is how long Delete waits for an agent to stop its job and
+	// exit after SIGTERM before it kills it. Default 10 s.
+	StopGrace time.Duration
+}
+
+// Provider runs nodes as local agent processes.
+type Provider struct {
+	o  Options
+	mu sync.Mutex // serializes Create and Delete
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// Files in a node's folder.
+const (
+	pidFile  = "agent.pid"
+	logFile  = "agent.log"
+	workDir  = "work"
+	idPrefix = "local:"
+)
+
+// New returns a local provider.
+func New(o Options) *Provider {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 10 * time.Second
+	}
+	return &Provider{o: o}
+}
+
+// Name is "local".
+func (p *Provider) Name() string { return "local" }
+
+func (p *Provider) nodeDir(nodeID string) (string, error) {
+	if !validNodeID(nodeID) {
+		return "", fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", nodeID)
+	}
+	if p.o.BaseDir == "" {
+		return "", errors.New("local provider: no base directory")
+	}
+	return filepath.Join(p.o.BaseDir, nodeID), nil
+}
+
+// Create starts the node's agent unless it runs already, and returns
+// "local:<pid>".
+func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, error) {
+	dir, err := p.nodeDir(spec.NodeID)
+	if err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pid, ok := p.running(spec.NodeID); ok {
+		return idPrefix + strconv.Itoa(pid), nil
+	}
+	argv := p.o.AgentCommand
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("local provider: find the cumulus executable: %w", err)
+		}
+		argv = []string{exe, "agent"}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, workDir), 0o700); err != nil {
+		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+	}
+	args := append(argv[1:len(argv):len(argv)],
+		"--server", spec.ServerURL,
+		"--node-id", spec.NodeID,
+		"--work-dir", filepath.Join(dir, workDir),
+		"--address", "127.0.0.1")
+	if spec.CAFile != "" {
+		args = append(args, "--ca-file", spec.CAFile)
+	}
+	cmd := exec.Command(argv[0], args...)
+	cmd.Dir = dir
+	// The join token goes in the environment, not the command line that
+	// any user can read in /proc.
+	cmd.Env = append(os.Environ(),
+		"CUMULUS_JOIN_TOKEN="+spec.JoinToken,
+		"CUMULUS_VCPUS="+strconv.Itoa(spec.VCPUs),
+		"CUMULUS_MEMORY_MB="+strconv.Itoa(int(spec.MemoryGB*1024)),
+		"CUMULUS_GPUS="+strconv.Itoa(spec.GPUs),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // survive the control plane
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", fmt.Errorf("create node %s: start agent: %w", spec.NodeID, err)
+	}
+	logf.Close() // the child has its own copy
+	pid := cmd.Process.Pid
+	go func() { _ = cmd.Wait() }() // reap it while this process lives
+	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o600); err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+	}
+	p.o.Log.Info("node agent started", "node", spec.NodeID, "pid", pid, "log", filepath.Join(dir, logFile))
+	return idPrefix + strconv.Itoa(pid), nil
+}
+
+// List reports every node folder; a node is Running while its agent
+// process lives.
+func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
+	ents, err := os.ReadDir(p.o.BaseDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list local nodes: %w", err)
+	}
+	var out []provider.Instance
+	for _, e := range ents {
+		if !e.IsDir() || !validNodeID(e.Name()) {
+			continue
+		}
+		in := provider.Instance{NodeID: e.Name()}
+		if pid, ok := readPID(filepath.Join(p.o.BaseDir, e.Name(), pidFile)); ok {
+			in.ProviderID = idPrefix + strconv.Itoa(pid)
+			in.Running = isAgent(pid, e.Name())
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].NodeID < out[k].NodeID })
+	return out, nil
+}
+
+// Delete stops the node's agent (SIGTERM; SIGKILL after StopGrace), kills
+// any job it left behind and removes the node's folder. A node that is gone
+// is not an error.
+func (p *Provider) Delete(ctx context.Context, nodeID string) error {
+	dir, err := p.nodeDir(nodeID)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if pid, ok := p.running(nodeID); ok {
+		if err := p.stop(ctx, nodeID, pid); err != nil {
+			return err
+		}
+	}
+	if n := agent.KillJobs(filepath.Join(dir, workDir)); n > 0 {
+		p.o.Log.Warn("killed jobs the node's agent left running", "node", nodeID, "groups", n)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("delete node %s: %w", nodeID, err)
+	}
+	p.o.Log.Info("node removed", "node", nodeID)
+	return nil
+}
+
+// stop signals the agent's process group (it leads its own session) and
+// waits for it to exit.
+func (p *Provider) stop(ctx context.Context, nodeID string, pid int) error {
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	deadline := time.Now().Add(p.o.StopGrace)
+	for isAgent(pid, nodeID) {
+		if time.Now().After(deadline) {
+			p.o.Log.Warn("node agent did not stop in time; killing it", "node", nodeID, "pid", pid, "grace", p.o.StopGrace)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return waitGone(ctx, pid, nodeID, 5*time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete node %s: %w", nodeID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL) // anything left in its group
+	return nil
+}
+
+func waitGone(ctx context.Context, pid int, nodeID string, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for isAgent(pid, nodeID) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("delete node %s: agent pid %d survived SIGKILL", nodeID, pid)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete node %s: %w", nodeID, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// running returns the pid of the node's agent if it lives.
+func (p *Provider) running(nodeID string) (int, bool) {
+	pid, ok := readPID(filepath.Join(p.o.BaseDir, nodeID, pidFile))
+	if !ok || !isAgent(pid, nodeID) {
+		return 0, false
+	}
+	return pid, true
+}
+
+func readPID(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 1
+}
+
+// isAgent reports whether pid is alive and is the agent of nodeID: its
+// command line names the node (a reused pid does not), and it is not a
+// zombie (whose command line is empty).
+func isAgent(pid int, nodeID string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || len(b) == 0 {
+		return false
+	}
+	for _, arg := range bytes.Split(b, []byte{0}) {
+		if string(arg) == nodeID || strings.HasSuffix(string(arg), "/"+nodeID+"/"+workDir) {
+			return true
+		}
+	}
+	return false
+}
+
+// validNodeID reports whether id is safe as a folder name.
+func validNodeID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,267 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
+)
+
+// cumulusBin is the real binary, built once for the agents.
+var cumulusBin string
+
+func TestMain(m *testing.M) {
+	tmp, err := os.MkdirTemp("", "cumulus-local-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(tmp)
+		root, err := moduleRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cumulusBin = filepath.Join(tmp, "cumulus")
+		build := exec.Command("go", "build", "-o", cumulusBin, "./cmd/cumulus")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build cumulus: %v\n%s", err, out)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// stubServer accepts registrations and holds polls briefly, so that agents
+// stay alive without a control plane. It hands out the assignments queued
+// in assign (one per poll) and records job events.
+type stubServer struct {
+	*httptest.Server
+	assign chan agentapi.Assignment
+	events chan agentapi.JobEvent
+}
+
+func newStubServer(t *testing.T) *stubServer {
+	s := &stubServer{assign: make(chan agentapi.Assignment, 10), events: make(chan agentapi.JobEvent, 100)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == agentapi.Prefix+"/register":
+			var req agentapi.RegisterRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: req.NodeID, NodeToken: "node-token",
+				HeartbeatInterval: time.Second, PollTimeout: 200 * time.Millisecond})
+		case r.URL.Path == agentapi.Prefix+"/poll":
+			var resp agentapi.PollResponse
+			select {
+			case a := <-s.assign:
+				resp.Assign = &a
+			case <-time.After(200 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+			json.NewEncoder(w).Encode(resp)
+		case strings.HasSuffix(r.URL.Path, "/events"):
+			var ev agentapi.JobEvent
+			json.NewDecoder(r.Body).Decode(&ev)
+			s.events <- ev
+			w.WriteHeader(http.StatusNoContent)
+		case strings.HasSuffix(r.URL.Path, "/logs"):
+			// Takes every chunk: one job per test, sent in order.
+			b, _ := io.ReadAll(r.Body)
+			off, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+			json.NewEncoder(w).Encode(agentapi.LogAck{Size: off + int64(len(b))})
+		case strings.Contains(r.URL.Path, "/outputs/"):
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// event waits for the next job event.
+func (s *stubServer) event(t *testing.T) agentapi.JobEvent {
+	t.Helper()
+	select {
+	case ev := <-s.events:
+		return ev
+	case <-time.After(15 * time.Second):
+		t.Fatal("no job event within 15s")
+		return agentapi.JobEvent{}
+	}
+}
+
+func newTestProvider(t *testing.T) *Provider {
+	return New(Options{
+		BaseDir:      t.TempDir(),
+		AgentCommand: []string{cumulusBin, "agent", "--log-level", "debug"},
+		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		StopGrace:    5 * time.Second,
+	})
+}
+
+func TestConformance(t *testing.T) {
+	srv := newStubServer(t)
+	providertest.Run(t,
+		func(t *testing.T) provider.Provider { return newTestProvider(t) },
+		func(id string) provider.NodeSpec {
+			return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
+		})
+}
+
+func spec(srv *stubServer, id string) provider.NodeSpec {
+	return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 1.5, GPUs: 1, ServerURL: srv.URL, JoinToken: "join-secret"}
+}
+
+// alive reports whether a process group has members that are not zombies
+// (orphaned zombies wait for init, which may take a while to reap them).
+func alive(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
+		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// gone waits a little for a process group to empty.
+func gone(pgid int) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pgid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+func jobPgid(t *testing.T, p *Provider, node, uid string) int {
+	t.Helper()
+	path := filepath.Join(p.o.BaseDir, node, workDir, "jobs", uid, "job.pgid")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("job.pgid: %v", err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pgid
+}
+
+func TestDeleteStopsTheRunningJob(t *testing.T) {
+	srv := newStubServer(t)
+	p := newTestProvider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, spec(srv, "n1")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete(ctx, "n1") })
+	srv.assign <- agentapi.Assignment{UID: "j1", Attempt: 1, Command: "echo $CUMULUS_VCPUS $CUMULUS_MEMORY_MB; sleep 30", Grace: 2 * time.Second}
+	if ev := srv.event(t); ev.Phase != agentapi.PhaseRunning {
+		t.Fatalf("first event = %+v", ev)
+	}
+	pgid := jobPgid(t, p, "n1", "j1")
+	log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, "n1", workDir, "jobs", "j1", "std.log"))
+	// The agent's command line does not carry the join token.
+	pid, _ := p.running("n1")
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if strings.Contains(string(cmdline), "join-secret") {
+		t.Error("the join token is on the agent's command line")
+	}
+	if err := p.Delete(ctx, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	ev := srv.event(t)
+	if ev.Phase != agentapi.PhaseExited || ev.Reason != "the node agent was stopped" || ev.ExitCode != 143 {
+		t.Errorf("exit event = %+v; want the job stopped by SIGTERM", ev)
+	}
+	if !gone(pgid) {
+		t.Error("the job's process group outlived Delete")
+	}
+	if got := strings.TrimSpace(string(log)); got != "2 1536" {
+		t.Errorf("job saw CUMULUS_VCPUS CUMULUS_MEMORY_MB = %q; want 2 1536", got)
+	}
+	if _, err := os.Stat(filepath.Join(p.o.BaseDir, "n1")); !os.IsNotExist(err) {
+		t.Errorf("node folder left: %v", err)
+	}
+}
+
+func TestDeleteKillsJobsOfADeadAgent(t *testing.T) {
+	srv := newStubServer(t)
+	p := newTestProvider(t)
+	ctx := context.Background()
+	if _, err := p.Create(ctx, spec(srv, "n2")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete(ctx, "n2") })
+	srv.assign <- agentapi.Assignment{UID: "j2", Attempt: 1, Command: "sleep 30"}
+	srv.event(t)
+	pgid := jobPgid(t, p, "n2", "j2")
+	// The agent dies without a chance to stop its job; the job lives on
+	// in its own process group.
+	pid, ok := p.running("n2")
+	if !ok {
+		t.Fatal("agent not running")
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for isAgent(pid, "n2") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !alive(pgid) {
+		t.Fatal("the job died with its agent")
+	}
+	ins, _ := p.List(ctx)
+	if len(ins) != 1 || ins[0].Running {
+		t.Errorf("List after the agent died = %+v; want n2 not running", ins)
+	}
+	if err := p.Delete(ctx, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	if !gone(pgid) {
+		t.Error("Delete left the orphaned job running")
+	}
+}

@@ -1,0 +1,322 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+func (s *Server) jobRoutes() {
+	r := &s.router
+	r.handle("GET", ws+"/jobs", s.listJobs)
+	r.handle("PUT", ws+"/jobs/{name}", s.putJob)
+	r.handle("GET", ws+"/jobs/{name}", s.getJob)
+	r.handle("DELETE", ws+"/jobs/{name}", s.deleteJob)
+	r.handle("POST", ws+"/jobs/{name}/cancel", s.cancelJob)
+	r.handle("GET", ws+"/jobs/{name}/logs", s.jobLogs)
+	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
+}
+
+// jobView is a stored job as the API returns it.
+func jobView(j store.Job) api.Job { return j.Doc }
+
+func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error {
+	sc, name := scopeOf(p), p["name"]
+	var j api.Job
+	if err := decode(r, &j); err != nil {
+		return err
+	}
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+		return err
+	}
+	if err := api.PrepareJob(&j, name); err != nil {
+		return err
+	}
+	csc, cname, err := api.ParseComputeID(j.Properties.ComputeID, sc)
+	if err != nil {
+		return api.BadRequest(api.CodeValidationError, "computeId: %s", err)
+	}
+	if csc != sc {
+		return api.BadRequest(api.CodeValidationError, "computeId must name a compute of workspace %s", sc.Workspace)
+	}
+	if err := s.checkCode(j.Properties.CodeID); err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	status := http.StatusCreated
+	var out store.Job
+	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+		cd, err := s.compute(r.Context(), q, sc, cname)
+		if err != nil {
+			return api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
+		}
+		c := cd.Value
+		if c.Properties.ProvisioningState == api.StateDeleting {
+			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
+		}
+		if _, max, _ := c.Scale(); j.InstanceCount() > max {
+			return api.BadRequest(api.CodeValidationError, "resources.instanceCount %d is more than compute %s can ever have (maxNodeCount %d)", j.InstanceCount(), c.Name, max)
+		}
+		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)
+		if err == nil {
+			status = http.StatusOK
+			out, err = updateJobMetadata(old, j)
+			if err != nil {
+				return err
+			}
+			return store.UpdateJob(r.Context(), q, &out)
+		}
+		if !isNotFound(err) {
+			return err
+		}
+		j.ID, j.Name, j.Type = sc.JobID(name), name, api.TypeJob
+		j.Properties.ComputeID = c.ID
+		j.Properties.Status, j.Properties.History, j.Properties.Attempts = "", nil, nil
+		j.Properties.StartTime, j.Properties.EndTime = nil, nil
+		j.SystemData = touch(nil, principal(r), now)
+		j.SetStatus(api.JobNotStarted, now, "")
+		j.SetStatus(api.JobQueued, now, "")
+		out = store.Job{UID: secret.NewID(), Parent: sc.WorkspaceID(), Compute: c.ID, Created: now, Doc: j}
+		return store.InsertJob(r.Context(), q, &out)
+	})
+	if err != nil {
+		return err
+	}
+	s.changed()
+	writeJSON(w, status, jobView(out))
+	return nil
+}
+
+// updateJobMetadata applies a PUT on an existing job: only what Azure lets
+// change after submission (description, tags, display name, archive flag).
+func updateJobMetadata(old store.Job, j api.Job) (store.Job, error) {
+	o, n := &old.Doc.Properties, &j.Properties
+	if n.Command != o.Command || n.CodeID != o.CodeID || n.EnvironmentID != o.EnvironmentID || old.Doc.InstanceCount() != j.InstanceCount() {
+		return old, &api.Error{Status: http.StatusConflict, Code: api.CodeImmutable,
+			Message: "job " + old.Doc.Name + " exists and its command, code, environment and resources cannot change; submit a new job with another name"}
+	}
+	o.Description, o.Tags, o.DisplayName, o.IsArchived = n.Description, n.Tags, n.DisplayName, n.IsArchived
+	return old, nil
+}
+
+// checkCode verifies that a codeId names an uploaded snapshot: Cumulus
+// code versions are content-addressed, the version is the sha256.
+func (s *Server) checkCode(codeID string) error {
+	if codeID == "" {
+		return nil
+	}
+	digest := codeID[strings.LastIndex(codeID, "/")+1:]
+	if !files.ValidDigest(digest) || !s.blobs.Has(digest) {
+		return api.BadRequest(api.CodeValidationError, "codeId %q does not name an uploaded code snapshot (…/codes/NAME/versions/<sha256>); the CLI uploads 'code:' folders itself", codeID)
+	}
+	return nil
+}
+
+func (s *Server) job(r *http.Request, q store.Querier, p params) (store.Job, error) {
+	sc := scopeOf(p)
+	if _, err := s.workspace(r, q, sc); err != nil {
+		return store.Job{}, err
+	}
+	j, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), p["name"])
+	if isNotFound(err) {
+		return j, api.NotFound("job %s was not found in workspace %s", p["name"], sc.Workspace)
+	}
+	return j, err
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error {
+	j, err := s.job(r, s.db.Q(), p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, jobView(j))
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+		return err
+	}
+	status := r.URL.Query().Get("status")
+	if status != "" {
+		canon := ""
+		for _, st := range api.JobStatuses {
+			if strings.EqualFold(st, status) {
+				canon = st
+			}
+		}
+		if canon == "" {
+			return api.BadRequest(api.CodeBadRequest, "status %q is not one of %s", status, strings.Join(api.JobStatuses, ", "))
+		}
+		status = canon
+	}
+	after, err := decodeSkipToken(r.URL.Query().Get("$skipToken"))
+	if err != nil {
+		return err
+	}
+	size := s.pageSize(r)
+	jobs, err := store.ListJobs(r.Context(), s.db.Q(), sc.WorkspaceID(), status, after, size+1)
+	if err != nil {
+		return err
+	}
+	page := api.Page[api.Job]{Value: []api.Job{}}
+	for i, j := range jobs {
+		if i == size {
+			page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(jobs[size-1].Doc.Name))
+			break
+		}
+		page.Value = append(page.Value, jobView(j))
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) error {
+	now := s.clock.Now().UTC()
+	var opID string
+	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+		j, err := s.job(r, q, p)
+		if err != nil {
+			return err
+		}
+		if api.JobTerminal(j.Doc.Properties.Status) {
+			return api.Conflict(api.CodeConflict, "job %s already ended (%s); there is nothing to cancel", j.Doc.Name, j.Doc.Properties.Status)
+		}
+		if err := lifecycle.RequestCancel(r.Context(), q, j, now); err != nil {
+			return err
+		}
+		opID = secret.NewID()
+		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: controller.OpJobCancel, Target: "job:" + j.UID, Status: api.OpInProgress, Started: now})
+	})
+	if err != nil {
+		return err
+	}
+	s.changed()
+	for _, n := range s.jobNodes(r, p) {
+		s.hub.Wake(n)
+	}
+	s.setOperationHeaders(w, r, s.cfg.Defaults.Location, opID, true)
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+// jobNodes lists the nodes a job holds now (to wake their polls).
+func (s *Server) jobNodes(r *http.Request, p params) []string {
+	j, err := s.job(r, s.db.Q(), p)
+	if err != nil {
+		return nil
+	}
+	return j.Nodes
+}
+
+func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request, p params) error {
+	var uid string
+	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+		j, err := s.job(r, q, p)
+		if err != nil {
+			return err
+		}
+		if !api.JobTerminal(j.Doc.Properties.Status) {
+			return api.Conflict(api.CodeConflict, "job %s is %s; cancel it first ('cumulus job cancel -n %s')", j.Doc.Name, j.Doc.Properties.Status, j.Doc.Name)
+		}
+		uid = j.UID
+		return store.DeleteJob(r.Context(), q, j.UID)
+	})
+	var e *api.Error
+	if errors.As(err, &e) && e.Code == api.CodeNotFound {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(s.logs.Remove(uid), s.outputs.Remove(uid)); err != nil {
+		s.log.Warn("job files not removed", "job", p["name"], "err", err)
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// LogChunk is the answer of the job logs endpoint (a Cumulus extension).
+type LogChunk struct {
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Offset  int64  `json:"offset"`
+	Size    int64  `json:"size"`
+	Content string `json:"content"`
+	Status  string `json:"status"`
+	Ranks   []int  `json:"ranks"`
+}
+
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request, p params) error {
+	j, err := s.job(r, s.db.Q(), p)
+	if err != nil {
+		return err
+	}
+	qv := r.URL.Query()
+	num := func(key string, def int64) (int64, error) {
+		v := qv.Get(key)
+		if v == "" {
+			return def, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, api.BadRequest(api.CodeBadRequest, "%s must be a non-negative integer", key)
+		}
+		return n, nil
+	}
+	attempt, err := num("attempt", int64(j.Attempt))
+	if err != nil {
+		return err
+	}
+	rank, err := num("rank", 0)
+	if err != nil {
+		return err
+	}
+	offset, err := num("offset", 0)
+	if err != nil {
+		return err
+	}
+	key := logKey(j.UID, int(attempt))
+	data, size, err := s.logs.Read(key, int(rank), offset, 1<<20)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, LogChunk{Attempt: int(attempt), Rank: int(rank), Offset: offset, Size: size,
+		Content: string(data), Status: j.Doc.Properties.Status, Ranks: s.logs.Ranks(key)})
+	return nil
+}
+
+func logKey(uid string, attempt int) string { return uid + "/attempt-" + strconv.Itoa(attempt) }
+
+func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) error {
+	j, err := s.job(r, s.db.Q(), p)
+	if err != nil {
+		return err
+	}
+	f, err := s.outputs.Open(j.UID, p["output"])
+	if errors.Is(err, files.ErrNotFound) {
+		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, p["output"], strings.Join(s.outputs.Names(j.UID), ", "))
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/gzip")
+	w.WriteHeader(http.StatusOK)
+	_, err = io.Copy(w, f)
+	if err != nil {
+		s.log.Warn("output download interrupted", "job", j.Doc.Name, "err", err)
+	}
+	return nil
+}

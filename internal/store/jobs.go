@@ -1,0 +1,192 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+// Job is a stored job: the ARM document plus what the control plane
+// needs to run it. UID is the job's internal id (agents use it).
+type Job struct {
+	UID     string
+	Parent  string // the workspace id
+	Compute string // the compute id
+	Seq     int64  // submission order
+	Version int64
+	Created time.Time
+	Doc     api.Job
+	// Run state, kept with the document.
+	Attempt int            // the current (or last) attempt number, 0 before the first start
+	Nodes   []string       // nodes of the current attempt, by rank
+	Exits   map[string]int // exit codes of the current attempt's nodes that have ended
+}
+
+type jobBody struct {
+	Doc     api.Job        `json:"doc"`
+	Attempt int            `json:"attempt"`
+	Nodes   []string       `json:"nodes,omitempty"`
+	Exits   map[string]int `json:"exits,omitempty"`
+}
+
+// InsertJob stores a new job, giving it the next submission sequence.
+func InsertJob(ctx context.Context, q Querier, j *Job) error {
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits})
+	if err != nil {
+		return fmt.Errorf("encode job: %w", err)
+	}
+	var seq int64
+	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM jobs`).Scan(&seq); err != nil {
+		return fmt.Errorf("insert job: %w", err)
+	}
+	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)`,
+		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), j.Doc.Properties.Status, seq, string(body), j.Created.UnixMilli())
+	if err != nil {
+		if isUnique(err) {
+			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
+		}
+		return fmt.Errorf("insert job: %w", err)
+	}
+	j.Seq, j.Version = seq, 1
+	return nil
+}
+
+// UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
+// otherwise) and bumps the version.
+func UpdateJob(ctx context.Context, q Querier, j *Job) error {
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits})
+	if err != nil {
+		return fmt.Errorf("encode job: %w", err)
+	}
+	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ? WHERE uid = ? AND version = ?`,
+		j.Doc.Properties.Status, string(body), j.UID, j.Version)
+	if err != nil {
+		return fmt.Errorf("update job: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
+	}
+	j.Version++
+	return nil
+}
+
+// DeleteJob removes a job record.
+func DeleteJob(ctx context.Context, q Querier, uid string) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM jobs WHERE uid = ?`, uid); err != nil {
+		return fmt.Errorf("delete job: %w", err)
+	}
+	return nil
+}
+
+const jobCols = `uid, parent, compute, seq, version, body, created`
+
+// GetJob reads a job by workspace and name.
+func GetJob(ctx context.Context, q Querier, parent, name string) (Job, error) {
+	return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE parent = ? AND name = ?`, Key(parent), Key(name))
+}
+
+// GetJobByUID reads a job by its internal id.
+func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
+	return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE uid = ?`, uid)
+}
+
+// JobsByStatus lists a compute's jobs in the given statuses, oldest first.
+func JobsByStatus(ctx context.Context, q Querier, compute string, statuses ...string) ([]Job, error) {
+	query := `SELECT ` + jobCols + ` FROM jobs WHERE compute = ? AND status IN (` + placeholders(len(statuses)) + `) ORDER BY seq`
+	args := []any{Key(compute)}
+	for _, s := range statuses {
+		args = append(args, s)
+	}
+	return queryJobs(ctx, q, query, args...)
+}
+
+// ListJobs pages a workspace's jobs by name after the cursor, optionally
+// only those in one status.
+func ListJobs(ctx context.Context, q Querier, parent, status, after string, limit int) ([]Job, error) {
+	query := `SELECT ` + jobCols + ` FROM jobs WHERE parent = ? AND name > ?`
+	args := []any{Key(parent), Key(after)}
+	if status != "" {
+		query += ` AND status = ?`
+		args = append(args, status)
+	}
+	query += ` ORDER BY name LIMIT ?`
+	args = append(args, limit)
+	return queryJobs(ctx, q, query, args...)
+}
+
+// CountJobs counts a compute's jobs in the given statuses.
+func CountJobs(ctx context.Context, q Querier, compute string, statuses ...string) (int, error) {
+	args := []any{Key(compute)}
+	for _, s := range statuses {
+		args = append(args, s)
+	}
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE compute = ? AND status IN (`+placeholders(len(statuses))+`)`, args...).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	return n, nil
+}
+
+func oneJob(ctx context.Context, q Querier, query string, args ...any) (Job, error) {
+	jobs, err := queryJobs(ctx, q, query, args...)
+	if err != nil {
+		return Job{}, err
+	}
+	if len(jobs) == 0 {
+		return Job{}, fmt.Errorf("job: %w", ErrNotFound)
+	}
+	return jobs[0], nil
+}
+
+func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var j Job
+		var body string
+		var created int64
+		if err := rows.Scan(&j.UID, &j.Parent, &j.Compute, &j.Seq, &j.Version, &body, &created); err != nil {
+			return nil, fmt.Errorf("scan job: %w", err)
+		}
+		var b jobBody
+		if err := json.Unmarshal([]byte(body), &b); err != nil {
+			return nil, fmt.Errorf("decode job %s: %w", j.UID, err)
+		}
+		j.Doc, j.Attempt, j.Nodes, j.Exits = b.Doc, b.Attempt, b.Nodes, b.Exits
+		j.Created = time.UnixMilli(created).UTC()
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("scan jobs: %w", err)
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	if n == 0 {
+		return "NULL"
+	}
+	b := make([]byte, 0, 2*n)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+func isUnique(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "UNIQUE constraint") || strings.Contains(err.Error(), "duplicate key"))
+}
