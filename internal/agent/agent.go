@@ -232,6 +232,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.stopAll(reason)
 	a.waitJobs(cancelLife)
+	a.logger().Info("agent stopped", "reason", reason)
 	return err
 }
 

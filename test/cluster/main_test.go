@@ -1,0 +1,226 @@
+// Package cluster tests whole clusters end to end: a real `cumulus serve`
+// process, real agent processes started by the local provider, real jobs.
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/config"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cumulus-cluster-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "cumulus")
+	build := exec.Command("go", "build", "-o", binary, "github.com/cumulus-ml/cumulus/cmd/cumulus")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build cumulus:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// server is a `cumulus serve` subprocess on a fixed port and data dir, so
+// it can be killed and started again where its agents expect it.
+type server struct {
+	t       *testing.T
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	log     *os.File
+	c       *client.Client
+}
+
+func startServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &server{t: t, dataDir: t.TempDir(), addr: addr}
+	s.start(args...)
+	t.Cleanup(func() {
+		s.stop()
+		killAgents(s.dataDir)
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(s.dataDir, "serve.log"))
+			t.Logf("server log:\n%s", tail(string(b), 6000))
+		}
+	})
+	return s
+}
+
+func (s *server) start(args ...string) {
+	s.t.Helper()
+	f, err := os.OpenFile(filepath.Join(s.dataDir, "serve.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.log = f
+	all := append([]string{"serve", "--listen", s.addr, "--data-dir", s.dataDir, "--log-level", "debug"}, args...)
+	s.cmd = exec.Command(binary, all...)
+	s.cmd.Stdout, s.cmd.Stderr = f, f
+	s.cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"))
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		cfg, err := config.Load(filepath.Join(s.dataDir, "config.yaml"))
+		if err == nil && cfg.Token != "" {
+			if c, err := client.New(cfg); err == nil {
+				if _, err := c.ListComputes(context.Background()); err == nil {
+					c.PollEvery = 100 * time.Millisecond
+					s.c = c
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("server did not come up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill9 kills the server with SIGKILL: no shutdown code runs.
+func (s *server) kill9() {
+	s.t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Wait()
+	s.log.Close()
+}
+
+func (s *server) stop() {
+	if s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = s.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = s.cmd.Process.Kill()
+		}
+		s.log.Close()
+	}
+}
+
+// agents lists the pids of agent processes of this server's nodes.
+func agents(dataDir string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, " agent ") && strings.Contains(cmd, dataDir) {
+			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(st), ") Z ") {
+				continue // a zombie is not running
+			}
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func killAgents(dataDir string) {
+	for _, pid := range agents(dataDir) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+func (s *server) createCompute(name string, min, max int32, idle string) {
+	s.t.Helper()
+	c := api.Compute{Name: name}
+	c.Properties.ComputeType = api.ComputeTypeAml
+	c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: &min, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: idle}
+	ctx := context.Background()
+	_, resp, err := s.c.PutCompute(ctx, c)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.c.Wait(ctx, resp, nil); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *server) submit(name, compute, command string) {
+	s.t.Helper()
+	j := api.Job{Name: name, Properties: api.JobProperties{Command: command, ComputeID: compute}}
+	if _, err := s.c.PutJob(context.Background(), j); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *server) job(name string) api.Job {
+	s.t.Helper()
+	j, err := s.c.GetJob(context.Background(), name)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return j
+}
+
+// log reads a job's whole log (latest attempt, rank 0).
+func (s *server) jobLog(name string) string {
+	s.t.Helper()
+	var out strings.Builder
+	var off int64
+	for {
+		chunk, err := s.c.JobLog(context.Background(), name, -1, 0, off)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if chunk.Content == "" {
+			return out.String()
+		}
+		out.WriteString(chunk.Content)
+		off += int64(len(chunk.Content))
+	}
+}
+
+// waitFor polls cond every 50 ms until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
