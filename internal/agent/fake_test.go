@@ -172,6 +172,9 @@ func (f *fakeServer) poll(w http.ResponseWriter, r *http.Request) {
 	}
 	deadline := time.Now().Add(30 * time.Millisecond)
 	for {
+		if r.Context().Err() != nil {
+			return // the agent gave up on this poll: keep instructions for the next
+		}
 		f.mu.Lock()
 		if len(f.instr) > 0 || time.Now().After(deadline) {
 			f.polls = append(f.polls, req)

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 // server is a `cumulus serve` subprocess on a fixed port and data dir, so
 // it can be killed and started again where its agents expect it.
 type server struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	addr    string
 	cmd     *exec.Cmd
@@ -49,7 +49,11 @@ type server struct {
 	c       *client.Client
 }
 
-func startServer(t *testing.T, args ...string) *server {
+var bctx = context.Background()
+
+func startServer(t *testing.T, args ...string) *server { return startServerTB(t, args...) }
+
+func startServerTB(t testing.TB, args ...string) *server {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -214,7 +218,7 @@ func (s *server) jobLog(name string) string {
 }
 
 // waitFor polls cond every 50 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -1,0 +1,97 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+// latency is the time from a job's Queued to its Running transition as the
+// server recorded them (no polling error in the figure).
+func latency(t testing.TB, j api.Job) time.Duration {
+	var queued, running time.Time
+	for _, h := range j.Properties.History {
+		switch h.Status {
+		case api.JobQueued:
+			if queued.IsZero() {
+				queued = h.Time
+			}
+		case api.JobRunning:
+			if running.IsZero() {
+				running = h.Time
+			}
+		}
+	}
+	if queued.IsZero() || running.IsZero() {
+		t.Fatalf("job %s has no Queued→Running history: %+v", j.Name, j.Properties.History)
+	}
+	return running.Sub(queued)
+}
+
+func report(b *testing.B, ds []time.Duration) {
+	slices.Sort(ds)
+	pct := func(p float64) float64 {
+		i := int(float64(len(ds)-1) * p)
+		return float64(ds[i].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, "max-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func benchServer(b *testing.B) *server { return startServerTB(b, "--log-level", "warn") }
+
+// BenchmarkSubmitToRunningWarm: a job submitted to a cluster with one warm
+// idle node; Queued→Running as recorded by the server.
+//
+//	go test ./test/cluster/ -run '^$' -bench SubmitToRunningWarm -benchtime 100x
+func BenchmarkSubmitToRunningWarm(b *testing.B) {
+	s := benchServer(b)
+	s.createCompute("warm", 1, 1, "PT10M")
+	waitFor(b, "the warm node", 30*time.Second, func() bool {
+		n, err := s.c.ListNodes(bctx, "warm")
+		return err == nil && len(n) == 1 && n[0].NodeState == api.NodeIdle
+	})
+	var ds []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("warm-%d", i)
+		s.submit(name, "warm", "true")
+		waitFor(b, name, 30*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+		ds = append(ds, latency(b, s.job(name)))
+		waitFor(b, "the node idle again", 30*time.Second, func() bool {
+			n, err := s.c.ListNodes(bctx, "warm")
+			return err == nil && len(n) == 1 && n[0].NodeState == api.NodeIdle
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+}
+
+// BenchmarkScaleFromZero: a job submitted to an empty cluster; the time
+// includes asking the local provider for a node, the agent process
+// starting and registering, and the job starting on it.
+//
+//	go test ./test/cluster/ -run '^$' -bench ScaleFromZero -benchtime 20x
+func BenchmarkScaleFromZero(b *testing.B) {
+	s := benchServer(b)
+	s.createCompute("cold", 0, 1, "PT0S")
+	var ds []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("cold-%d", i)
+		s.submit(name, "cold", "true")
+		waitFor(b, name, 30*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+		ds = append(ds, latency(b, s.job(name)))
+		waitFor(b, "the cluster empty again", 30*time.Second, func() bool {
+			n, err := s.c.ListNodes(bctx, "cold")
+			return err == nil && len(n) == 0
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+}
