@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
@@ -162,6 +163,7 @@ type agent struct {
 	wg   sync.WaitGroup // job runners
 
 	limitsOnce sync.Once
+	noCgroups  atomic.Bool   // cgroups failed once: do not try again
 	wake       chan struct{} // a job changed state: poll again soon
 
 	mu          sync.Mutex
@@ -302,6 +304,11 @@ func (a *agent) idle(ctx context.Context, start time.Time) {
 	pt, hb := a.pollTimeout, a.heartbeat
 	a.mu.Unlock()
 	if pt > 0 {
+		// The server holds polls; one that answers "carry on" at once,
+		// again and again, must not make this loop spin.
+		if a.clk.Now().Sub(start) < 5*time.Millisecond {
+			_ = sleep(ctx, a.clk, a.cfg.MinBackoff)
+		}
 		return
 	}
 	if hb <= 0 {

@@ -362,6 +362,9 @@ func TestRegisterRetriesAndRestartReusesIdentity(t *testing.T) {
 	}
 	// The join token was for one use: a restarted agent uses its identity.
 	f.set(func(f *fakeServer) { f.joinToken = "rotated" })
+	// Let the stopped agent's last poll end, so that it cannot take the
+	// assignment meant for the restarted one.
+	waitFor(t, 5*time.Second, "the old poll to end", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.inPoll == 0 })
 	ra2 := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7"; c.JoinToken = "join-secret" })
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "after-restart", Attempt: 1, Command: "echo $CUMULUS_NODE_ID"}})
 	f.exited("after-restart", 10*time.Second)
@@ -416,4 +419,27 @@ func TestStopWhileServerDownReportsAtNextStart(t *testing.T) {
 	if ev.ExitCode != 143 || ev.Reason != "the node agent was stopped" {
 		t.Errorf("event = %+v", ev)
 	}
+}
+
+// TestLimitsNeverFailAJob points the cgroup root at a plain folder that
+// looks like cgroup v2: the limits are written, starting the job inside
+// that "cgroup" fails, and the job runs without it.
+func TestLimitsNeverFailAJob(t *testing.T) {
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpu memory\n"), 0o644)
+	old := cgroupRoot
+	cgroupRoot = root
+	defer func() { cgroupRoot = old }()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, func(c *Config) { c.VCPUs, c.MemoryMB = 2, 512; c.NodeID = "lim" })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "limited", Attempt: 1, Command: "echo ok"}})
+	if ev := f.exited("limited", 10*time.Second); ev.ExitCode != 0 {
+		t.Fatalf("event = %+v", ev)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "cumulus", "lim-limited", "cpu.max"))
+	if err != nil || string(b) != "200000 100000" {
+		t.Errorf("cpu.max = %q, %v", b, err)
+	}
+	ra.cancel()
+	ra.wait(t, 5*time.Second)
 }

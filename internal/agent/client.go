@@ -107,8 +107,7 @@ type request struct {
 	contentType  string
 }
 
-// do sends req and decodes a JSON answer into out (when not nil); the
-// response body is returned unread when raw is true.
+// do sends req and decodes a JSON answer into out (when not nil).
 func (c *client) do(ctx context.Context, req request, out any) error {
 	resp, err := c.send(ctx, req)
 	if err != nil {

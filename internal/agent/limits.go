@@ -34,7 +34,7 @@ func (g *cgroup) remove() {
 // (no cgroup v2, not writable, controllers not delegated). Best effort:
 // a job never fails for want of a cgroup.
 func (a *agent) jobCgroup(uid string, log *slog.Logger) *cgroup {
-	if a.cfg.VCPUs <= 0 && a.cfg.MemoryMB <= 0 {
+	if (a.cfg.VCPUs <= 0 && a.cfg.MemoryMB <= 0) || a.noCgroups.Load() {
 		return nil
 	}
 	g, err := makeCgroup(filepath.Join(cgroupRoot, "cumulus"), a.node()+"-"+uid, a.cfg.VCPUs, a.cfg.MemoryMB)
@@ -45,8 +45,10 @@ func (a *agent) jobCgroup(uid string, log *slog.Logger) *cgroup {
 	return g
 }
 
-// limitsNotEnforced says once per agent that limits are only recorded.
+// limitsNotEnforced says once per agent that limits are only recorded, and
+// stops later jobs from trying again.
 func (a *agent) limitsNotEnforced(log *slog.Logger, err error) {
+	a.noCgroups.Store(true)
 	a.limitsOnce.Do(func() {
 		log.Info("job resource limits are recorded but not enforced on this node", "vcpus", a.cfg.VCPUs, "memoryMB", a.cfg.MemoryMB, "why", err.Error())
 	})

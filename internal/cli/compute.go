@@ -18,7 +18,7 @@ import (
 func newComputeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
-		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g))
+		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g))
 	return cmd
 }
 
@@ -548,5 +548,35 @@ func newComputeListUsageCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&loc, "location", "l", "", "location (default: the configured one)")
+	return cmd
+}
+
+func newComputeJoinTokenCmd(g *globals) *cobra.Command {
+	var name string
+	cmd := &cobra.Command{
+		Use:   "join-token",
+		Short: "Issue a token with which any machine joins the cluster ('cumulus agent --join-token')",
+		Long: `Issue a join token for a cluster. Run the printed command on a machine to make
+it a node of the cluster. Each call replaces the previous token.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			tok, command, err := c.JoinToken(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			out := map[string]string{"token": tok, "command": command}
+			return g.show("table", out, func() *table {
+				t := &table{header: []string{"RUN THIS ON THE MACHINE TO JOIN"}}
+				t.add(command)
+				return t
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }

@@ -130,6 +130,7 @@ func (s *Server) routes() {
 	r.handle("POST", ws+"/computes/{name}/listNodes", s.listNodes)
 	r.handle("GET", ws+"/computes/{name}/listNodes", s.listNodes) // nextLink pages are fetched with GET
 	r.handle("POST", ws+"/computes/{name}/listKeys", s.listKeys)
+	r.handle("POST", ws+"/computes/{name}/joinToken", s.joinToken)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)

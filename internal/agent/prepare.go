@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+)
+
+// fetchCode downloads the code snapshot into the working directory and
+// each folder input into inputs/<name>. The error says which failed.
+func (j *job) fetchCode(ctx context.Context) error {
+	if j.asg.CodeBlob != "" {
+		if err := j.fetchBlob(ctx, j.asg.CodeBlob, j.dir); err != nil {
+			return fmt.Errorf("code download failed: %w", err)
+		}
+	}
+	names := make([]string, 0, len(j.asg.Inputs))
+	for name := range j.asg.Inputs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !safeName(name) {
+			return fmt.Errorf("input name %q may hold only letters, digits, '.', '_' and '-'", name)
+		}
+		if err := j.fetchBlob(ctx, j.asg.Inputs[name], filepath.Join(j.dir, inputDir, name)); err != nil {
+			return fmt.Errorf("input %s download failed: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// fetchBlob downloads a tar.gz blob, checks its sha256 and unpacks it into
+// dir.
+func (j *job) fetchBlob(ctx context.Context, digest, dir string) error {
+	sum := strings.ToLower(digest)
+	if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
+		return fmt.Errorf("blob %q is not a sha256 digest", digest)
+	}
+	tmp, err := os.CreateTemp(filepath.Join(j.a.cfg.WorkDir, "jobs"), "."+j.asg.UID+".blob-*")
+	if err != nil {
+		return err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	err = j.a.retry(ctx, j.log, "download blob "+sum[:12], func(ctx context.Context) error {
+		resp, err := j.a.c.send(ctx, request{method: http.MethodGet, path: agentapi.BlobPrefix + "/" + sum})
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(tmp.Name())
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return final(&digestError{got: got, want: sum})
+		}
+		return nil
+	})
+	var de *digestError
+	if errors.As(err, &de) {
+		return de
+	}
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(tmp.Name())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return Unpack(f, dir)
+}
+
+type digestError struct{ got, want string }
+
+func (e *digestError) Error() string {
+	return fmt.Sprintf("sha256 mismatch: the server sent %s, the job asked for %s", e.got, e.want)
+}
+
+// prepare makes the output folders and returns the job's environment.
+func (j *job) prepare() ([]string, error) {
+	asg := j.asg
+	out := filepath.Join(j.dir, outputDir)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, fmt.Errorf("make the outputs folder: %w", err)
+	}
+	env := make([]string, 0, len(os.Environ())+len(asg.Env)+16)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CUMULUS_JOIN_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range asg.Env {
+		env = append(env, k+"="+v)
+	}
+	numNodes := len(asg.NodeIPs)
+	if numNodes == 0 {
+		numNodes = 1
+	}
+	env = append(env,
+		"CUMULUS_JOB_NAME="+asg.Name,
+		"CUMULUS_JOB_UID="+asg.UID,
+		"CUMULUS_ATTEMPT="+strconv.Itoa(asg.Attempt),
+		"CUMULUS_NODE_ID="+j.a.node(),
+		"CUMULUS_NODE_RANK="+strconv.Itoa(asg.InstanceIndex),
+		"CUMULUS_NUM_NODES="+strconv.Itoa(numNodes),
+		"CUMULUS_NODE_IPS="+strings.Join(asg.NodeIPs, ","),
+		"CUMULUS_OUTPUT_DIR="+out,
+	)
+	for name := range asg.Inputs {
+		dir := filepath.Join(j.dir, inputDir, name)
+		env = append(env, "AZUREML_INPUT_"+name+"="+dir, "CUMULUS_INPUT_"+envName(name)+"="+dir)
+	}
+	for _, name := range asg.Outputs {
+		if !safeName(name) || name == "default" {
+			return nil, fmt.Errorf("output name %q may hold only letters, digits, '.', '_' and '-' and must not be \"default\"", name)
+		}
+		dir := filepath.Join(out, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("make output folder %s: %w", name, err)
+		}
+		env = append(env, "AZUREML_OUTPUT_"+name+"="+dir, "CUMULUS_OUTPUT_"+envName(name)+"="+dir)
+	}
+	switch {
+	case len(asg.GPUs) > 0:
+		ids := make([]string, len(asg.GPUs))
+		for i, g := range asg.GPUs {
+			ids[i] = strconv.Itoa(g)
+		}
+		list := strings.Join(ids, ",")
+		env = append(env, "CUDA_VISIBLE_DEVICES="+list, "NVIDIA_VISIBLE_DEVICES="+list)
+	case len(j.a.gpus) > 0:
+		env = append(env, "CUDA_VISIBLE_DEVICES=") // no GPUs were given to this job
+	}
+	return env, nil
+}
+
+// envName turns an output name into the tail of an environment variable.
+func envName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '.' {
+			return '_'
+		}
+		return r
+	}, strings.ToUpper(name))
+}
