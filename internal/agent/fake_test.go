@@ -36,7 +36,6 @@ type fakeServer struct {
 	logPosts  int
 	outputs   map[string]map[string][]byte
 	blobs     map[string][]byte
-	inPoll    int  // poll requests being held
 	down      bool // every agent call answers 503
 	logsDown  bool // log calls answer 503
 }
@@ -171,14 +170,6 @@ func (f *fakeServer) poll(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	f.mu.Lock()
-	f.inPoll++
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		f.inPoll--
-		f.mu.Unlock()
-	}()
 	deadline := time.Now().Add(30 * time.Millisecond)
 	for {
 		if r.Context().Err() != nil {
