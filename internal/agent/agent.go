@@ -296,23 +296,21 @@ func (a *agent) loop(ctx context.Context) error {
 	}
 }
 
-// idle paces polls when the server does not hold them (PollTimeout 0):
-// poll every heartbeat interval, or sooner when a job changes state. A
-// server that long-polls is called again at once.
+// idle paces polls when the server does not hold them (PollTimeout 0 with
+// a heartbeat interval): poll every heartbeat interval, or sooner when a
+// job changes state. A server that long-polls (or whose timings are not
+// known) is called again at once.
 func (a *agent) idle(ctx context.Context, start time.Time) {
 	a.mu.Lock()
 	pt, hb := a.pollTimeout, a.heartbeat
 	a.mu.Unlock()
-	if pt > 0 {
+	if pt > 0 || hb <= 0 {
 		// The server holds polls; one that answers "carry on" at once,
 		// again and again, must not make this loop spin.
 		if a.clk.Now().Sub(start) < 5*time.Millisecond {
 			_ = sleep(ctx, a.clk, a.cfg.MinBackoff)
 		}
 		return
-	}
-	if hb <= 0 {
-		hb = 5 * time.Second
 	}
 	wait := hb - a.clk.Now().Sub(start)
 	if wait <= 0 {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
@@ -17,9 +18,11 @@ import (
 // identity is what a registered agent keeps on disk, so that a restarted
 // agent process is the same node.
 type identity struct {
-	NodeID    string `json:"nodeId"`
-	NodeToken string `json:"nodeToken"`
-	Server    string `json:"server"`
+	NodeID            string        `json:"nodeId"`
+	NodeToken         string        `json:"nodeToken"`
+	Server            string        `json:"server"`
+	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
+	PollTimeout       time.Duration `json:"pollTimeout,omitempty"`
 }
 
 func (a *agent) identityPath() string { return filepath.Join(a.cfg.WorkDir, "identity.json") }
@@ -69,6 +72,7 @@ func (a *agent) register(ctx context.Context, useSaved bool) error {
 	useIdentity := func(why string) {
 		a.mu.Lock()
 		a.nodeID = saved.NodeID
+		a.pollTimeout, a.heartbeat = saved.PollTimeout, saved.HeartbeatInterval
 		a.mu.Unlock()
 		a.setLogger()
 		a.c.setToken(saved.NodeToken)
@@ -105,7 +109,9 @@ func (a *agent) register(ctx context.Context, useSaved bool) error {
 			a.mu.Unlock()
 			a.setLogger()
 			a.c.setToken(resp.NodeToken)
-			if err := a.saveIdentity(identity{NodeID: resp.NodeID, NodeToken: resp.NodeToken, Server: a.cfg.ServerURL}); err != nil {
+			id := identity{NodeID: resp.NodeID, NodeToken: resp.NodeToken, Server: a.cfg.ServerURL,
+				HeartbeatInterval: resp.HeartbeatInterval, PollTimeout: resp.PollTimeout}
+			if err := a.saveIdentity(id); err != nil {
 				a.logger().Warn("could not save the node identity; a restarted agent will need a new join token", "err", err)
 			}
 			a.logger().Info("registered", "address", a.cfg.Address, "gpus", len(a.gpus), "pollTimeout", resp.PollTimeout)

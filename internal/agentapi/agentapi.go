@@ -73,8 +73,8 @@ type JobState struct {
 	Phase    string    `json:"phase"`
 	ExitCode int       `json:"exitCode"`
 	Reason   string    `json:"reason,omitempty"` // e.g. "timeout after 30s", "canceled", "code download failed: …"
-	Started  time.Time `json:"started,omitempty"`
-	Ended    time.Time `json:"ended,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Ended    time.Time `json:"ended,omitzero"`
 }
 
 // JobEvent is a phase change of one job on one node.

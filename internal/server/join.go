@@ -34,4 +34,3 @@ func (s *Server) joinToken(w http.ResponseWriter, r *http.Request, p params) err
 	writeJSON(w, http.StatusOK, JoinToken{Token: tok, Command: "cumulus agent --server " + s.baseURL(r) + " --join-token " + tok})
 	return nil
 }
-

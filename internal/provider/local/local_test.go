@@ -204,7 +204,10 @@ func TestDeleteStopsTheRunningJob(t *testing.T) {
 		t.Fatalf("first event = %+v", ev)
 	}
 	pgid := jobPgid(t, p, "n1", "j1")
-	log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, "n1", workDir, "jobs", "j1", "std.log"))
+	var log []byte
+	for deadline := time.Now().Add(5 * time.Second); len(log) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		log, _ = os.ReadFile(filepath.Join(p.o.BaseDir, "n1", workDir, "jobs", "j1", "std.log"))
+	}
 	// The agent's command line does not carry the join token.
 	pid, _ := p.running("n1")
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
