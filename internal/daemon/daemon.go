@@ -114,6 +114,7 @@ type Daemon struct {
 	DB     *store.DB
 
 	srv    *http.Server
+	hub    *hub.Hub
 	ln     net.Listener
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -188,6 +189,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	h := hub.New()
+	d.hub = h
 	prov, err := newProvider(o)
 	if err != nil {
 		ln.Close()
@@ -285,6 +287,7 @@ func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
 
 // Close stops serving (letting requests in flight finish) and the controllers.
 func (d *Daemon) Close(ctx context.Context) error {
+	d.hub.Close() // held agent polls answer now instead of holding Shutdown up
 	err := d.srv.Shutdown(ctx)
 	d.cancel()
 	d.wg.Wait()

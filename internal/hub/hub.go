@@ -11,15 +11,21 @@ import (
 
 // Hub is safe for concurrent use.
 type Hub struct {
-	mu    sync.Mutex
-	seen  map[string]time.Time
-	wakes map[string]chan struct{}
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	wakes  map[string]chan struct{}
+	closed chan struct{}
+	once   sync.Once
 }
 
 // New returns an empty hub.
 func New() *Hub {
-	return &Hub{seen: map[string]time.Time{}, wakes: map[string]chan struct{}{}}
+	return &Hub{seen: map[string]time.Time{}, wakes: map[string]chan struct{}{}, closed: make(chan struct{})}
 }
+
+// Close releases every waiting poll, now and later: the server is
+// shutting down and should not hold connections open.
+func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
 
 // Seen records that a node was heard from at t.
 func (h *Hub) Seen(node string, t time.Time) {
@@ -81,6 +87,7 @@ func (h *Hub) Wait(ctx context.Context, node string, timeout time.Duration) bool
 	case _, ok := <-ch:
 		return ok
 	case <-ctx.Done():
+	case <-h.closed:
 	case <-t.C:
 	}
 	return false

@@ -199,17 +199,19 @@ func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) err
 		}
 	}
 	deadline := time.Now().Add(s.cfg.PollTimeout)
-	for {
+	for last := false; ; {
 		resp, err := s.instructions(r.Context(), node.ID, req.Jobs)
 		if err != nil {
 			return err
 		}
 		left := time.Until(deadline)
-		if resp.Assign != nil || len(resp.Cancel) > 0 || resp.Shutdown || resp.Unknown || left <= 0 {
+		if resp.Assign != nil || len(resp.Cancel) > 0 || resp.Shutdown || resp.Unknown || left <= 0 || last {
 			writeJSON(w, http.StatusOK, resp)
 			return nil
 		}
-		s.hub.Wait(r.Context(), node.ID, left)
+		// Hold the poll until there is news for this node; when the wait
+		// ends without any (timeout, shutdown), look once more and answer.
+		last = !s.hub.Wait(r.Context(), node.ID, left)
 		if r.Context().Err() != nil {
 			return nil
 		}

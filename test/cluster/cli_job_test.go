@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cli runs the cumulus binary against the server and returns its output
+// and exit code.
+func (s *server) cli(dir string, args ...string) (stdout, stderr string, code int) {
+	s.t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return o.String(), e.String(), ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The az ml job YAML end to end through the CLI: code and a local input
+// folder are uploaded, ${{inputs.*}}/${{outputs.*}} bind, the log streams,
+// outputs download, and stream's exit code says how the job ended.
+func TestJobYAMLThroughCLI(t *testing.T) {
+	s := startServer(t)
+	s.createCompute("cpu-cluster", 0, 1, "PT30S")
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "src", "train.sh"), `echo "lr=$1 data=$(cat "$2/rows.csv")"; echo weights > "$3/model.bin"; echo done > "$CUMULUS_OUTPUT_DIR/summary.txt"; echo "epochs=$EPOCHS"`+"\n")
+	write(t, filepath.Join(dir, "data", "rows.csv"), "1,2,3\n")
+	write(t, filepath.Join(dir, "job.yml"), `$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json
+type: command
+name: yaml-job
+command: sh train.sh ${{inputs.lr}} ${{inputs.data}} ${{outputs.model}}
+code: ./src
+compute: azureml:cpu-cluster
+environment_variables:
+  EPOCHS: "3"
+inputs:
+  lr: 0.01
+  data:
+    type: uri_folder
+    path: ./data
+outputs:
+  model:
+    type: uri_folder
+limits:
+  timeout: 60
+experiment_name: cli-test
+`)
+	start := time.Now()
+	out, errOut, code := s.cli(dir, "job", "create", "--file", "job.yml", "--stream")
+	t.Logf("stream took %s", time.Since(start))
+	if code != 0 {
+		t.Fatalf("job create --stream exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{"lr=0.01 data=1,2,3", "epochs=3"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("streamed log %q lacks %q", out, want)
+		}
+	}
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", "yaml-job", "--all"); code != 0 {
+		t.Fatalf("download exited %d: %s", code, errOut)
+	}
+	for file, want := range map[string]string{"artifacts/model/model.bin": "weights\n", "artifacts/default/summary.txt": "done\n"} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil || string(b) != want {
+			t.Fatalf("%s = %q, %v; want %q", file, b, err, want)
+		}
+	}
+	t.Logf("download done at %s", time.Since(start))
+	// A failing job: stream exits non-zero with one line that says why.
+	_, errOut, code = s.cli(dir, "job", "create", "--compute", "cpu-cluster", "--command", "echo oops; exit 3", "-n", "bad-job", "--stream")
+	if code == 0 || !strings.Contains(errOut, "error: job bad-job failed") || !strings.Contains(errOut, "exit code 3") {
+		t.Fatalf("stream of a failing job exited %d with %q, want non-zero and the exit code", code, errOut)
+	}
+	t.Logf("failing job done at %s", time.Since(start))
+	// Bad input is refused with one line and changes nothing.
+	_, errOut, code = s.cli(dir, "job", "create", "--compute", "no-such-cluster", "--command", "true", "-n", "orphan")
+	if code == 0 || !strings.HasPrefix(errOut, "error: ValidationError") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("submit to a missing compute: exit %d, %q", code, errOut)
+	}
+	if _, _, code := s.cli(dir, "job", "show", "-n", "orphan"); code == 0 {
+		t.Fatal("a refused job was stored")
+	}
+	out, _, _ = s.cli(dir, "job", "list")
+	if !strings.Contains(out, "yaml-job") || !strings.Contains(out, "Completed") || !strings.Contains(out, "Failed") {
+		t.Fatalf("job list = %q", out)
+	}
+}
