@@ -165,3 +165,11 @@ func (c Compute) Redacted() Compute {
 	}
 	return c
 }
+
+// JoinToken is the answer of POST …/computes/{name}/joinToken, a Cumulus
+// extension: a token with which any machine running `cumulus agent` joins
+// the cluster as a node. Each call replaces the previous token.
+type JoinToken struct {
+	Token   string `json:"token"`
+	Command string `json:"command"`
+}

@@ -160,3 +160,15 @@ func (j *Job) SetStatus(status string, now time.Time, reason string) {
 		j.Properties.EndTime = &now
 	}
 }
+
+// LogChunk is a piece of a job's log (GET …/jobs/{name}/logs, a Cumulus
+// extension): Content holds the bytes from Offset; Size is the log's size.
+type LogChunk struct {
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Offset  int64  `json:"offset"`
+	Size    int64  `json:"size"`
+	Content string `json:"content"`
+	Status  string `json:"status"`
+	Ranks   []int  `json:"ranks"`
+}

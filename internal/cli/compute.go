@@ -47,7 +47,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 			var spec ComputeSpec
 			if f.file != "" {
 				var err error
-				if spec, err = loadComputeSpec(f.file); err != nil {
+				if spec, err = loadYAML[ComputeSpec](f.file); err != nil {
 					return err
 				}
 			}

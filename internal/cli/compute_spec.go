@@ -61,9 +61,10 @@ type UserIdentitySpec struct {
 	ClientID    string `yaml:"client_id,omitempty" json:"client_id,omitempty"`
 }
 
-// loadComputeSpec reads a compute YAML file, refusing unknown keys.
-func loadComputeSpec(path string) (ComputeSpec, error) {
-	var s ComputeSpec
+// loadYAML reads a YAML file into T, refusing unknown keys (a typo in a
+// key is an error, not a silently ignored setting).
+func loadYAML[T any](path string) (T, error) {
+	var s T
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return s, fmt.Errorf("read %s: %w", path, err)

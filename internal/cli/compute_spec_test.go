@@ -108,7 +108,7 @@ func TestLoadComputeSpec(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yml")
 	os.WriteFile(good, []byte("$schema: x\nname: c1x\ntype: amlcompute\nsize: Standard_DS2_v2\nmax_instances: 3\nidle_time_before_scale_down: 60\ntier: low_priority\nssh_public_access_enabled: false\n"), 0o600)
-	s, err := loadComputeSpec(good)
+	s, err := loadYAML[ComputeSpec](good)
 	if err != nil || s.Name != "c1x" || *s.MaxInstances != 3 || *s.IdleTimeBeforeScaleDown != 60 || s.Tier != "low_priority" || *s.SSHPublicAccessEnabled {
 		t.Errorf("good: %+v %v", s, err)
 	}
@@ -121,13 +121,13 @@ func TestLoadComputeSpec(t *testing.T) {
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".yml")
 		os.WriteFile(p, []byte(body), 0o600)
-		if _, err := loadComputeSpec(p); err == nil {
+		if _, err := loadYAML[ComputeSpec](p); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if !strings.Contains(err.Error(), p) {
 			t.Errorf("%s: error %q does not name the file", name, err)
 		}
 	}
-	if _, err := loadComputeSpec(filepath.Join(dir, "missing.yml")); err == nil {
+	if _, err := loadYAML[ComputeSpec](filepath.Join(dir, "missing.yml")); err == nil {
 		t.Error("missing file accepted")
 	}
 }

@@ -41,7 +41,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 			base := "."
 			if file != "" {
 				var err error
-				if spec, err = loadJobSpec(file); err != nil {
+				if spec, err = loadYAML[JobSpec](file); err != nil {
 					return err
 				}
 				base = filepath.Dir(file)

@@ -66,20 +66,6 @@ type OutputSpec struct {
 	Mode string `yaml:"mode,omitempty"`
 }
 
-func loadJobSpec(path string) (JobSpec, error) {
-	var s JobSpec
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return s, fmt.Errorf("read %s: %w", path, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
-
 // toARM converts the YAML to a command job. baseDir resolves relative
 // paths (code:, local inputs), which are packed and uploaded.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {

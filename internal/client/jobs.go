@@ -14,17 +14,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
-// LogChunk is a piece of a job's log (the server's Cumulus extension).
-type LogChunk struct {
-	Attempt int    `json:"attempt"`
-	Rank    int    `json:"rank"`
-	Offset  int64  `json:"offset"`
-	Size    int64  `json:"size"`
-	Content string `json:"content"`
-	Status  string `json:"status"`
-	Ranks   []int  `json:"ranks"`
-}
-
 func (c *Client) jobPath(name string) string { return c.wsPath() + "/jobs/" + url.PathEscape(name) }
 
 // PutJob submits a job.
@@ -61,12 +50,12 @@ func (c *Client) DeleteJob(ctx context.Context, name string) (*Response, error) 
 }
 
 // JobLog reads a job's log from offset (attempt < 0: the latest).
-func (c *Client) JobLog(ctx context.Context, name string, attempt, rank int, offset int64) (LogChunk, error) {
+func (c *Client) JobLog(ctx context.Context, name string, attempt, rank int, offset int64) (api.LogChunk, error) {
 	q := url.Values{"rank": {strconv.Itoa(rank)}, "offset": {strconv.FormatInt(offset, 10)}}
 	if attempt >= 0 {
 		q.Set("attempt", strconv.Itoa(attempt))
 	}
-	var out LogChunk
+	var out api.LogChunk
 	_, err := c.Do(ctx, http.MethodGet, c.jobPath(name)+"/logs?"+q.Encode(), nil, &out)
 	return out, err
 }

@@ -144,10 +144,7 @@ func (c *Client) ReplaceCompute(ctx context.Context, comp api.Compute, etag stri
 
 // JoinToken issues a token with which a machine joins a compute by hand.
 func (c *Client) JoinToken(ctx context.Context, name string) (token, command string, err error) {
-	var out struct {
-		Token   string `json:"token"`
-		Command string `json:"command"`
-	}
+	var out api.JoinToken
 	_, err = c.Do(ctx, http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/joinToken", nil, &out)
 	return out.Token, out.Command, err
 }

@@ -1,15 +1,19 @@
 package decide
 
-import "time"
+import (
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
 
 // Node states, spelled as Azure spells them in listNodes.
 const (
-	NodePreparing = "preparing"
-	NodeIdle      = "idle"
-	NodeRunning   = "running"
-	NodeLeaving   = "leaving"
-	NodePreempted = "preempted"
-	NodeUnusable  = "unusable"
+	NodePreparing = api.NodePreparing
+	NodeIdle      = api.NodeIdle
+	NodeRunning   = api.NodeRunning
+	NodeLeaving   = api.NodeLeaving
+	NodePreempted = api.NodePreempted
+	NodeUnusable  = api.NodeUnusable
 )
 
 // Node is one node of a cluster as the decisions see it.

@@ -163,11 +163,7 @@ func stableUUID(name string) string {
 }
 
 func (s *Server) getCompute(w http.ResponseWriter, r *http.Request, p params) error {
-	sc := scopeOf(p)
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
-		return err
-	}
-	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
+	d, err := s.computeOf(r, p)
 	if err != nil {
 		return err
 	}
@@ -178,6 +174,15 @@ func (s *Server) getCompute(w http.ResponseWriter, r *http.Request, p params) er
 	w.Header().Set("ETag", d.ETag())
 	writeJSON(w, http.StatusOK, view)
 	return nil
+}
+
+// computeOf reads the compute a request's path names (workspace first).
+func (s *Server) computeOf(r *http.Request, p params) (store.Doc[api.Compute], error) {
+	sc := scopeOf(p)
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+		return store.Doc[api.Compute]{}, err
+	}
+	return s.compute(r.Context(), s.db.Q(), sc, p["name"])
 }
 
 // compute reads one compute with a 404 that names it.
@@ -333,11 +338,7 @@ func queueComputeDelete(ctx context.Context, q store.Querier, sc api.Scope, d st
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) error {
-	sc := scopeOf(p)
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
-		return err
-	}
-	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
+	d, err := s.computeOf(r, p)
 	if err != nil {
 		return err
 	}

@@ -247,17 +247,6 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request, p params) err
 	return nil
 }
 
-// LogChunk is the answer of the job logs endpoint (a Cumulus extension).
-type LogChunk struct {
-	Attempt int    `json:"attempt"`
-	Rank    int    `json:"rank"`
-	Offset  int64  `json:"offset"`
-	Size    int64  `json:"size"`
-	Content string `json:"content"`
-	Status  string `json:"status"`
-	Ranks   []int  `json:"ranks"`
-}
-
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request, p params) error {
 	j, err := s.job(r, s.db.Q(), p)
 	if err != nil {
@@ -292,7 +281,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request, p params) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, LogChunk{Attempt: int(attempt), Rank: int(rank), Offset: offset, Size: size,
+	writeJSON(w, http.StatusOK, api.LogChunk{Attempt: int(attempt), Rank: int(rank), Offset: offset, Size: size,
 		Content: string(data), Status: j.Doc.Properties.Status, Ranks: s.logs.Ranks(key)})
 	return nil
 }

@@ -44,11 +44,7 @@ func NodeInfo(n store.Node) api.NodeInfo {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) error {
-	sc := scopeOf(p)
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
-		return err
-	}
-	d, err := s.compute(r.Context(), s.db.Q(), sc, p["name"])
+	d, err := s.computeOf(r, p)
 	if err != nil {
 		return err
 	}
