@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
 
 // Files in a job's directory (work-dir/jobs/<uid>/).
@@ -225,17 +226,28 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		return exitNotRun, err.Error()
 	}
 
+	procs, err := distrib.Processes(j.asg.Distribution, j.asg.InstanceIndex, j.asg.NodeIPs)
+	if err != nil {
+		return exitNotRun, err.Error()
+	}
+	if d := j.asg.Distribution; d != nil {
+		hostfile := filepath.Join(j.dir, "hostfile")
+		if err := os.WriteFile(hostfile, []byte(distrib.Hostfile(j.asg.NodeIPs, d.ProcessesPerNode)), 0o644); err != nil {
+			return exitNotRun, "write the MPI hostfile: " + err.Error()
+		}
+		env = append(env, "CUMULUS_HOSTFILE="+hostfile)
+	}
 	logf, err := os.OpenFile(filepath.Join(j.dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return exitNotRun, "open the log file: " + err.Error()
 	}
 	defer logf.Close()
-	cmd, cg, err := j.start(env, logf)
+	group, cg, err := j.start(env, procs, logf)
 	if err != nil {
 		return exitNotRun, "start the command: " + err.Error()
 	}
 	defer cg.remove()
-	pgid := cmd.Process.Pid
+	pgid := group.pgid
 	pgidPath := filepath.Join(j.dir, pgidFile)
 	if err := os.WriteFile(pgidPath, []byte(strconv.Itoa(pgid)+"\n"), 0o644); err != nil {
 		j.log.Warn("could not record the job's process group", "err", err)
@@ -264,7 +276,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		j.shipLogLoop(shipping)
 	}()
 
-	code := j.wait(cmd, pgid)
+	code := j.wait(group)
 	reason := j.stopReason()
 	j.processGone()
 	stopShipping()
@@ -272,15 +284,36 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	return code, reason
 }
 
-// start runs the command in its own process group, inside a cgroup with the
-// node's limits when one can be made.
-func (j *job) start(env []string, logf *os.File) (*exec.Cmd, *cgroup, error) {
-	mk := func(cg *cgroup) *exec.Cmd {
+// procGroup is the processes of the job on this node, all in one process
+// group so that a signal reaches every one of them.
+type procGroup struct {
+	cmds  []*exec.Cmd
+	ranks []int
+	pgid  int
+	log   *lineLog // nil with one process
+}
+
+// start runs the command once per process of this node (one, unless the
+// job is distributed with several processes per node), in one new process
+// group, inside a cgroup with the node's limits when one can be made.
+// With several processes each output line is prefixed with its rank.
+func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*procGroup, *cgroup, error) {
+	var shared *lineLog
+	if len(procs) > 1 {
+		shared = &lineLog{w: logf}
+	}
+	mk := func(cg *cgroup, p distrib.Process, pgid int) *exec.Cmd {
 		cmd := exec.Command("/bin/sh", "-c", j.asg.Command)
 		cmd.Dir = j.dir
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Env = append(append([]string(nil), env...), p.Env...)
+		if shared != nil {
+			w := shared.prefixed(fmt.Sprintf("[rank %d] ", p.Rank))
+			cmd.Stdout, cmd.Stderr = w, w
+			cmd.WaitDelay = 2 * time.Second // a straggler holding the pipe cannot block Wait
+		} else {
+			cmd.Stdout, cmd.Stderr = logf, logf
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
 		if cg != nil {
 			cmd.SysProcAttr.UseCgroupFD = true
 			cmd.SysProcAttr.CgroupFD = cg.fd()
@@ -288,30 +321,50 @@ func (j *job) start(env []string, logf *os.File) (*exec.Cmd, *cgroup, error) {
 		return cmd
 	}
 	cg := j.a.jobCgroup(j.asg.UID, j.log)
-	cmd := mk(cg)
-	err := cmd.Start()
-	if err != nil && cg != nil {
-		j.a.limitsNotEnforced(j.log, fmt.Errorf("start in cgroup: %w", err))
-		cg.remove()
-		cg = nil
-		cmd = mk(nil)
-		err = cmd.Start()
+	group := &procGroup{log: shared}
+	for i, p := range procs {
+		cmd := mk(cg, p, group.pgid)
+		err := cmd.Start()
+		if err != nil && cg != nil && i == 0 {
+			j.a.limitsNotEnforced(j.log, fmt.Errorf("start in cgroup: %w", err))
+			cg.remove()
+			cg = nil
+			cmd = mk(nil, p, 0)
+			err = cmd.Start()
+		}
+		if err != nil {
+			signalGroup(group.pgid, syscall.SIGKILL)
+			for _, c := range group.cmds {
+				_ = c.Wait()
+			}
+			if cg != nil {
+				cg.remove()
+			}
+			return nil, nil, err
+		}
+		if i == 0 {
+			group.pgid = cmd.Process.Pid
+		}
+		group.cmds = append(group.cmds, cmd)
+		group.ranks = append(group.ranks, p.Rank)
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return cmd, cg, nil
+	return group, cg, nil
 }
 
-// wait waits for the command, enforcing the timeout and honouring stop:
-// SIGTERM to the process group, then SIGKILL after the grace period. When
-// the command ends, what is left of its process group is killed.
-func (j *job) wait(cmd *exec.Cmd, pgid int) int {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the exit status is read from ProcessState
-		close(exited)
-	}()
+// wait waits for the job's processes, enforcing the timeout and honouring
+// stop: SIGTERM to the process group, then SIGKILL after the grace period.
+// When one process fails the others are stopped (a distributed job cannot
+// go on without a rank). When all have ended, what is left of the group is
+// killed. The job's exit code is the first failure's, else 0.
+func (j *job) wait(g *procGroup) int {
+	type exit struct{ rank, code int }
+	exited := make(chan exit, len(g.cmds))
+	for i, cmd := range g.cmds {
+		go func() {
+			_ = cmd.Wait() // the exit status is read from ProcessState
+			exited <- exit{g.ranks[i], exitCode(cmd.ProcessState)}
+		}()
+	}
 	grace := j.asg.Grace
 	if grace <= 0 {
 		grace = j.a.cfg.DefaultGrace
@@ -323,15 +376,27 @@ func (j *job) wait(cmd *exec.Cmd, pgid int) int {
 	stopCh := j.stopCh
 	terminate := func() {
 		j.log.Info("stopping the job", "reason", j.stopReason(), "grace", grace)
-		signalGroup(pgid, syscall.SIGTERM)
+		signalGroup(g.pgid, syscall.SIGTERM)
 		kill = j.a.clk.After(grace)
 		timeout, stopCh = nil, nil
 	}
+	code, left := 0, len(g.cmds)
 	for {
 		select {
-		case <-exited:
-			signalGroup(pgid, syscall.SIGKILL)
-			return exitCode(cmd.ProcessState)
+		case e := <-exited:
+			left--
+			if e.code != 0 && code == 0 {
+				code = e.code
+				if left > 0 && stopCh != nil {
+					j.stop(fmt.Sprintf("rank %d exited with code %d; stopping the other ranks", e.rank, e.code))
+					terminate()
+				}
+			}
+			if left == 0 {
+				signalGroup(g.pgid, syscall.SIGKILL)
+				g.log.flush()
+				return code
+			}
 		case <-timeout:
 			j.stop(fmt.Sprintf("timeout: the job ran longer than %s", j.asg.Timeout))
 			terminate()
@@ -339,7 +404,7 @@ func (j *job) wait(cmd *exec.Cmd, pgid int) int {
 			terminate()
 		case <-kill:
 			j.log.Info("the job outlived its grace period; killing it")
-			signalGroup(pgid, syscall.SIGKILL)
+			signalGroup(g.pgid, syscall.SIGKILL)
 			kill = nil
 		}
 	}

@@ -96,6 +96,18 @@ type Assignment struct {
 	GPUs          []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
 	InstanceIndex int               `json:"instanceIndex"`     // this node's rank among the job's nodes
 	NodeIPs       []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
+	Distribution  *Distribution     `json:"distribution,omitempty"`
+}
+
+// Distribution is how a multi-process job is wired: the agent starts
+// ProcessesPerNode processes and gives each the environment its framework
+// expects (see package distrib).
+type Distribution struct {
+	Type             string `json:"type"` // mpi, pytorch, tensorflow
+	ProcessesPerNode int    `json:"processesPerNode"`
+	MasterPort       int    `json:"masterPort"` // rank 0 listens here; TensorFlow task i at MasterPort+1+i
+	WorkerCount      int    `json:"workerCount,omitempty"`
+	ParameterServers int    `json:"parameterServers,omitempty"`
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.

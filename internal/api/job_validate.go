@@ -100,11 +100,7 @@ func PrepareJob(j *Job, name string) error {
 		}
 	}
 	if d := p.Distribution; d != nil {
-		switch strings.ToLower(d.DistributionType) {
-		case "mpi", "pytorch", "tensorflow":
-		default:
-			v.Add(CodeValidationError, "properties.distribution.distributionType", "distributionType %q is not one of Mpi, PyTorch, TensorFlow", d.DistributionType)
-		}
+		checkDistribution(&v, d, p.Resources.InstanceCount)
 	}
 	checkTags(&v, p.Tags)
 	return v.Err()
@@ -120,4 +116,33 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
+}
+
+// checkDistribution validates the distributed-training wiring.
+func checkDistribution(v *Validation, d *Distribution, instances int32) {
+	const target = "properties.distribution"
+	if d.ProcessCountPerInstance == 0 {
+		d.ProcessCountPerInstance = 1
+	}
+	if d.ProcessCountPerInstance < 1 || d.ProcessCountPerInstance > 128 {
+		v.Add(CodeValidationError, target+".processCountPerInstance", "processCountPerInstance must be between 1 and 128, got %d", d.ProcessCountPerInstance)
+	}
+	switch strings.ToLower(d.DistributionType) {
+	case "mpi":
+		d.DistributionType = "Mpi"
+	case "pytorch":
+		d.DistributionType = "PyTorch"
+	case "tensorflow":
+		d.DistributionType = "TensorFlow"
+		total := instances * d.ProcessCountPerInstance
+		if d.WorkerCount == 0 {
+			d.WorkerCount = total - d.ParameterServerCount
+		}
+		if d.ParameterServerCount < 0 || d.WorkerCount < 1 || d.WorkerCount+d.ParameterServerCount != total {
+			v.Add(CodeValidationError, target, "tensorflow: workerCount %d + parameterServerCount %d must equal the job's %d processes (instanceCount × processCountPerInstance)",
+				d.WorkerCount, d.ParameterServerCount, total)
+		}
+	default:
+		v.Add(CodeValidationError, target+".distributionType", "distributionType %q is not one of Mpi, PyTorch, TensorFlow", d.DistributionType)
+	}
 }

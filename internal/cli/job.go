@@ -296,6 +296,9 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 		}
 		if attempt > 0 {
 			ranks := max(j.InstanceCount(), 1)
+			// With several processes per node the agent prefixes each line
+			// with its global rank already.
+			prefix := ranks > 1 && (p.Distribution == nil || p.Distribution.ProcessCountPerInstance <= 1)
 			for r := 0; r < ranks; r++ {
 				k := cursor{attempt, r}
 				for {
@@ -306,7 +309,7 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 					if chunk.Content == "" {
 						break
 					}
-					writeLog(g, chunk.Content, r, ranks)
+					writeLog(g, chunk.Content, r, prefix)
 					offsets[k] = chunk.Offset + int64(len(chunk.Content))
 				}
 			}
@@ -332,8 +335,8 @@ func suffix(msg string) string {
 	return ": " + msg
 }
 
-func writeLog(g *globals, content string, rank, ranks int) {
-	if ranks == 1 {
+func writeLog(g *globals, content string, rank int, prefix bool) {
+	if !prefix {
 		fmt.Fprint(g.stdout, content)
 		return
 	}

@@ -13,13 +13,15 @@ func Autoscale(c Cluster, now time.Time) Plan {
 	v := newView(c.Nodes)
 	_, hi := limits(c)
 	demand, unfit := demandOf(c.Queued, hi)
-	return autoscale(c, &v, demand, unfit, now)
+	return autoscale(c, &v, demand, unfit, 0, now)
 }
 
 // autoscale is Autoscale on a prepared view, with the queue's demand and its
-// first job that can never run (nil if none) already known. It reorders the
-// groups of v.
-func autoscale(c Cluster, v *view, demand int, unfit *Job, now time.Time) Plan {
+// first job that can never run (nil if none) already known; the first
+// started jobs that can run, in queue order, have been assigned to nodes
+// that v counts as busy, and demand leaves them out. It reorders the groups
+// of v.
+func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time.Time) Plan {
 	lo, hi := limits(c)
 	timeout := max(c.IdleTimeout, 0)
 	var p Plan
@@ -77,9 +79,13 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, now time.Time) Plan {
 	p.Create = max(wanted-kept, 0)
 	quotaCut := c.Headroom >= 0 && p.Create > c.Headroom
 	if quotaCut {
+		p.QuotaShort = p.Create - c.Headroom
 		p.Create = c.Headroom
 	}
 	p.Target = kept + p.Create
+	if quotaCut {
+		p.QuotaWait = quotaWait(c.Queued, hi, started, p.Target-busy, hi-busy)
+	}
 
 	var why []string
 	if unfit != nil {
@@ -94,6 +100,38 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, now time.Time) Plan {
 	}
 	p.Blocked = strings.Join(why, "; ")
 	return p
+}
+
+// quotaWait finds the jobs that wait for quota. It walks the queue in
+// order, past the started jobs and those that can never run: the ready
+// nodes (live, not busy, after the plan, creations included) serve it
+// first. A job that ends within room (the nodes maxNodeCount allows beside
+// the busy ones) but past the ready nodes waits for quota, for the nodes
+// beyond them; the first job that ends past room waits for maxNodeCount,
+// and so does everything behind it.
+func quotaWait(queue []Job, hi, started, ready, room int) []Wait {
+	var out []Wait
+	at := 0 // nodes taken by the jobs ahead
+	for _, k := range queueOrder(queue) {
+		j := &queue[k]
+		n := need(j)
+		if n > hi {
+			continue
+		}
+		if started > 0 {
+			started--
+			continue
+		}
+		end := at + n
+		if end > room {
+			break
+		}
+		if end > ready {
+			out = append(out, Wait{JobID: j.ID, Nodes: end - max(at, ready)})
+		}
+		at = end
+	}
+	return out
 }
 
 // demandOf sums the nodes the queue needs, leaving out jobs that need more

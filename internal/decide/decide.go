@@ -23,7 +23,7 @@ func Decide(c Cluster, now time.Time) Plan {
 		v.idle = v.idle[used:]
 	}
 	demand, unfit := demandOf(c.Queued, hi)
-	p := autoscale(c, &v, demand-used, unfit, now)
+	p := autoscale(c, &v, demand-used, unfit, len(assign), now)
 	p.Assign = assign
 	return p
 }

@@ -67,13 +67,14 @@ func TestDecide(t *testing.T) {
 			name: "quota headroom limits creates",
 			c:    Cluster{Max: 10, IdleTimeout: timeout, Headroom: 2, Queued: jobs("a", "b", "c", "d", "e")},
 			now:  t0,
-			want: Plan{Create: 2, Target: 2, Blocked: "quota allows 2 more nodes"},
+			want: Plan{Create: 2, Target: 2, Blocked: "quota allows 2 more nodes",
+				QuotaShort: 3, QuotaWait: []Wait{{"c", 1}, {"d", 1}, {"e", 1}}},
 		},
 		{
 			name: "no quota left",
 			c:    Cluster{Max: 10, IdleTimeout: timeout, Headroom: 0, Queued: jobs("a")},
 			now:  t0,
-			want: Plan{Blocked: "quota allows 0 more nodes"},
+			want: Plan{Blocked: "quota allows 0 more nodes", QuotaShort: 1, QuotaWait: []Wait{{"a", 1}}},
 		},
 		{
 			name: "headroom larger than needed does not limit",
@@ -85,7 +86,8 @@ func TestDecide(t *testing.T) {
 			name: "both max and quota block",
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: 1, Queued: jobs("a", "b", "c")},
 			now:  t0,
-			want: Plan{Create: 1, Target: 1, Blocked: "at maxNodeCount 2; quota allows 1 more node"},
+			// b waits for quota; c waits for maxNodeCount.
+			want: Plan{Create: 1, Target: 1, Blocked: "at maxNodeCount 2; quota allows 1 more node", QuotaShort: 1, QuotaWait: []Wait{{"b", 1}}},
 		},
 		{
 			name: "job bigger than max is not grown for",
@@ -123,7 +125,7 @@ func TestDecide(t *testing.T) {
 				idleNode("i1", t0), idleNode("i2", t0),
 			}},
 			now:  t0.Add(time.Hour),
-			want: Plan{Target: 2, Blocked: "quota allows 0 more nodes"},
+			want: Plan{Target: 2, Blocked: "quota allows 0 more nodes", QuotaShort: 1, QuotaWait: []Wait{{"g", 1}}},
 		},
 
 		// Idle scale-down.
@@ -244,7 +246,7 @@ func TestDecide(t *testing.T) {
 			name: "min raised beyond quota",
 			c:    Cluster{Min: 3, Max: 5, IdleTimeout: timeout, Headroom: 1},
 			now:  t0,
-			want: Plan{Create: 1, Target: 1, Blocked: "quota allows 1 more node"},
+			want: Plan{Create: 1, Target: 1, Blocked: "quota allows 1 more node", QuotaShort: 2},
 		},
 		{
 			name: "min above max counts as max",

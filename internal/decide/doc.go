@@ -76,6 +76,13 @@
 //     maxNodeCount M", "at maxNodeCount M" (busy + demand exceed the
 //     maximum), "quota allows N more nodes" (Create cut by Headroom); parts
 //     are joined with "; ".
+//   - When Headroom cuts Create, QuotaShort is the number of nodes cut and
+//     QuotaWait names the queued jobs that wait for quota, in queue order:
+//     the nodes that are ready after the plan (live and not busy, new ones
+//     included) serve the queue in order; a job that would fit within
+//     maxNodeCount beside the busy nodes but lies past the ready nodes
+//     waits for quota, for the nodes beyond them (Wait.Nodes). Jobs from
+//     the first one past maxNodeCount on wait for maxNodeCount, not quota.
 //
 // # Deciding (Decide)
 //

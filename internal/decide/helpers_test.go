@@ -51,6 +51,9 @@ func normalized(p Plan) Plan {
 	if len(p.Drain) == 0 {
 		p.Drain = nil
 	}
+	if len(p.QuotaWait) == 0 {
+		p.QuotaWait = nil
+	}
 	return p
 }
 
@@ -61,8 +64,8 @@ func show(p Plan) string {
 	if !p.WakeAt.IsZero() {
 		wake = "t0+" + p.WakeAt.Sub(t0).String()
 	}
-	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%q}",
-		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked)
+	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%q QuotaShort:%d QuotaWait:%v}",
+		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked, p.QuotaShort, p.QuotaWait)
 }
 
 func checkPlan(t *testing.T, got, want Plan) {

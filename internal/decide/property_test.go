@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -216,6 +217,49 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 		return fmt.Errorf("removed idle nodes the queue needs (demand %d)", demand)
 	case p.Blocked == "" && demand > 0 && p.Target < len(nodes.busy)+demand:
 		return fmt.Errorf("demand %d not met by target %d and not blocked", demand, p.Target)
+	}
+	return checkQuotaWait(c, p, started, hi)
+}
+
+// checkQuotaWait checks QuotaShort and QuotaWait: they are set exactly when
+// Headroom cut Create; every waiting job is queued, not started, can run,
+// is listed once and short of 1..its need; the jobs short of nodes never
+// need more than the nodes quota cut and maxNodeCount leaves.
+func checkQuotaWait(c Cluster, p Plan, started map[string]bool, hi int) error {
+	cut := c.Headroom >= 0 && p.Create == c.Headroom && p.QuotaShort > 0
+	switch {
+	case p.QuotaShort < 0:
+		return fmt.Errorf("negative QuotaShort %d", p.QuotaShort)
+	case (p.QuotaShort > 0) != strings.Contains(p.Blocked, "quota allows"):
+		return fmt.Errorf("QuotaShort %d but Blocked %q", p.QuotaShort, p.Blocked)
+	case p.QuotaShort > 0 && !cut:
+		return fmt.Errorf("QuotaShort %d without Create cut to Headroom %d", p.QuotaShort, c.Headroom)
+	case !cut && len(p.QuotaWait) > 0:
+		return fmt.Errorf("jobs wait for quota that does not bind: %v", p.QuotaWait)
+	}
+	byJob := make(map[string]Job, len(c.Queued))
+	for _, j := range c.Queued {
+		byJob[j.ID] = j
+	}
+	seen := map[string]bool{}
+	short := 0
+	for _, w := range p.QuotaWait {
+		j, ok := byJob[w.JobID]
+		switch {
+		case !ok || seen[w.JobID]:
+			return fmt.Errorf("job %q waits for quota but is not queued, or is listed twice", w.JobID)
+		case started[w.JobID]:
+			return fmt.Errorf("job %q waits for quota but was assigned", w.JobID)
+		case need(&j) > hi:
+			return fmt.Errorf("job %q can never run but waits for quota", w.JobID)
+		case w.Nodes < 1 || w.Nodes > need(&j):
+			return fmt.Errorf("job %q short of %d nodes, needs %d", w.JobID, w.Nodes, need(&j))
+		}
+		seen[w.JobID] = true
+		short += w.Nodes
+	}
+	if short > p.QuotaShort || p.Target+short > hi {
+		return fmt.Errorf("jobs short of %d nodes; quota cut %d, target %d, max %d", short, p.QuotaShort, p.Target, hi)
 	}
 	return nil
 }

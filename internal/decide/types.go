@@ -64,4 +64,18 @@ type Plan struct {
 	// Blocked is why demand is not met ("at maxNodeCount 2", "quota allows
 	// 0 more nodes"), "" if it is.
 	Blocked string
+	// QuotaShort is how many nodes quota kept this plan from creating: the
+	// cluster wanted Create+QuotaShort. It is > 0 exactly when quota binds.
+	QuotaShort int
+	// QuotaWait lists, in queue order, the queued jobs that wait because of
+	// quota rather than maxNodeCount; nil when quota does not bind.
+	QuotaWait []Wait
+}
+
+// Wait is a queued job held back by quota.
+type Wait struct {
+	JobID string
+	// Nodes is how many more nodes the job needs beyond those the cluster
+	// has or is creating for it and the jobs ahead of it (1..InstanceCount).
+	Nodes int
 }

@@ -319,6 +319,10 @@ func (s *Server) assignment(j store.Job, nodeID string) (agentapi.Assignment, er
 	a := agentapi.Assignment{UID: j.UID, Name: j.Doc.Name, Attempt: j.Attempt, Command: expandBindings(p.Command, p), CodeBlob: codeBlob, Inputs: inputs,
 		Env: env, Timeout: j.Doc.Timeout(), Grace: 10 * time.Second, Outputs: outputs, GPUs: n.GPUs,
 		InstanceIndex: rank, NodeIPs: ips}
+	if d := p.Distribution; d != nil {
+		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
+			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount)}
+	}
 	if size, ok := catalog.Lookup(n.VMSize); ok && len(n.GPUs) > size.GPUs {
 		a.GPUs = n.GPUs[:size.GPUs] // a node gives a job the GPUs its size has, no more
 	}
@@ -528,3 +532,8 @@ func expandBindings(cmd string, p api.JobProperties) string {
 		cmd = cmd[i+j+2:]
 	}
 }
+
+// MasterPort is the port rank 0 of a distributed job listens on. Jobs get
+// blocks of 64 ports (TensorFlow tasks use MasterPort+1+rank) so that jobs
+// sharing a machine (local provider) do not collide.
+func MasterPort(seq int64) int { return 20000 + int(seq%600)*64 }
