@@ -283,6 +283,9 @@ func (a *agent) loop(ctx context.Context) error {
 		for _, uid := range resp.Cancel {
 			a.cancelJob(uid)
 		}
+		for _, uid := range resp.Preempt {
+			a.preemptJob(uid, resp.PreemptGrace)
+		}
 		if resp.Assign != nil {
 			a.assign(*resp.Assign)
 		}
@@ -290,7 +293,7 @@ func (a *agent) loop(ctx context.Context) error {
 			a.logger().Info("the server asked this node to shut down")
 			return errShutdown
 		}
-		if resp.Assign == nil && len(resp.Cancel) == 0 {
+		if resp.Assign == nil && len(resp.Cancel) == 0 && len(resp.Preempt) == 0 {
 			a.idle(ctx, start)
 		}
 	}
@@ -392,6 +395,18 @@ func (a *agent) cancelJob(uid string) {
 	a.mu.Unlock()
 	if j != nil {
 		j.stop("canceled")
+	}
+}
+
+// preemptJob stops a job because its node is being preempted, with the
+// preemption grace period between SIGTERM and SIGKILL.
+func (a *agent) preemptJob(uid string, grace time.Duration) {
+	a.mu.Lock()
+	j := a.jobs[uid]
+	a.mu.Unlock()
+	if j != nil {
+		j.setGrace(grace)
+		j.stop("preempted: the node is being reclaimed")
 	}
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,44 @@ func (j *job) uploadOutputs(ctx context.Context) error {
 	if err := j.uploadOutput(ctx, DefaultOutput, out, skip); err != nil && first == nil {
 		first = err
 	}
+	if err := j.uploadCheckpoint(ctx); err != nil && first == nil {
+		first = err
+	}
 	return first
+}
+
+// uploadCheckpoint saves $CUMULUS_CHECKPOINT_DIR when the job left
+// something there, so the next attempt (after a preemption) resumes.
+func (j *job) uploadCheckpoint(ctx context.Context) error {
+	dir := filepath.Join(j.dir, checkpointDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		return nil
+	}
+	return j.uploadOutput(ctx, agentapi.CheckpointOutput, dir, nil)
+}
+
+// fetchCheckpoint restores the checkpoint an earlier attempt saved.
+func (j *job) fetchCheckpoint(ctx context.Context) error {
+	dir := filepath.Join(j.dir, checkpointDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	err := j.a.retry(ctx, j.log, "download the checkpoint", func(ctx context.Context) error {
+		buf.Reset()
+		resp, err := j.a.c.send(ctx, request{method: http.MethodGet, path: agentapi.Prefix + "/jobs/" + j.asg.UID + "/checkpoint"})
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(&buf, resp.Body)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return Unpack(&buf, dir)
 }
 
 // uploadOutput packs dir into a temporary file next to the outputs and

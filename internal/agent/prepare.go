@@ -25,6 +25,11 @@ func (j *job) fetchCode(ctx context.Context) error {
 			return fmt.Errorf("code download failed: %w", err)
 		}
 	}
+	if j.asg.Checkpoint {
+		if err := j.fetchCheckpoint(ctx); err != nil {
+			return fmt.Errorf("checkpoint restore failed: %w", err)
+		}
+	}
 	names := make([]string, 0, len(j.asg.Inputs))
 	for name := range j.asg.Inputs {
 		names = append(names, name)
@@ -127,7 +132,11 @@ func (j *job) prepare() ([]string, error) {
 		"CUMULUS_NUM_NODES="+strconv.Itoa(numNodes),
 		"CUMULUS_NODE_IPS="+strings.Join(asg.NodeIPs, ","),
 		"CUMULUS_OUTPUT_DIR="+out,
+		"CUMULUS_CHECKPOINT_DIR="+filepath.Join(j.dir, checkpointDir),
 	)
+	if err := os.MkdirAll(filepath.Join(j.dir, checkpointDir), 0o755); err != nil {
+		return nil, fmt.Errorf("make the checkpoint folder: %w", err)
+	}
 	for name := range asg.Inputs {
 		dir := filepath.Join(j.dir, inputDir, name)
 		env = append(env, "AZUREML_INPUT_"+name+"="+dir, "CUMULUS_INPUT_"+envName(name)+"="+dir)

@@ -20,11 +20,12 @@ import (
 
 // Files in a job's directory (work-dir/jobs/<uid>/).
 const (
-	logFile   = "std.log"    // the job's stdout and stderr
-	pgidFile  = "job.pgid"   // the job's process group while it runs
-	stateFile = "state.json" // what the agent knows of the job (savedJob)
-	outputDir = "outputs"
-	inputDir  = "inputs"
+	logFile       = "std.log"    // the job's stdout and stderr
+	pgidFile      = "job.pgid"   // the job's process group while it runs
+	stateFile     = "state.json" // what the agent knows of the job (savedJob)
+	outputDir     = "outputs"
+	checkpointDir = "checkpoint"
+	inputDir      = "inputs"
 )
 
 // exitNotRun is the exit code reported for a job whose command never ran
@@ -48,8 +49,9 @@ type job struct {
 
 	mu         sync.Mutex
 	state      agentapi.JobState
-	reason     string // why the agent stopped the job, first one wins
-	reportDone bool   // logs and outputs shipped: report the exit
+	grace      time.Duration // overrides the assignment's grace (preemption)
+	reason     string        // why the agent stopped the job, first one wins
+	reportDone bool          // logs and outputs shipped: report the exit
 }
 
 func newJob(a *agent, asg agentapi.Assignment, log *slog.Logger) *job {
@@ -75,6 +77,28 @@ func (j *job) stop(reason string) {
 }
 
 func (j *job) processGone() { j.procOnce.Do(func() { close(j.procDone) }) }
+
+// setGrace sets the SIGTERM → SIGKILL grace for the next stop.
+func (j *job) setGrace(d time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if d > 0 && j.grace == 0 {
+		j.grace = d
+	}
+}
+
+// graceNow is the grace to give the job when it is stopped now.
+func (j *job) graceNow() time.Duration {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case j.grace > 0:
+		return j.grace
+	case j.asg.Grace > 0:
+		return j.asg.Grace
+	}
+	return j.a.cfg.DefaultGrace
+}
 
 func (j *job) stopReason() string {
 	j.mu.Lock()
@@ -365,16 +389,13 @@ func (j *job) wait(g *procGroup) int {
 			exited <- exit{g.ranks[i], exitCode(cmd.ProcessState)}
 		}()
 	}
-	grace := j.asg.Grace
-	if grace <= 0 {
-		grace = j.a.cfg.DefaultGrace
-	}
 	var timeout, kill <-chan time.Time
 	if j.asg.Timeout > 0 {
 		timeout = j.a.clk.After(j.asg.Timeout)
 	}
 	stopCh := j.stopCh
 	terminate := func() {
+		grace := j.graceNow()
 		j.log.Info("stopping the job", "reason", j.stopReason(), "grace", grace)
 		signalGroup(g.pgid, syscall.SIGTERM)
 		kill = j.a.clk.After(grace)

@@ -6,7 +6,8 @@
 //	POST /cumulus/v1/agent/poll              Bearer <node token>  PollRequest → PollResponse (heartbeat + long poll)
 //	POST /cumulus/v1/agent/jobs/{uid}/events Bearer <node token>  JobEvent → 204 (idempotent)
 //	POST /cumulus/v1/agent/jobs/{uid}/logs?offset=N   raw bytes → LogAck (appended only at offset == stored size)
-//	PUT  /cumulus/v1/agent/jobs/{uid}/outputs/{name}  tar.gz of the output folder → 204
+//	PUT  /cumulus/v1/agent/jobs/{uid}/outputs/{name}  tar.gz of the output folder → 204 ("checkpoint": $CUMULUS_CHECKPOINT_DIR)
+//	GET  /cumulus/v1/agent/jobs/{uid}/checkpoint      the checkpoint an earlier attempt left (tar.gz)
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
@@ -54,10 +55,15 @@ type PollRequest struct {
 
 // PollResponse carries instructions; an empty one means "carry on".
 type PollResponse struct {
-	Assign   *Assignment `json:"assign,omitempty"`
-	Cancel   []string    `json:"cancel,omitempty"`   // job uids to stop (SIGTERM, grace, SIGKILL)
-	Shutdown bool        `json:"shutdown,omitempty"` // the node is being removed: stop jobs and exit
-	Unknown  bool        `json:"unknown,omitempty"`  // the server has no record of this node: exit
+	Assign *Assignment `json:"assign,omitempty"`
+	Cancel []string    `json:"cancel,omitempty"` // job uids to stop (SIGTERM, grace, SIGKILL)
+	// Preempt: the node is being preempted; stop these jobs with
+	// PreemptGrace between SIGTERM and SIGKILL, save their checkpoints
+	// and report them exited.
+	Preempt      []string      `json:"preempt,omitempty"`
+	PreemptGrace time.Duration `json:"preemptGrace,omitempty"`
+	Shutdown     bool          `json:"shutdown,omitempty"` // the node is being removed: stop jobs and exit
+	Unknown      bool          `json:"unknown,omitempty"`  // the server has no record of this node: exit
 }
 
 // Job phases an agent reports.
@@ -97,7 +103,14 @@ type Assignment struct {
 	InstanceIndex int               `json:"instanceIndex"`     // this node's rank among the job's nodes
 	NodeIPs       []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
 	Distribution  *Distribution     `json:"distribution,omitempty"`
+	// Checkpoint says an earlier attempt left a checkpoint: restore it into
+	// $CUMULUS_CHECKPOINT_DIR before the command starts.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 }
+
+// CheckpointOutput is the output name under which $CUMULUS_CHECKPOINT_DIR
+// is saved at the end of every attempt.
+const CheckpointOutput = "checkpoint"
 
 // Distribution is how a multi-process job is wired: the agent starts
 // ProcessesPerNode processes and gives each the environment its framework

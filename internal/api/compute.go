@@ -44,6 +44,10 @@ type AmlComputeProperties struct {
 	RemoteLoginPortPublicAccess string                  `json:"remoteLoginPortPublicAccess,omitempty"`
 	EnableNodePublicIP          *bool                   `json:"enableNodePublicIp,omitempty"`
 	PropertyBag                 any                     `json:"propertyBag,omitempty"`
+	// PreemptionGracePeriod (Cumulus extension, ignored by Azure clients):
+	// how long a job on a preempted low-priority node gets between SIGTERM
+	// and SIGKILL. ISO-8601, default PT30S.
+	PreemptionGracePeriod string `json:"preemptionGracePeriod,omitempty"`
 
 	// Read-only: computed from the nodes on every read.
 	AllocationState               string          `json:"allocationState,omitempty"`
@@ -125,9 +129,10 @@ const (
 	RemoteLoginDisabled     = "Disabled"
 	RemoteLoginNotSpecified = "NotSpecified"
 
-	DefaultVMSize   = "Standard_DS3_v2"
-	DefaultIdleTime = "PT120S"
-	MaxClusterNodes = 10000
+	DefaultPreemptionGrace = "PT30S"
+	DefaultVMSize          = "Standard_DS3_v2"
+	DefaultIdleTime        = "PT120S"
+	MaxClusterNodes        = 10000
 )
 
 // Aml returns the AmlCompute block, creating it if absent.
@@ -172,4 +177,13 @@ func (c Compute) Redacted() Compute {
 type JoinToken struct {
 	Token   string `json:"token"`
 	Command string `json:"command"`
+}
+
+// PreemptionGrace is the grace a preempted job gets on this compute.
+func (c *Compute) PreemptionGrace() time.Duration {
+	d, err := ParseDuration(c.Aml().PreemptionGracePeriod)
+	if err != nil {
+		d, _ = ParseDuration(DefaultPreemptionGrace)
+	}
+	return d
 }

@@ -43,6 +43,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	a := c.Aml()
 	prepareSize(&v, a)
 	prepareScale(&v, a)
+	preparePreemption(&v, a)
 	prepareNetwork(&v, a)
 	prepareCredentials(&v, a)
 	if existing != nil {
@@ -125,6 +126,18 @@ func prepareScale(v *Validation, a *AmlComputeProperties) {
 		v.Add(CodeValidationError, target+".nodeIdleTimeBeforeScaleDown", "nodeIdleTimeBeforeScaleDown: %s", err)
 	} else if d > 7*24*time.Hour {
 		v.Add(CodeValidationError, target+".nodeIdleTimeBeforeScaleDown", "nodeIdleTimeBeforeScaleDown may be at most 7 days, got %s", s.NodeIdleTimeBeforeScaleDown)
+	}
+}
+
+func preparePreemption(v *Validation, a *AmlComputeProperties) {
+	if a.PreemptionGracePeriod == "" {
+		a.PreemptionGracePeriod = DefaultPreemptionGrace
+	}
+	const target = "properties.properties.preemptionGracePeriod"
+	if d, err := ParseDuration(a.PreemptionGracePeriod); err != nil {
+		v.Add(CodeValidationError, target, "preemptionGracePeriod: %s", err)
+	} else if d > time.Hour {
+		v.Add(CodeValidationError, target, "preemptionGracePeriod may be at most 1 hour, got %s", a.PreemptionGracePeriod)
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 func newComputeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
-		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g))
+		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
+		newComputeSimulateEvictionCmd(g))
 	return cmd
 }
 
@@ -578,5 +579,30 @@ it a node of the cluster. Each call replaces the previous token.`,
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
 	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
+	var name, node string
+	cmd := &cobra.Command{
+		Use:   "simulate-eviction",
+		Short: "Preempt a node of a low-priority cluster (its job is requeued)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.SimulateEviction(cmd.Context(), name, node); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stderr, "Node %s is being preempted\n", node)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes')")
+	_ = cmd.MarkFlagRequired("name")
+	_ = cmd.MarkFlagRequired("node-id")
 	return cmd
 }

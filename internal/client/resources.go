@@ -148,3 +148,9 @@ func (c *Client) JoinToken(ctx context.Context, name string) (token, command str
 	_, err = c.Do(ctx, http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/joinToken", nil, &out)
 	return out.Token, out.Command, err
 }
+
+// SimulateEviction preempts a node of a low-priority compute.
+func (c *Client) SimulateEviction(ctx context.Context, name, node string) error {
+	_, err := c.Do(ctx, http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/nodes/"+url.PathEscape(node)+"/simulateEviction", nil, nil)
+	return err
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -42,12 +43,18 @@ type Clusters struct {
 	HeartbeatTimeout time.Duration // default 60 s
 	ProvisionTimeout time.Duration // default 15 min
 	MaxAttempts      int           // default lifecycle.DefaultMaxAttempts
+	MaxPreemptions   int           // default lifecycle.DefaultMaxPreemptions
 	Resync           time.Duration // default 5 s
+	// EvictionRate preempts low-priority nodes at random, this many times
+	// per node-hour (chaos testing); 0 never. Rand draws in [0,1).
+	EvictionRate float64
+	Rand         func() float64
 
 	wake      chan struct{}
 	mu        sync.Mutex
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
+	lastRoll  map[string]time.Time // last random-eviction roll per node
 }
 
 type backoff struct {
@@ -73,6 +80,13 @@ func (c *Clusters) Init() {
 	if c.Resync <= 0 {
 		c.Resync = 5 * time.Second
 	}
+	if c.MaxPreemptions <= 0 {
+		c.MaxPreemptions = lifecycle.DefaultMaxPreemptions
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	c.lastRoll = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 }
@@ -142,21 +156,35 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 	}
 	var wakeAt time.Time
 	var errs []error
+	// Quota is shared by the clusters of a location: cores that a cluster
+	// frees count for the clusters after it in this pass (usage is kept up
+	// to date), and a cluster before it that waited for quota gets another
+	// pass at once.
+	waiting := map[string]bool{} // locations where a cluster waited for quota
 	for _, st := range states {
 		if st.doc.Value.Properties.ProvisioningState != api.StateSucceeded {
 			continue
 		}
-		w, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
+		loc := usageKey(st.sc.Subscription, st.doc.Value.Properties.ComputeLocation)
+		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("compute %s: %w", st.doc.Value.Name, err))
 		}
-		wakeAt = earliest(wakeAt, w)
+		wakeAt = earliest(wakeAt, out.wakeAt)
+		if out.freed && waiting[loc] {
+			wakeAt = now
+		}
+		if out.quotaBound {
+			waiting[loc] = true
+		}
 	}
 	return wakeAt, errors.Join(errs...)
 }
 
+func usageKey(sub, loc string) string { return strings.ToLower(sub + "/" + loc) }
+
 func usageFor(m map[string]*quota.Usage, sub, loc string) *quota.Usage {
-	k := strings.ToLower(sub + "/" + loc)
+	k := usageKey(sub, loc)
 	if m[k] == nil {
 		m[k] = &quota.Usage{Family: map[string]int64{}}
 	}
@@ -170,22 +198,36 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (time.Time, error) {
+// outcome is what one cluster's reconciliation tells the pass.
+type outcome struct {
+	wakeAt     time.Time // when this cluster needs a pass at the latest; zero if never
+	freed      bool      // nodes were deleted: their cores are free for other clusters
+	quotaBound bool      // quota kept the cluster from its target
+}
+
+func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (outcome, error) {
+	var out outcome
 	comp := st.doc.Value
 	wakeAt, err := c.checkHealth(ctx, st.nodes, now)
+	out.wakeAt = wakeAt
 	if err != nil {
-		return wakeAt, err
+		return out, err
 	}
-	if wakeAt, err = c.reload(ctx, &st, wakeAt); err != nil {
-		return wakeAt, err
+	w, err := c.checkEvictions(ctx, comp, st.nodes, now)
+	out.wakeAt = earliest(out.wakeAt, w)
+	if err != nil {
+		return out, err
+	}
+	if err = c.reload(ctx, &st); err != nil {
+		return out, err
 	}
 	queued, err := store.JobsByStatus(ctx, c.DB.Q(), comp.ID, api.JobQueued)
 	if err != nil {
-		return wakeAt, err
+		return out, err
 	}
-	snap := c.snapshot(ctx, st, queued, u)
+	snap, qs := c.snapshot(ctx, st, queued, u)
 	plan := decide.Decide(snap, now)
-	wakeAt = earliest(wakeAt, plan.WakeAt)
+	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
 	var errs []error
 	for _, a := range plan.Assign {
@@ -199,8 +241,13 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 		}
 	}
 	for _, id := range plan.Remove {
-		if err := c.remove(ctx, id, st.nodes); err != nil {
+		gone, err := c.remove(ctx, id, st.nodes)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if gone != nil {
+			u.Add(gone.VMSize, gone.Priority == api.PriorityLowPriority, -1)
+			out.freed = true
 		}
 	}
 	created, provErr := c.create(ctx, comp, plan.Create, now)
@@ -211,23 +258,29 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 		c.Log.Warn("node creation failed", "compute", comp.Name, "err", provErr)
 	}
 	if b, ok := c.backoffOf(comp.ID); ok && now.Before(b.until) {
-		wakeAt = earliest(wakeAt, b.until)
+		out.wakeAt = earliest(out.wakeAt, b.until)
 	}
-	if err := c.recordStatus(ctx, st, plan, now); err != nil {
+	short := qs.shortfall(comp, plan, snap.Headroom, *u)
+	out.quotaBound = short != nil
+	if err := c.recordQuotaWaits(ctx, queued, plan, short); err != nil {
 		errs = append(errs, err)
 	}
-	return wakeAt, errors.Join(errs...)
+	if err := c.recordStatus(ctx, st, plan, short, now); err != nil {
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
 }
 
 // reload re-reads the nodes after the health pass changed some.
-func (c *Clusters) reload(ctx context.Context, st *clusterState, wakeAt time.Time) (time.Time, error) {
+func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
 	st.nodes = nodes
-	return wakeAt, err
+	return err
 }
 
-// snapshot turns stored state into the decision's input.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.Job, u *quota.Usage) decide.Cluster {
+// snapshot turns stored state into the decision's input, and says what
+// quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.Job, u *quota.Usage) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
 	min, max, idle := comp.Scale()
 	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
@@ -237,9 +290,12 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	for _, j := range queued {
 		snap.Queued = append(snap.Queued, decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq})
 	}
+	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
-			snap.Headroom, _ = quota.Headroom(l, *u, comp.Aml().VMSize, comp.Aml().VMPriority == api.PriorityLowPriority)
+			qv.limits, qv.known = l, true
+			qv.headroom, _ = quota.Headroom(l, *u, comp.Aml().VMSize, comp.Aml().VMPriority == api.PriorityLowPriority)
+			snap.Headroom = qv.headroom
 		} else {
 			c.Log.Error("quota limits", "compute", comp.Name, "err", err)
 		}
@@ -247,7 +303,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	if b, ok := c.backoffOf(comp.ID); ok && c.Clock.Now().Before(b.until) {
 		snap.Headroom = 0 // no new nodes while the provider is backing off
 	}
-	return snap
+	return snap, qv
 }
 
 func (c *Clusters) assign(ctx context.Context, a decide.Assignment, now time.Time) error {
@@ -283,8 +339,9 @@ func (c *Clusters) drain(ctx context.Context, id string) error {
 
 // remove deletes a node the plan gave up: it is marked leaving first
 // (re-checked against the state the decision saw), then the provider
-// deletes the machine, then the record goes.
-func (c *Clusters) remove(ctx context.Context, id string, seen []store.Node) error {
+// deletes the machine, then the record goes. It returns the node when its
+// record is gone, nil when the node was kept (or was already gone).
+func (c *Clusters) remove(ctx context.Context, id string, seen []store.Node) (*store.Node, error) {
 	var was store.Node
 	for _, n := range seen {
 		if n.ID == id {
@@ -311,9 +368,12 @@ func (c *Clusters) remove(ctx context.Context, id string, seen []store.Node) err
 		return nil
 	})
 	if err != nil || !proceed {
-		return err
+		return nil, err
 	}
-	return c.deleteNode(ctx, was)
+	if err := c.deleteNode(ctx, was); err != nil {
+		return nil, err
+	}
+	return &was, nil
 }
 
 // deleteNode asks the provider to delete a leaving node, then drops it.
@@ -404,7 +464,7 @@ func (c *Clusters) backoffOf(compute string) (backoff, bool) {
 
 // recordStatus writes the read-only status a plan implies onto the compute
 // (target, allocation transition time, errors) when it changed.
-func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decide.Plan, now time.Time) error {
+func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decide.Plan, short *shortfall, now time.Time) error {
 	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
 	if err != nil {
 		return err
@@ -422,7 +482,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		}
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(int32(len(nodes)), int32(plan.Target), counts)
-		errs := c.statusErrors(comp.ID, plan, nodes)
+		errs := c.statusErrors(comp.ID, plan, short, nodes)
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
 			return nil
 		}
@@ -438,14 +498,19 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 	})
 }
 
-// statusErrors explains why a cluster is not where its jobs want it.
-func (c *Clusters) statusErrors(compute string, plan decide.Plan, nodes []store.Node) []api.ErrorResponse {
+// statusErrors explains why a cluster is not where its jobs want it. A
+// quota shortfall gets its own QuotaExceeded entry; ScaleUpBlocked keeps the
+// other reasons.
+func (c *Clusters) statusErrors(compute string, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
 	var out []api.ErrorResponse
 	if b, ok := c.backoffOf(compute); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeProvisioningFailed", Message: b.msg}})
 	}
-	if plan.Blocked != "" {
-		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "ScaleUpBlocked", Message: "queued jobs wait: " + plan.Blocked}})
+	if blocked := blockedBesidesQuota(plan); blocked != "" {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "ScaleUpBlocked", Message: "queued jobs wait: " + blocked}})
+	}
+	if short != nil {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeQuotaExceeded, Message: quotaError(plan, *short)}})
 	}
 	for _, n := range nodes {
 		if n.State == api.NodeUnusable && n.Reason != "" {

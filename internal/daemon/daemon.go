@@ -52,6 +52,7 @@ type Options struct {
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
 	MaxAttempts      int
+	EvictionRate     float64 // random preemptions of low-priority nodes per node-hour (chaos testing)
 }
 
 // DefaultOptions are the defaults of `cumulus serve`.
@@ -86,6 +87,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
 		return errors.New("quota limits may not be negative")
+	}
+	if o.EvictionRate < 0 {
+		return errors.New("--eviction-rate may not be negative")
 	}
 	if o.Provider != "local" {
 		return fmt.Errorf("--provider %q is not one of: local", o.Provider)
@@ -197,7 +201,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 		NewJoinToken: server.NewNodeJoinToken, NewNodeID: server.NewNodeID, ServerURL: d.URL, CAFile: d.CAFile,
-		HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts}
+		HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
+		EvictionRate: o.EvictionRate}
 	clusters.Init()
 	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()

@@ -118,6 +118,12 @@ func (o Outputs) Open(uid, name string) (*os.File, error) {
 	return f, err
 }
 
+// Has reports whether a job has an output of that name.
+func (o Outputs) Has(uid, name string) bool {
+	_, err := os.Stat(o.path(uid, name))
+	return err == nil
+}
+
 // Names lists the outputs stored for a job.
 func (o Outputs) Names(uid string) []string {
 	ents, _ := os.ReadDir(filepath.Join(o.Dir, uid))

@@ -171,23 +171,22 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 
 // Requeue ends the job's current attempt for a reason outside the job and
 // queues it again, or fails it when its attempts are used up. Its other
-// nodes stop their part when they next poll (the job no longer runs there).
+// nodes stop their part when they next poll (the job no longer runs there)
+// and are released when they report it ended.
 func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, maxAttempts int, at time.Time) error {
 	p := &j.Doc.Properties
 	if n := len(p.Attempts); n > 0 && p.Attempts[n-1].Ended == nil {
 		p.Attempts[n-1].Ended, p.Attempts[n-1].Reason = &at, reason
 	}
-	for _, id := range j.Nodes {
-		if err := release(ctx, q, id, j.UID, at); err != nil {
-			return err
-		}
-	}
+	// The job's other nodes keep it until their agents report their part
+	// stopped (their next poll tells them to stop): they are not handed
+	// new work while an old rank may still run there.
 	j.Nodes, j.Exits = nil, nil
 	switch {
 	case p.Status == api.JobCancelRequested:
 		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
-	case maxAttempts > 0 && j.Attempt >= maxAttempts:
-		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt))
+	case maxAttempts > 0 && j.Attempt-j.Preemptions >= maxAttempts:
+		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt-j.Preemptions))
 	default:
 		j.Doc.SetStatus(api.JobQueued, at, reason+"; queued again")
 	}

@@ -4,7 +4,9 @@
 package quota
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 )
@@ -88,6 +90,105 @@ func Headroom(l Limits, u Usage, size string, lowPriority bool) (int, string) {
 		return int(fam), s.Family
 	}
 	return int(tot), TotalDedicated
+}
+
+// Need is what n more nodes of a size ask of a location's quotas, against
+// the quota that binds: the size's family or the total dedicated cores
+// (whichever has fewer cores free), or the low-priority pool.
+type Need struct {
+	Size        string
+	Family      string // the size's family
+	LowPriority bool
+	Quota       string // the binding quota: Family, TotalDedicated or LowPriority
+	Cores       int64  // cores the nodes need
+	Free        int64  // cores free under Quota (never negative)
+	Limit       int64  // Quota's limit
+}
+
+// NeedFor returns what n more nodes of a size need; false for a size that
+// is not in the catalog.
+func NeedFor(l Limits, u Usage, size string, lowPriority bool, n int) (Need, bool) {
+	s, ok := catalog.Lookup(size)
+	if !ok {
+		return Need{}, false
+	}
+	nd := Need{Size: s.Name, Family: s.Family, LowPriority: lowPriority, Cores: int64(s.VCPUs) * int64(n)}
+	if lowPriority {
+		nd.Quota, nd.Limit, nd.Free = LowPriority, l.LowPriority, max(0, l.LowPriority-u.LowPriority)
+		return nd, true
+	}
+	fam := max(0, l.FamilyLimit(s.Family)-u.Family[s.Family])
+	tot := max(0, l.Dedicated-u.Dedicated)
+	if fam <= tot {
+		nd.Quota, nd.Limit, nd.Free = s.Family, l.FamilyLimit(s.Family), fam
+	} else {
+		nd.Quota, nd.Limit, nd.Free = TotalDedicated, l.Dedicated, tot
+	}
+	return nd, true
+}
+
+// Fits reports whether the cores needed are free.
+func (n Need) Fits() bool { return n.Cores <= n.Free }
+
+// Describe says what is needed and what is free in a location, e.g.
+// "standardDSv2Family needs 8 more cores, 4 of 8 free in location local".
+func (n Need) Describe(location string) string {
+	switch n.Quota {
+	case LowPriority:
+		return fmt.Sprintf("%s needs %d more low-priority cores, %d of %d free in location %s", n.Family, n.Cores, n.Free, n.Limit, location)
+	case TotalDedicated:
+		return fmt.Sprintf("%s needs %d more cores, %d of %d total dedicated cores free in location %s", n.Family, n.Cores, n.Free, n.Limit, location)
+	}
+	return fmt.Sprintf("%s needs %d more cores, %d of %d free in location %s", n.Family, n.Cores, n.Free, n.Limit, location)
+}
+
+// RaiseCommand is the CLI command that raises a quota (a family,
+// TotalDedicated or LowPriority) in a location, for messages that say how
+// to get past it.
+func RaiseCommand(name, location string) string {
+	flag := "--family " + name
+	switch name {
+	case TotalDedicated:
+		flag = "--total"
+	case LowPriority:
+		flag = "--low-priority"
+	}
+	return fmt.Sprintf("cumulus quota update --location %s %s --limit CORES", location, flag)
+}
+
+// Canonical returns the spelling of a quota name that limits use: TotalDedicated,
+// LowPriority or a catalog family. It accepts those in any case, and Azure's
+// quota names for families ("Standard_DSv2_Family_Cluster_Dedicated_vCPUs",
+// or its display form "Standard DSv2 Family Cluster Dedicated vCPUs").
+func Canonical(name string) (string, bool) {
+	for _, q := range []string{TotalDedicated, LowPriority} {
+		if strings.EqualFold(name, q) {
+			return q, true
+		}
+	}
+	if f, ok := catalog.HasFamily(name); ok {
+		return f, true
+	}
+	key := familyKey(name)
+	if key == "" {
+		return "", false
+	}
+	for _, f := range catalog.Families() {
+		if familyKey(f) == key {
+			return f, true
+		}
+	}
+	return "", false
+}
+
+// familyKey reduces a family name to what tells families apart:
+// "standardDSv2Family" and "Standard_DSv2_Family_Cluster_Dedicated_vCPUs"
+// both become "dsv2".
+func familyKey(name string) string {
+	k := strings.ToLower(strings.NewReplacer("_", "", " ", "", "-", "").Replace(name))
+	k = strings.TrimSuffix(k, "clusterdedicatedvcpus")
+	k = strings.TrimPrefix(k, "standard")
+	return strings.TrimSuffix(k, "family")
 }
 
 // Families lists the families that have a limit or a usage, sorted, plus

@@ -43,6 +43,7 @@ func (s *Server) agentRoutes() {
 	a.handle("POST", agentapi.Prefix+"/jobs/{uid}/events", s.agentEvent)
 	a.handle("POST", agentapi.Prefix+"/jobs/{uid}/logs", s.agentLogs)
 	a.handle("PUT", agentapi.Prefix+"/jobs/{uid}/outputs/{name}", s.agentOutput)
+	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/checkpoint", s.agentCheckpoint)
 	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlob)
 	a.handle("PUT", agentapi.BlobPrefix+"/{digest}", s.putBlob)
 }
@@ -205,7 +206,7 @@ func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) err
 			return err
 		}
 		left := time.Until(deadline)
-		if resp.Assign != nil || len(resp.Cancel) > 0 || resp.Shutdown || resp.Unknown || left <= 0 || last {
+		if resp.Assign != nil || len(resp.Cancel) > 0 || len(resp.Preempt) > 0 || resp.Shutdown || resp.Unknown || left <= 0 || last {
 			writeJSON(w, http.StatusOK, resp)
 			return nil
 		}
@@ -242,14 +243,19 @@ func (s *Server) instructions(ctx context.Context, nodeID string, reported []age
 		}
 		stop := err != nil || st.UID != n.JobID || st.Attempt != j.Attempt || api.JobTerminal(j.Doc.Properties.Status) ||
 			j.Doc.Properties.Status == api.JobCancelRequested || !slices.Contains(j.Nodes, nodeID)
-		if stop {
+		switch {
+		case stop:
 			resp.Cancel = append(resp.Cancel, st.UID)
-		} else {
+		case !n.Evicted.IsZero():
+			resp.Preempt = append(resp.Preempt, st.UID)
+			resp.PreemptGrace = s.preemptGrace(ctx, n)
+			runs = true
+		default:
 			runs = true
 		}
 	}
 	switch {
-	case n.JobID != "" && !runs && !reportedAny(reported, n.JobID):
+	case n.JobID != "" && !runs && !reportedAny(reported, n.JobID) && n.Evicted.IsZero():
 		j, err := store.GetJobByUID(ctx, s.db.Q(), n.JobID)
 		if err != nil && !isNotFound(err) {
 			return resp, err
@@ -319,6 +325,7 @@ func (s *Server) assignment(j store.Job, nodeID string) (agentapi.Assignment, er
 	a := agentapi.Assignment{UID: j.UID, Name: j.Doc.Name, Attempt: j.Attempt, Command: expandBindings(p.Command, p), CodeBlob: codeBlob, Inputs: inputs,
 		Env: env, Timeout: j.Doc.Timeout(), Grace: 10 * time.Second, Outputs: outputs, GPUs: n.GPUs,
 		InstanceIndex: rank, NodeIPs: ips}
+	a.Checkpoint = s.outputs.Has(j.UID, agentapi.CheckpointOutput)
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
 			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount)}
@@ -332,6 +339,7 @@ func (s *Server) assignment(j store.Job, nodeID string) (agentapi.Assignment, er
 // applyJobState records a phase an agent reports (poll or event).
 func (s *Server) applyJobState(ctx context.Context, nodeID string, st agentapi.JobState) error {
 	var changed bool
+	var nodes []string // the job's nodes before the change: they may have to stop
 	err := s.db.Tx(ctx, func(q store.Querier) error {
 		j, err := store.GetJobByUID(ctx, q, st.UID)
 		if isNotFound(err) {
@@ -340,6 +348,7 @@ func (s *Server) applyJobState(ctx context.Context, nodeID string, st agentapi.J
 		if err != nil {
 			return err
 		}
+		nodes = j.Nodes
 		now := s.clock.Now().UTC()
 		switch st.Phase {
 		case agentapi.PhaseRunning:
@@ -358,6 +367,9 @@ func (s *Server) applyJobState(ctx context.Context, nodeID string, st agentapi.J
 				at = now
 			}
 			changed = true
+			if n, err := store.GetNode(ctx, q, nodeID); err == nil && !n.Evicted.IsZero() && n.JobID == j.UID && st.Attempt == j.Attempt {
+				return lifecycle.Preempted(ctx, q, nodeID, s.cfg.MaxPreemptions, at.UTC())
+			}
 			return lifecycle.Exited(ctx, q, j, nodeID, st.Attempt, st.ExitCode, st.Reason, at.UTC())
 		}
 		return nil
@@ -367,10 +379,8 @@ func (s *Server) applyJobState(ctx context.Context, nodeID string, st agentapi.J
 	}
 	if err == nil && changed {
 		s.changed()
-		if j, err := store.GetJobByUID(ctx, s.db.Q(), st.UID); err == nil {
-			for _, id := range j.Nodes {
-				s.hub.Wake(id)
-			}
+		for _, id := range nodes {
+			s.hub.Wake(id)
 		}
 	}
 	return err
@@ -448,7 +458,7 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 		return err
 	}
 	name := p["name"]
-	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && !declared {
+	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
 		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
 	}
 	if err := s.outputs.Put(j.UID, name, r.Body, maxUpload); err != nil {
@@ -537,3 +547,38 @@ func expandBindings(cmd string, p api.JobProperties) string {
 // blocks of 64 ports (TensorFlow tasks use MasterPort+1+rank) so that jobs
 // sharing a machine (local provider) do not collide.
 func MasterPort(seq int64) int { return 20000 + int(seq%600)*64 }
+
+// preemptGrace is the grace of a node's compute for preempted jobs.
+func (s *Server) preemptGrace(ctx context.Context, n store.Node) time.Duration {
+	sc, name, err := api.ParseComputeID(n.Compute, api.Scope{})
+	if err == nil {
+		if d, err := store.Get[api.Compute](ctx, s.db.Q(), store.KindCompute, sc.WorkspaceID(), name); err == nil {
+			return d.Value.PreemptionGrace()
+		}
+	}
+	g, _ := api.ParseDuration(api.DefaultPreemptionGrace)
+	return g
+}
+
+// agentCheckpoint serves the checkpoint an earlier attempt of a job saved.
+func (s *Server) agentCheckpoint(w http.ResponseWriter, r *http.Request, p params) error {
+	node, err := s.nodeAuth(r)
+	if err != nil {
+		return asUnauthorized(err)
+	}
+	j, _, err := s.nodeJob(r, node, p["uid"])
+	if err != nil {
+		return err
+	}
+	f, err := s.outputs.Open(j.UID, agentapi.CheckpointOutput)
+	if errors.Is(err, files.ErrNotFound) {
+		return api.NotFound("job %s has no checkpoint", j.Doc.Name)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/gzip")
+	_, err = io.Copy(w, f)
+	return err
+}

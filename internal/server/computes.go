@@ -62,6 +62,9 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		if existing == nil {
 			created = true
 			c.Name = name
+			if err := s.checkMinimumQuota(r.Context(), q, sc.Subscription, &c); err != nil {
+				return err
+			}
 			c.Properties.CreatedOn, c.Properties.ModifiedOn = &now, &now
 			c.Properties.ProvisioningState = api.StateCreating
 			a.AllocationState, a.AllocationStateTransitionTime = api.AllocationSteady, &now

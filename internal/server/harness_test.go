@@ -74,7 +74,8 @@ func (s *syncBuffer) String() string {
 }
 
 type harnessOpts struct {
-	manualOps bool // do not run the operations loop; tests call RunOnce
+	manualOps bool            // do not run the operations loop; tests call RunOnce
+	clusters  server.Notifier // told when jobs, nodes or quotas change; nil for none
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -99,7 +100,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		PageSize: hPageSize,
 		DataDir:  dir,
 	}
-	srv := server.New(cfg, server.Deps{DB: db, Box: box, Clock: clock.Real{}, Log: log, Ops: ops})
+	srv := server.New(cfg, server.Deps{DB: db, Box: box, Clock: clock.Real{}, Log: log, Ops: ops, Clusters: o.clusters})
 	if err := srv.EnsureDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -49,19 +49,31 @@ func (s *Server) Limits(ctx context.Context, q store.Querier, sub, loc string) (
 	return l, nil
 }
 
+// computesIn lists the computes of a subscription that live in a location.
+func (s *Server) computesIn(ctx context.Context, q store.Querier, sub, loc string) ([]api.Compute, error) {
+	docs, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions/"+sub, false, "", 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.Compute
+	for _, d := range docs {
+		if strings.EqualFold(d.Value.Properties.ComputeLocation, loc) {
+			out = append(out, d.Value)
+		}
+	}
+	return out, nil
+}
+
 // usageIn counts the cores of the nodes of every compute of the
 // subscription that lives in the location.
 func (s *Server) usageIn(ctx context.Context, q store.Querier, sub, loc string) (quota.Usage, error) {
-	computes, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions/"+sub, false, "", 1<<30)
+	computes, err := s.computesIn(ctx, q, sub, loc)
 	if err != nil {
 		return quota.Usage{}, err
 	}
 	var nodes []quota.Node
 	for _, c := range computes {
-		if !strings.EqualFold(c.Value.Properties.ComputeLocation, loc) {
-			continue
-		}
-		ns, err := store.NodesOf(ctx, q, c.Value.ID)
+		ns, err := store.NodesOf(ctx, q, c.ID)
 		if err != nil {
 			return quota.Usage{}, err
 		}
@@ -70,6 +82,49 @@ func (s *Server) usageIn(ctx context.Context, q store.Querier, sub, loc string) 
 		}
 	}
 	return quota.Count(nodes), nil
+}
+
+// minimumIn counts the cores that the minNodeCount of every compute of the
+// subscription in the location holds (computes being deleted hold none).
+func (s *Server) minimumIn(ctx context.Context, q store.Querier, sub, loc string) (quota.Usage, error) {
+	computes, err := s.computesIn(ctx, q, sub, loc)
+	if err != nil {
+		return quota.Usage{}, err
+	}
+	u := quota.Usage{Family: map[string]int64{}}
+	for _, c := range computes {
+		if c.Properties.ProvisioningState == api.StateDeleting {
+			continue
+		}
+		min, _, _ := c.Scale()
+		u.Add(c.Aml().VMSize, c.Aml().VMPriority == api.PriorityLowPriority, min)
+	}
+	return u, nil
+}
+
+// checkMinimumQuota refuses a new compute whose minNodeCount alone needs
+// more cores than are free now in its location.
+func (s *Server) checkMinimumQuota(ctx context.Context, q store.Querier, sub string, c *api.Compute) error {
+	min, _, _ := c.Scale()
+	if min <= 0 {
+		return nil
+	}
+	loc := c.Properties.ComputeLocation
+	l, err := s.Limits(ctx, q, sub, loc)
+	if err != nil {
+		return err
+	}
+	u, err := s.usageIn(ctx, q, sub, loc)
+	if err != nil {
+		return err
+	}
+	a := c.Aml()
+	need, ok := quota.NeedFor(l, u, a.VMSize, a.VMPriority == api.PriorityLowPriority, min)
+	if !ok || need.Fits() {
+		return nil
+	}
+	return api.Conflict(api.CodeQuotaExceeded, "compute %s: minNodeCount %d of %s exceeds the quota: %s; lower minNodeCount or raise the quota ('%s')",
+		c.Name, min, need.Size, need.Describe(loc), quota.RaiseCommand(need.Quota, loc))
 }
 
 func (s *Server) listUsages(w http.ResponseWriter, r *http.Request, p params) error {
@@ -130,7 +185,11 @@ func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request, p params) er
 }
 
 // updateQuotas sets limits. Each entry is answered with its own status, as
-// Azure does; a bad entry changes nothing for itself and does not stop the others.
+// Azure does; a bad entry changes nothing for itself and does not stop the
+// others. Families may be named as in the size catalog (standardDSv2Family)
+// or as Azure names their quotas (Standard_DSv2_Family_Cluster_Dedicated_vCPUs).
+// A limit below the cores the minNodeCount of the location's clusters holds
+// is refused with InvalidQuotaBelowClusterMinimum.
 func (s *Server) updateQuotas(w http.ResponseWriter, r *http.Request, p params) error {
 	var req api.QuotaUpdateRequest
 	if err := decode(r, &req); err != nil {
@@ -143,18 +202,18 @@ func (s *Server) updateQuotas(w http.ResponseWriter, r *http.Request, p params) 
 	now := s.clock.Now().UTC()
 	out := api.Page[api.QuotaUpdate]{Value: []api.QuotaUpdate{}}
 	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+		held, err := s.minimumIn(r.Context(), q, sub, loc)
+		if err != nil {
+			return err
+		}
 		for _, u := range req.Value {
 			res := api.QuotaUpdate{ID: u.ID, Type: api.QuotaType, Limit: u.Limit, Unit: "Count"}
-			name := u.ID[strings.LastIndex(u.ID, "/")+1:]
-			canon, ok := name, name == quota.TotalDedicated || name == quota.LowPriority
-			if !ok {
-				canon, ok = catalog.HasFamily(name)
-			}
+			canon, ok := quota.Canonical(u.ID[strings.LastIndex(u.ID, "/")+1:])
 			switch {
 			case !ok:
 				res.Status = api.QuotaStatusInvalidFamily
-			case u.Limit < 0:
-				res.Status = "InvalidQuotaBelowClusterMinimum"
+			case u.Limit < 0 || u.Limit < minimumOf(held, canon):
+				res.Status = api.QuotaStatusBelowMinimum
 			default:
 				res.ID = locationID(sub, loc) + "/quotas/" + canon
 				if _, err := store.Put(r.Context(), q, KindQuota, locationID(sub, loc), canon, res, 0, now); err != nil {
@@ -172,4 +231,15 @@ func (s *Server) updateQuotas(w http.ResponseWriter, r *http.Request, p params) 
 	s.changed()
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// minimumOf is the cores a quota must allow for the clusters' minimums.
+func minimumOf(held quota.Usage, name string) int64 {
+	switch name {
+	case quota.TotalDedicated:
+		return held.Dedicated
+	case quota.LowPriority:
+		return held.LowPriority
+	}
+	return held.Family[name]
 }

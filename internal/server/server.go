@@ -14,6 +14,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -49,6 +50,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// MaxAttempts bounds restarts of a job whose node failed.
 	MaxAttempts int
+	// MaxPreemptions bounds restarts of a job whose node was preempted.
+	MaxPreemptions int
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -96,6 +99,9 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 3
 	}
+	if cfg.MaxPreemptions <= 0 {
+		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
+	}
 	if d.Hub == nil {
 		d.Hub = hub.New()
 	}
@@ -131,6 +137,7 @@ func (s *Server) routes() {
 	r.handle("GET", ws+"/computes/{name}/listNodes", s.listNodes) // nextLink pages are fetched with GET
 	r.handle("POST", ws+"/computes/{name}/listKeys", s.listKeys)
 	r.handle("POST", ws+"/computes/{name}/joinToken", s.joinToken)
+	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)

@@ -26,6 +26,9 @@ type Job struct {
 	Attempt int            // the current (or last) attempt number, 0 before the first start
 	Nodes   []string       // nodes of the current attempt, by rank
 	Exits   map[string]int // exit codes of the current attempt's nodes that have ended
+	// Preemptions counts attempts that ended because a node was preempted;
+	// they do not count against the failure retry limit.
+	Preemptions int
 }
 
 type jobBody struct {
@@ -33,11 +36,12 @@ type jobBody struct {
 	Attempt int            `json:"attempt"`
 	Nodes   []string       `json:"nodes,omitempty"`
 	Exits   map[string]int `json:"exits,omitempty"`
+	Preempt int            `json:"preemptions,omitempty"`
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits})
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -60,7 +64,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits})
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -163,7 +167,7 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 		if err := json.Unmarshal([]byte(body), &b); err != nil {
 			return nil, fmt.Errorf("decode job %s: %w", j.UID, err)
 		}
-		j.Doc, j.Attempt, j.Nodes, j.Exits = b.Doc, b.Attempt, b.Nodes, b.Exits
+		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
 		j.Created = time.UnixMilli(created).UTC()
 		out = append(out, j)
 	}

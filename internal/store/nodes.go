@@ -32,6 +32,7 @@ type Node struct {
 	JoinHash   string    `json:"joinHash,omitempty"`  // the one-time join token, hashed
 	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
 	GPUs       []int     `json:"gpus,omitempty"`      // device indexes the agent reported
+	Evicted    time.Time `json:"evicted,omitzero"`    // when a preemption notice came (low priority)
 }
 
 // PutNode inserts or replaces a node record.

@@ -40,6 +40,9 @@ const (
 // Key normalises a resource name or parent id: ARM names are case-insensitive.
 func Key(s string) string { return strings.ToLower(s) }
 
+// SameKey reports whether two names or ids name the same resource.
+func SameKey(a, b string) bool { return strings.EqualFold(a, b) }
+
 // Get reads one resource; ErrNotFound when absent.
 func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[T], error) {
 	var d Doc[T]

@@ -1,0 +1,86 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// DefaultMaxPreemptions stops a job that is preempted again and again.
+const DefaultMaxPreemptions = 10
+
+// ErrNotEvictable is returned for a node that cannot be preempted.
+var ErrNotEvictable = errors.New("node cannot be evicted")
+
+// Evict records a preemption notice for a node. A node without a job is
+// preempted at once; a node with one keeps running it for the grace period
+// (its agent stops the job and reports, see Preempted). Evicting a node
+// already evicted changes nothing.
+func Evict(ctx context.Context, q store.Querier, nodeID string, at time.Time) (store.Node, error) {
+	n, err := store.GetNode(ctx, q, nodeID)
+	if err != nil {
+		return n, err
+	}
+	if !n.Evicted.IsZero() || n.State == api.NodePreempted {
+		return n, nil
+	}
+	switch n.State {
+	case api.NodeIdle, api.NodeRunning, api.NodePreparing, api.NodeLeaving:
+	default:
+		return n, fmt.Errorf("node %s is %s: %w", n.ID, n.State, ErrNotEvictable)
+	}
+	n.Evicted = at
+	n.Reason = "preempted at " + at.UTC().Format(time.RFC3339)
+	if n.JobID == "" {
+		n.State = api.NodePreempted
+	}
+	return n, store.PutNode(ctx, q, n)
+}
+
+// Preempted ends a preempted node's part in its job: the node becomes
+// preempted (and is removed), and the job — every rank of it — goes back
+// to the queue with the reason, without using one of its failure retries.
+// A job preempted maxPreemptions times fails.
+func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptions int, at time.Time) error {
+	n, err := store.GetNode(ctx, q, nodeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	uid := n.JobID
+	n.State, n.JobID = api.NodePreempted, ""
+	if err := store.PutNode(ctx, q, n); err != nil {
+		return err
+	}
+	if uid == "" {
+		return nil
+	}
+	j, err := store.GetJobByUID(ctx, q, uid)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if api.JobTerminal(j.Doc.Properties.Status) || rankOf(j, nodeID) < 0 {
+		return nil
+	}
+	j.Preemptions++
+	reason := "preempted on node " + nodeID
+	if maxPreemptions > 0 && j.Preemptions >= maxPreemptions {
+		p := &j.Doc.Properties
+		if k := len(p.Attempts); k > 0 && p.Attempts[k-1].Ended == nil {
+			p.Attempts[k-1].Ended, p.Attempts[k-1].Reason = &at, reason
+		}
+		j.Nodes, j.Exits = nil, nil
+		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; preempted %d times, giving up", reason, j.Preemptions))
+		return store.UpdateJob(ctx, q, &j)
+	}
+	return Requeue(ctx, q, j, reason, 0, at)
+}
