@@ -122,7 +122,9 @@ func TestPreemptionLimit(t *testing.T) {
 		h.pass()
 		node := h.job(j).Nodes[0]
 		h.evict(node)
-		err := h.db.Tx(h.ctx, func(q store.Querier) error { return lifecycle.Preempted(h.ctx, q, node, h.c.MaxPreemptions, h.clk.Now()) })
+		err := h.db.Tx(h.ctx, func(q store.Querier) error {
+			return lifecycle.Preempted(h.ctx, q, node, h.c.MaxPreemptions, h.clk.Now())
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
