@@ -297,6 +297,9 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 			qv.headroom, _ = quota.Headroom(l, *u, comp.Aml().VMSize, comp.Aml().VMPriority == api.PriorityLowPriority)
 			snap.Headroom = qv.headroom
 		} else {
+			// Never past quota: with the limits unknown, no new nodes
+			// this pass.
+			snap.Headroom = 0
 			c.Log.Error("quota limits", "compute", comp.Name, "err", err)
 		}
 	}

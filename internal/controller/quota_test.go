@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +337,20 @@ func TestQuotaMessageLeavesOtherMessages(t *testing.T) {
 	h.pass()
 	if got := h.message(j); got != "requeued: node lost" {
 		t.Fatalf("message %q, want the requeue reason kept", got)
+	}
+}
+
+// TestUnknownLimitsCreateNothing: when the limits cannot be read, the
+// controller creates no node rather than risk going past quota.
+func TestUnknownLimitsCreateNothing(t *testing.T) {
+	h := newHarness(t)
+	h.c.Limits = func(context.Context, store.Querier, string, string) (quota.Limits, error) {
+		return quota.Limits{}, errors.New("store unavailable")
+	}
+	c := h.compute("cpu", 1, 2, "PT120S")
+	h.submit(c, 1)
+	h.pass()
+	if n := len(h.nodes(c)); n != 0 || len(h.prov.created) != 0 {
+		t.Fatalf("%d nodes created with unknown limits", n)
 	}
 }
