@@ -2,21 +2,25 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/cumulus-ml/cumulus/internal/daemon"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
 	o := daemon.DefaultOptions()
-	var logLevel, logFormat string
+	var logLevel, logFormat, serverConfig string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane (API, controllers, store) on this machine",
@@ -25,6 +29,9 @@ keeps its state in ~/.cumulus (SQLite), and on first start creates an admin
 token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyServerConfig(cmd, serverConfig); err != nil {
+				return err
+			}
 			envDefaults(cmd, &o)
 			log, err := newLogger(g, logLevel, logFormat)
 			if err != nil {
@@ -70,6 +77,7 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
 	fl.IntVar(&o.MaxAttempts, "max-attempts", o.MaxAttempts, "times a job is started before a node failure makes it fail")
 	fl.Float64Var(&o.EvictionRate, "eviction-rate", 0, "preempt low-priority nodes at random, this many times per node-hour (chaos testing)")
+	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
@@ -101,4 +109,51 @@ func newLogger(g *globals, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(g.stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q is not one of text, json", format)
+}
+
+// applyServerConfig sets every flag the YAML file names that was not given
+// on the command line. Keys are the flag names (listen, quota-family-cores,
+// …); an unknown key is an error, not a silently ignored setting.
+func applyServerConfig(cmd *cobra.Command, path string) error {
+	explicit := path != ""
+	if path == "" {
+		path = os.Getenv("CUMULUS_SERVER_CONFIG")
+		explicit = path != ""
+	}
+	if path == "" {
+		dir, _ := cmd.Flags().GetString("data-dir")
+		if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
+			dir = v
+		}
+		path = filepath.Join(dir, "server.yaml")
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("server config: %w", err)
+	}
+	var settings map[string]any
+	if err := yaml.Unmarshal(b, &settings); err != nil {
+		return fmt.Errorf("server config %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := cmd.Flags().Lookup(k)
+		if f == nil || k == "server-config" {
+			return fmt.Errorf("server config %s: unknown setting %q (settings are named like the flags of 'cumulus serve')", path, k)
+		}
+		if f.Changed {
+			continue
+		}
+		if err := cmd.Flags().Set(k, fmt.Sprint(settings[k])); err != nil {
+			return fmt.Errorf("server config %s: %s: %w", path, k, err)
+		}
+	}
+	return nil
 }
