@@ -60,6 +60,11 @@ type Config struct {
 	// KeepJobDirs is how many finished, reported job directories are kept
 	// on disk (for debugging); older ones are removed.
 	KeepJobDirs int
+	// Docker is the container runtime's CLI for jobs that name an image
+	// ("docker"; "" or "none": run every job as plain processes).
+	Docker string
+	// PullTimeout bounds pulling a job's image that is not on the node.
+	PullTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults Run fills in for zero fields.
@@ -74,6 +79,8 @@ func DefaultConfig() Config {
 		DefaultGrace: 10 * time.Second,
 		StopTimeout:  30 * time.Second,
 		KeepJobDirs:  10,
+		Docker:       "docker",
+		PullTimeout:  60 * time.Second,
 	}
 }
 
@@ -163,7 +170,9 @@ type agent struct {
 	wg   sync.WaitGroup // job runners
 
 	limitsOnce sync.Once
-	noCgroups  atomic.Bool   // cgroups failed once: do not try again
+	noCgroups  atomic.Bool // cgroups failed once: do not try again
+	dockerOnce sync.Once
+	docker     bool          // a container engine answers
 	wake       chan struct{} // a job changed state: poll again soon
 
 	mu          sync.Mutex
@@ -231,6 +240,8 @@ func (a *agent) run(ctx context.Context) error {
 	case errors.Is(err, ErrUnknownNode):
 		reason = "the server has no record of this node"
 		a.logger().Error("the server has no record of this node: it was removed while this agent was away; exiting")
+	case ctx.Err() != nil:
+		a.noticeLeaving(life)
 	}
 	a.stopAll(reason)
 	a.waitJobs(cancelLife)
@@ -549,4 +560,24 @@ func safeName(s string) bool {
 		}
 	}
 	return true
+}
+
+// noticeLeaving tells the server this node is going away (SIGTERM from
+// outside: a machine shut down, a container stopped), so that its job is
+// requeued at once — as a preemption on a low-priority cluster — rather
+// than failed with the signal's exit code.
+func (a *agent) noticeLeaving(ctx context.Context) {
+	a.mu.Lock()
+	busy := a.current != nil
+	a.mu.Unlock()
+	if !busy {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := a.c.do(ctx, request{method: http.MethodPost, path: agentapi.Prefix + "/leaving",
+		json: map[string]string{"reason": "the node agent received SIGTERM"}}, nil)
+	if err != nil {
+		a.logger().Warn("could not tell the server this node is leaving", "err", err)
+	}
 }

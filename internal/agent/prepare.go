@@ -116,6 +116,7 @@ func (j *job) prepare() ([]string, error) {
 			env = append(env, kv)
 		}
 	}
+	j.hostEnv = len(env) // what follows is the job's own: a container gets only that
 	for k, v := range asg.Env {
 		env = append(env, k+"="+v)
 	}

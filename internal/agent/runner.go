@@ -47,9 +47,13 @@ type job struct {
 
 	logSent int64 // bytes of std.log the server holds; owned by the log shipper
 
+	image      string   // the job's image when it runs in containers
+	containers []string // names of its containers
+
 	mu         sync.Mutex
 	state      agentapi.JobState
 	grace      time.Duration // overrides the assignment's grace (preemption)
+	hostEnv    int           // how many leading entries of the job's env are the agent's own
 	reason     string        // why the agent stopped the job, first one wins
 	reportDone bool          // logs and outputs shipped: report the exit
 }
@@ -266,6 +270,10 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		return exitNotRun, "open the log file: " + err.Error()
 	}
 	defer logf.Close()
+	if err := j.chooseRuntime(ctx, logf); err != nil {
+		return exitNotRun, err.Error()
+	}
+	defer j.removeContainers()
 	group, cg, err := j.start(env, procs, logf)
 	if err != nil {
 		return exitNotRun, "start the command: " + err.Error()
@@ -328,8 +336,11 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 	}
 	mk := func(cg *cgroup, p distrib.Process, pgid int) *exec.Cmd {
 		cmd := exec.Command("/bin/sh", "-c", j.asg.Command)
-		cmd.Dir = j.dir
 		cmd.Env = append(append([]string(nil), env...), p.Env...)
+		if j.image != "" {
+			cmd = j.containerCommand(p, cmd.Env)
+		}
+		cmd.Dir = j.dir
 		if shared != nil {
 			w := shared.prefixed(fmt.Sprintf("[rank %d] ", p.Rank))
 			cmd.Stdout, cmd.Stderr = w, w
@@ -426,6 +437,7 @@ func (j *job) wait(g *procGroup) int {
 		case <-kill:
 			j.log.Info("the job outlived its grace period; killing it")
 			signalGroup(g.pgid, syscall.SIGKILL)
+			j.removeContainers() // a container outlives its killed docker client
 			kill = nil
 		}
 	}

@@ -36,7 +36,8 @@ type JobProperties struct {
 	Status               string               `json:"status,omitempty"`
 
 	// Cumulus extensions, read-only.
-	Priority      int            `json:"priority,omitempty"` // settable: higher runs first
+	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
+	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
 	StatusMessage string         `json:"statusMessage,omitempty"`
 	History       []StatusChange `json:"statusHistory,omitempty"`
 	Attempts      []Attempt      `json:"attempts,omitempty"`

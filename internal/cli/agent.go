@@ -68,6 +68,7 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "directory for the node identity and job folders (env CUMULUS_WORK_DIR)")
 	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE)")
 	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at (default: the first non-loopback IPv4)")
+	fl.StringVar(&cfg.Docker, "container-runtime", cfg.Docker, "docker CLI for jobs that name an image; none runs every job as plain processes")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -98,3 +98,22 @@ func (c *Client) stream(req *http.Request, w io.Writer) error {
 	_, err = io.Copy(w, resp.Body)
 	return err
 }
+
+// PutEnvironment creates or replaces an environment version.
+func (c *Client) PutEnvironment(ctx context.Context, name, version string, e api.Environment) (api.Environment, error) {
+	var out api.Environment
+	_, err := c.Do(ctx, http.MethodPut, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions/"+url.PathEscape(version), e, &out)
+	return out, err
+}
+
+// GetEnvironment reads an environment version.
+func (c *Client) GetEnvironment(ctx context.Context, name, version string) (api.Environment, error) {
+	var out api.Environment
+	_, err := c.Do(ctx, http.MethodGet, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions/"+url.PathEscape(version), nil, &out)
+	return out, err
+}
+
+// ListEnvironmentVersions reads an environment's versions.
+func (c *Client) ListEnvironmentVersions(ctx context.Context, name string) ([]api.Environment, error) {
+	return ListAll[api.Environment](ctx, c, http.MethodGet, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions")
+}

@@ -44,6 +44,7 @@ func (s *Server) agentRoutes() {
 	a.handle("POST", agentapi.Prefix+"/jobs/{uid}/logs", s.agentLogs)
 	a.handle("PUT", agentapi.Prefix+"/jobs/{uid}/outputs/{name}", s.agentOutput)
 	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/checkpoint", s.agentCheckpoint)
+	a.handle("POST", agentapi.Prefix+"/leaving", s.agentLeaving)
 	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlob)
 	a.handle("PUT", agentapi.BlobPrefix+"/{digest}", s.putBlob)
 }
@@ -326,6 +327,7 @@ func (s *Server) assignment(j store.Job, nodeID string) (agentapi.Assignment, er
 		Env: env, Timeout: j.Doc.Timeout(), Grace: 10 * time.Second, Outputs: outputs, GPUs: n.GPUs,
 		InstanceIndex: rank, NodeIPs: ips}
 	a.Checkpoint = s.outputs.Has(j.UID, agentapi.CheckpointOutput)
+	a.Image = p.Image
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
 			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount)}
@@ -581,4 +583,42 @@ func (s *Server) agentCheckpoint(w http.ResponseWriter, r *http.Request, p param
 	w.Header().Set("Content-Type", "application/gzip")
 	_, err = io.Copy(w, f)
 	return err
+}
+
+// agentLeaving is a node telling that it is going away (its machine or
+// container was stopped from outside). On a low-priority cluster that is a
+// preemption: the job is requeued when the agent reports it stopped. On a
+// dedicated one the node is unusable and its job is requeued now. A node
+// Cumulus itself is removing (leaving) is not news.
+func (s *Server) agentLeaving(w http.ResponseWriter, r *http.Request, _ params) error {
+	node, err := s.nodeAuth(r)
+	if err != nil {
+		return asUnauthorized(err)
+	}
+	now := s.clock.Now().UTC()
+	nodes := []string{node.ID}
+	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+		n, err := store.GetNode(r.Context(), q, node.ID)
+		if err != nil || n.State == api.NodeLeaving || n.JobID == "" {
+			return err
+		}
+		if n.Priority == api.PriorityLowPriority {
+			_, err := lifecycle.Evict(r.Context(), q, n.ID, now)
+			return err
+		}
+		if j, err := store.GetJobByUID(r.Context(), q, n.JobID); err == nil {
+			nodes = j.Nodes
+		}
+		return lifecycle.NodeLost(r.Context(), q, n, api.NodeUnusable, "the node was shut down from outside", s.cfg.MaxAttempts, now)
+	})
+	if err != nil && !errors.Is(err, lifecycle.ErrNotEvictable) {
+		return err
+	}
+	s.log.Info("node leaving", "node", node.ID, "compute", node.Compute)
+	for _, id := range nodes {
+		s.hub.Wake(id)
+	}
+	s.changed()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

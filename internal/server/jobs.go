@@ -51,6 +51,11 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := s.checkCode(j.Properties.CodeID); err != nil {
 		return err
 	}
+	image, err := s.jobImage(r.Context(), sc, j.Properties.EnvironmentID)
+	if err != nil {
+		return err
+	}
+	j.Properties.Image = image
 	now := s.clock.Now().UTC()
 	status := http.StatusCreated
 	var out store.Job

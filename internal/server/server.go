@@ -72,6 +72,8 @@ type Server struct {
 	outputs  files.Outputs
 	router   router
 	agents   router
+	ui       http.Handler
+	sessions SessionAuth
 }
 
 // Deps are the server's collaborators.
@@ -83,6 +85,18 @@ type Deps struct {
 	Ops      Notifier // woken when a long-running operation is queued
 	Clusters Notifier // woken when jobs or nodes change
 	Hub      *hub.Hub
+	// UI, when set, serves the web studio at "/" and "/ui/…"; Sessions,
+	// when set, lets API requests sign in with the studio's session cookie.
+	UI       http.Handler
+	Sessions SessionAuth
+}
+
+// SessionAuth authenticates a browser's API request by its session cookie.
+type SessionAuth interface {
+	// Session returns the principal of the request's session; ok is false
+	// when the request carries no session cookie. err is an ARM error: an
+	// ended session, or a state-changing request without the CSRF header.
+	Session(r *http.Request) (principal string, ok bool, err error)
 }
 
 // New builds a server.
@@ -106,6 +120,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
+		ui: d.UI, sessions: d.Sessions,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
@@ -146,6 +161,7 @@ func (s *Server) routes() {
 	r.handle("GET", loc+"/operationStatuses/{id}", s.getOperation)
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
 	s.jobRoutes()
+	s.environmentRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
@@ -163,8 +179,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveCumulus(rec, r)
 		return
 	}
+	if s.ui != nil && (r.URL.Path == "/" || r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+		s.ui.ServeHTTP(rec, r)
+		return
+	}
 	h, p, pathOK := s.router.match(r.Method, r.URL.Path)
-	if err := s.authenticate(r); err != nil {
+	if err := s.authenticateRequest(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
 		writeError(rec, r, s.log, err)
 		return
@@ -190,6 +210,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h(rec, r, p); err != nil {
 		writeError(rec, r, s.log, err)
 	}
+}
+
+// authenticateRequest accepts a bearer token or, from the web studio's
+// browser, a session cookie (a request with both is judged by its token).
+func (s *Server) authenticateRequest(r *http.Request) error {
+	if s.sessions != nil && r.Header.Get("Authorization") == "" {
+		name, ok, err := s.sessions.Session(r)
+		if err != nil {
+			return err
+		}
+		if ok {
+			*r = *r.WithContext(context.WithValue(r.Context(), principalKey{}, name))
+			return nil
+		}
+	}
+	return s.authenticate(r)
 }
 
 // checkScope validates the captured path segments.

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "cumulus")
 	build := exec.Command("go", "build", "-o", binary, "github.com/cumulus-ml/cumulus/cmd/cumulus")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static: it also goes into node images
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build cumulus:", err)

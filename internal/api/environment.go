@@ -1,0 +1,74 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Environment is an environment version (…/environments/{name}/versions/{version}),
+// kept minimal: the image jobs that name it run in.
+type Environment struct {
+	ID         string                `json:"id"`
+	Name       string                `json:"name"`
+	Type       string                `json:"type"`
+	SystemData *SystemData           `json:"systemData,omitempty"`
+	Properties EnvironmentProperties `json:"properties"`
+}
+
+// EnvironmentProperties is an environment version's properties.
+type EnvironmentProperties struct {
+	Image       string            `json:"image"`
+	Description string            `json:"description,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	OSType      string            `json:"osType,omitempty"`
+}
+
+// TypeEnvironment is the ARM type of an environment version.
+const TypeEnvironment = Provider + "/workspaces/environments/versions"
+
+// PrepareEnvironment validates an environment version.
+func PrepareEnvironment(e *Environment, name, version string) error {
+	var v Validation
+	if err := CheckJobName(name); err != nil {
+		v.Add(CodeInvalidName, "name", "environment %s", strings.TrimPrefix(err.Error(), "job "))
+	}
+	if err := CheckJobName(version); err != nil {
+		v.Add(CodeInvalidName, "version", "environment version: %s", strings.TrimPrefix(err.Error(), "job name "))
+	}
+	if e.Properties.Image == "" {
+		v.Add(CodeValidationError, "properties.image", "image is required (e.g. python:3.11 or a locally built image)")
+	} else if strings.ContainsAny(e.Properties.Image, " \t\n") || len(e.Properties.Image) > 512 {
+		v.Add(CodeValidationError, "properties.image", "image %q is not an image reference", e.Properties.Image)
+	}
+	if e.Properties.OSType == "" {
+		e.Properties.OSType = OSLinux
+	}
+	checkTags(&v, e.Properties.Tags)
+	return v.Err()
+}
+
+// ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",
+// an ARM id …/environments/NAME/versions/VERSION, or "image:REF" (an
+// inline image, as the CLI sends `environment: {image: …}`).
+func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
+	switch {
+	case strings.HasPrefix(ref, "image:"):
+		return "", "", strings.TrimPrefix(ref, "image:"), nil
+	case strings.HasPrefix(ref, "azureml:"):
+		rest := strings.TrimPrefix(ref, "azureml:")
+		if i := strings.Index(rest, "/environments/"); i >= 0 { // azureml:/subscriptions/…
+			return ParseEnvironmentRef(rest)
+		}
+		name, version, ok := strings.Cut(rest, ":")
+		if !ok || name == "" || version == "" {
+			return "", "", "", fmt.Errorf("environment %q must be azureml:<name>:<version> (versions are required)", ref)
+		}
+		return name, version, "", nil
+	case strings.Contains(ref, "/environments/"):
+		p := strings.Split(strings.Trim(ref, "/"), "/")
+		if len(p) >= 4 && strings.EqualFold(p[len(p)-4], "environments") && strings.EqualFold(p[len(p)-2], "versions") {
+			return p[len(p)-3], p[len(p)-1], "", nil
+		}
+	}
+	return "", "", "", fmt.Errorf("environment %q is not azureml:<name>:<version>, an environment version id, or an inline image", ref)
+}
