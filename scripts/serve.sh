@@ -4,6 +4,6 @@
 # Extra arguments go to `cumulus serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go build -o bin/cumulus ./cmd/cumulus
+CGO_ENABLED=0 go build -o bin/cumulus ./cmd/cumulus   # static: it also goes into Docker node images
 echo "built $(pwd)/bin/cumulus — put it on your PATH: export PATH=\"$(pwd)/bin:\$PATH\"" >&2
 exec bin/cumulus serve "$@"

@@ -9,4 +9,6 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
-go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/
+go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/
+# The web studio end to end in Chromium (needs .ci/run's chromium and npm ci).
+bash test/ui/run.sh

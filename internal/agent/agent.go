@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,6 +175,10 @@ type agent struct {
 	dockerOnce sync.Once
 	docker     bool          // a container engine answers
 	wake       chan struct{} // a job changed state: poll again soon
+	msiOnce    sync.Once
+	msiURL     string
+	msiErr     error
+	msiJobs    map[string]*job // managed-identity secret → running job (under mu)
 
 	mu          sync.Mutex
 	log         *slog.Logger
@@ -297,14 +302,15 @@ func (a *agent) loop(ctx context.Context) error {
 		for _, uid := range resp.Preempt {
 			a.preemptJob(uid, resp.PreemptGrace)
 		}
+		accepted := true
 		if resp.Assign != nil {
-			a.assign(*resp.Assign)
+			accepted = a.assign(*resp.Assign)
 		}
 		if resp.Shutdown {
 			a.logger().Info("the server asked this node to shut down")
 			return errShutdown
 		}
-		if resp.Assign == nil && len(resp.Cancel) == 0 && len(resp.Preempt) == 0 {
+		if (resp.Assign == nil || !accepted) && len(resp.Cancel) == 0 && len(resp.Preempt) == 0 {
 			a.idle(ctx, start)
 		}
 	}
@@ -368,16 +374,24 @@ func (a *agent) jobStates() []agentapi.JobState {
 }
 
 // assign starts a job unless the node is busy.
-func (a *agent) assign(asg agentapi.Assignment) {
+// assign starts an assignment; it returns false when the node is busy
+// (the server assigns again at the next poll).
+func (a *agent) assign(asg agentapi.Assignment) bool {
 	log := a.logger()
 	if !safeName(asg.UID) {
 		log.Error("ignoring an assignment with an invalid job uid", "uid", asg.UID)
-		return
+		return false
 	}
 	a.mu.Lock()
 	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt == asg.Attempt {
 		a.mu.Unlock()
-		return // already running or reporting it
+		return true // already running or reporting it
+	}
+	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt < asg.Attempt && a.current == nil {
+		// An earlier attempt of the same job ended here and is still
+		// reporting: keep it under its own key and take the new attempt.
+		a.jobs[asg.UID+"#"+strconv.Itoa(old.asg.Attempt)] = old
+		delete(a.jobs, asg.UID)
 	}
 	if a.current != nil || a.jobs[asg.UID] != nil {
 		busy := asg.UID
@@ -386,7 +400,7 @@ func (a *agent) assign(asg agentapi.Assignment) {
 		}
 		a.mu.Unlock()
 		log.Warn("ignoring an assignment: the node is busy with another job", "job", asg.UID, "attempt", asg.Attempt, "busyWith", busy)
-		return
+		return false
 	}
 	j := newJob(a, asg, log)
 	a.jobs[asg.UID] = j
@@ -398,6 +412,7 @@ func (a *agent) assign(asg agentapi.Assignment) {
 		defer a.wg.Done()
 		j.run()
 	}()
+	return true
 }
 
 func (a *agent) cancelJob(uid string) {
@@ -480,8 +495,10 @@ func (a *agent) finished(j *job) {
 // acknowledged drops a job whose exit the server recorded.
 func (a *agent) acknowledged(j *job) {
 	a.mu.Lock()
-	if a.jobs[j.asg.UID] == j {
-		delete(a.jobs, j.asg.UID)
+	for k, x := range a.jobs {
+		if x == j {
+			delete(a.jobs, k)
+		}
 	}
 	a.mu.Unlock()
 	a.pruneJobDirs()

@@ -138,6 +138,17 @@ func (j *job) prepare() ([]string, error) {
 	if err := os.MkdirAll(filepath.Join(j.dir, checkpointDir), 0o755); err != nil {
 		return nil, fmt.Errorf("make the checkpoint folder: %w", err)
 	}
+	if asg.Identity {
+		url, err := j.a.msiStart()
+		if err != nil {
+			return nil, fmt.Errorf("start the managed identity endpoint: %w", err)
+		}
+		secret, err := j.a.msiGrant(j)
+		if err != nil {
+			return nil, fmt.Errorf("managed identity secret: %w", err)
+		}
+		env = append(env, "MSI_ENDPOINT="+url, "MSI_SECRET="+secret, "DEFAULT_IDENTITY_CLIENT_ID="+asg.DefaultClientID)
+	}
 	for name := range asg.Inputs {
 		dir := filepath.Join(j.dir, inputDir, name)
 		env = append(env, "AZUREML_INPUT_"+name+"="+dir, "CUMULUS_INPUT_"+envName(name)+"="+dir)

@@ -224,6 +224,7 @@ func (j *job) sendEvent(ctx context.Context, ev agentapi.JobEvent) error {
 // It returns the exit code and, when the agent knows one, a reason.
 func (j *job) execute(ctx context.Context) (int, string) {
 	defer j.processGone()
+	defer j.a.msiRevoke(j)
 	if err := os.RemoveAll(j.dir); err != nil {
 		return exitNotRun, "prepare the working directory: " + err.Error()
 	}
@@ -309,6 +310,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	}()
 
 	code := j.wait(group)
+	j.a.msiRevoke(j) // tokens only while the job runs
 	reason := j.stopReason()
 	j.processGone()
 	stopShipping()

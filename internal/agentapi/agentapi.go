@@ -8,6 +8,7 @@
 //	POST /cumulus/v1/agent/jobs/{uid}/logs?offset=N   raw bytes → LogAck (appended only at offset == stored size)
 //	PUT  /cumulus/v1/agent/jobs/{uid}/outputs/{name}  tar.gz of the output folder → 204 ("checkpoint": $CUMULUS_CHECKPOINT_DIR)
 //	GET  /cumulus/v1/agent/jobs/{uid}/checkpoint      the checkpoint an earlier attempt left (tar.gz)
+//	POST /cumulus/v1/agent/jobs/{uid}/token Bearer <node token>  TokenRequest → TokenResponse (managed identity)
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
@@ -106,6 +107,28 @@ type Assignment struct {
 	// Checkpoint says an earlier attempt left a checkpoint: restore it into
 	// $CUMULUS_CHECKPOINT_DIR before the command starts.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// Identity says the job's cluster has a managed identity: the agent
+	// serves tokens for it to the job (MSI_ENDPOINT, MSI_SECRET) by asking
+	// POST …/jobs/{uid}/token. DefaultClientID picks the identity a
+	// request without a client id gets.
+	Identity        bool   `json:"identity,omitempty"`
+	DefaultClientID string `json:"defaultClientId,omitempty"`
+}
+
+// TokenRequest asks for a token of one of the job's cluster identities.
+type TokenRequest struct {
+	Resource string `json:"resource"`
+	ClientID string `json:"clientId,omitempty"`
+}
+
+// TokenResponse is a managed-identity token in the shape Azure's endpoints
+// answer (expires_on in Unix seconds).
+type TokenResponse struct {
+	AccessToken string `json:"access_token"`
+	ExpiresOn   string `json:"expires_on"`
+	Resource    string `json:"resource"`
+	TokenType   string `json:"token_type"`
+	ClientID    string `json:"client_id"`
 }
 
 // CheckpointOutput is the output name under which $CUMULUS_CHECKPOINT_DIR

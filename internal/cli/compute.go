@@ -273,12 +273,14 @@ func newComputeListCmd(g *globals) *cobra.Command {
 
 func newComputeUpdateCmd(g *globals) *cobra.Command {
 	var (
-		name        string
-		min, max    int32
-		idle        int64
-		tags        []string
-		description string
-		noWait      bool
+		name           string
+		min, max       int32
+		idle           int64
+		tags           []string
+		description    string
+		identityType   string
+		userIdentities []string
+		noWait         bool
 	)
 	cmd := &cobra.Command{
 		Use:     "update",
@@ -287,8 +289,9 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
-			if !set("min-instances") && !set("max-instances") && !set("idle-time-before-scale-down") && !set("tags") && !set("description") {
-				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --tags or --description")
+			if !set("min-instances") && !set("max-instances") && !set("idle-time-before-scale-down") && !set("tags") && !set("description") &&
+				!set("identity-type") && !set("user-assigned-identities") {
+				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --tags, --description or --identity-type")
 			}
 			c, err := g.client()
 			if err != nil {
@@ -296,7 +299,7 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			var out api.Compute
-			if set("tags") || set("description") {
+			if set("tags") || set("description") || set("identity-type") || set("user-assigned-identities") {
 				// A full PUT, as az ml does, guarded by the ETag so a
 				// concurrent change is not overwritten.
 				cur, etag, err := c.GetComputeWithETag(ctx, name)
@@ -308,6 +311,24 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 				}
 				if set("description") {
 					cur.Properties.Description = description
+				}
+				if set("identity-type") || set("user-assigned-identities") {
+					spec := IdentitySpec{Type: identityType}
+					if spec.Type == "" && cur.Identity != nil {
+						for k, t := range identityTypes {
+							if t == cur.Identity.Type {
+								spec.Type = k
+							}
+						}
+					}
+					for _, id := range userIdentities {
+						spec.UserAssignedIdentities = append(spec.UserAssignedIdentities, UserIdentitySpec{ResourceID: id})
+					}
+					id, err := spec.toARM()
+					if err != nil {
+						return err
+					}
+					cur.Identity = id
 				}
 				applyScale(cur.Aml(), set, min, max, idle)
 				if out, err = c.ReplaceCompute(ctx, cur, etag); err != nil {
@@ -342,6 +363,8 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.Int64Var(&idle, "idle-time-before-scale-down", 0, "seconds a node stays idle before it is removed")
 	fl.StringArrayVar(&tags, "tags", nil, "replace the tags with these key=value pairs")
 	fl.StringVar(&description, "description", "", "new description")
+	fl.StringVar(&identityType, "identity-type", "", "system_assigned, user_assigned, system_assigned,user_assigned or none")
+	fl.StringArrayVar(&userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities (repeatable)")
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd

@@ -144,20 +144,30 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 		a.Subnet = &api.ResourceRef{ID: id}
 	}
 	if s.Identity != nil {
-		t, ok := identityTypes[strings.ToLower(strings.ReplaceAll(s.Identity.Type, " ", ""))]
-		if !ok {
-			return c, fmt.Errorf("identity type %q is not one of system_assigned, user_assigned, system_assigned,user_assigned, none", s.Identity.Type)
+		id, err := s.Identity.toARM()
+		if err != nil {
+			return c, err
 		}
-		c.Identity = &api.Identity{Type: t}
-		for _, u := range s.Identity.UserAssignedIdentities {
-			if c.Identity.UserAssignedIdentities == nil {
-				c.Identity.UserAssignedIdentities = map[string]*api.UserAssignedIdentity{}
-			}
-			c.Identity.UserAssignedIdentities[u.ResourceID] = &api.UserAssignedIdentity{}
-		}
+		c.Identity = id
 	}
 	a.EnableNodePublicIP = s.EnableNodePublicIP
 	return c, nil
+}
+
+// toARM converts the YAML identity block.
+func (s IdentitySpec) toARM() (*api.Identity, error) {
+	t, ok := identityTypes[strings.ToLower(strings.ReplaceAll(s.Type, " ", ""))]
+	if !ok {
+		return nil, fmt.Errorf("identity type %q is not one of system_assigned, user_assigned, system_assigned,user_assigned, none", s.Type)
+	}
+	id := &api.Identity{Type: t}
+	for _, u := range s.UserAssignedIdentities {
+		if id.UserAssignedIdentities == nil {
+			id.UserAssignedIdentities = map[string]*api.UserAssignedIdentity{}
+		}
+		id.UserAssignedIdentities[u.ResourceID] = &api.UserAssignedIdentity{}
+	}
+	return id, nil
 }
 
 // readKeyValue accepts an OpenSSH public key or the path of a file holding one.

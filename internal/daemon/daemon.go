@@ -20,12 +20,16 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/identity"
+	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/provider/docker"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
+	"github.com/cumulus-ml/cumulus/internal/ui"
 )
 
 // Options configure the control plane. DefaultOptions gives a working
@@ -44,10 +48,13 @@ type Options struct {
 	Clock         clock.Clock
 	Log           *slog.Logger
 
-	// Provider names where nodes come from: "local" (agent processes on
-	// this machine). AgentCommand overrides the agent binary (tests).
+	// Provider names where nodes come from, for every cluster of this
+	// server: "local" (agent processes on this machine) or "docker" (each
+	// node a container of NodeImage on this machine's Docker engine).
+	// AgentCommand overrides the local agent binary (tests).
 	Provider         string
 	AgentCommand     []string
+	NodeImage        string // docker: the node image; built from this binary at start if missing
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -63,6 +70,7 @@ func DefaultOptions() Options {
 		Defaults:         server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
 		Quotas:           server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
 		Provider:         "local",
+		NodeImage:        nodeimage.DefaultTag,
 		HeartbeatTimeout: 60 * time.Second,
 		ProvisionTimeout: 15 * time.Minute,
 		PollTimeout:      20 * time.Second,
@@ -91,11 +99,18 @@ func (o *Options) Validate() error {
 	if o.EvictionRate < 0 {
 		return errors.New("--eviction-rate may not be negative")
 	}
-	if o.Provider != "local" {
-		return fmt.Errorf("--provider %q is not one of: local", o.Provider)
+	switch o.Provider {
+	case "local":
+	case "docker":
+		if o.NodeImage == "" {
+			return errors.New("--provider docker needs a --node-image")
+		}
+	default:
+		return fmt.Errorf("--provider %q is not one of: local, docker", o.Provider)
 	}
 	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
-		return errors.New("the agent poll timeout must be shorter than the heartbeat timeout")
+		// An agent's held poll must come back well inside the heartbeat timeout.
+		o.PollTimeout = o.HeartbeatTimeout / 3
 	}
 	return nil
 }
@@ -192,9 +207,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		d.URL = o.PublicURL
 	}
 
+	issuer, err := identity.Open(d.URL, filepath.Join(o.DataDir, "identity"), o.Clock.Now())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	h := hub.New()
 	d.hub = h
-	prov, err := newProvider(o)
+	prov, err := newProvider(ctx, o)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -206,9 +226,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	clusters.Init()
 	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()
+	studio := ui.New(ui.Options{DB: db, Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
+		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts},
-		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h})
+		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio})
 	clusters.Limits = api.Limits
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
@@ -218,15 +240,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
-	if err := clusters.Reconcile(ctx); err != nil {
-		o.Log.Error("reconcile nodes with the provider", "err", err)
-	}
 
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
-	d.wg.Add(3)
+	d.wg.Add(4)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -245,7 +264,16 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	go func() {
 		defer d.wg.Done()
+		// Reconcile with the provider first (it may wait on slow machine
+		// deletions), while the API already serves agents re-attaching.
+		if err := clusters.Reconcile(runCtx); err != nil {
+			o.Log.Error("reconcile nodes with the provider", "err", err)
+		}
 		clusters.Run(runCtx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		studio.Run(runCtx) // samples node counts for the studio's chart
 	}()
 	ok = true
 	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir)
@@ -302,12 +330,19 @@ func (d *Daemon) Close(ctx context.Context) error {
 	return err
 }
 
-// newProvider builds the configured node provider.
-func newProvider(o Options) (provider.Provider, error) {
+// newProvider builds the configured node provider. For docker it makes
+// sure the node image exists first: built from this binary when missing.
+func newProvider(ctx context.Context, o Options) (provider.Provider, error) {
+	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
 		return local.New(local.Options{BaseDir: filepath.Join(o.DataDir, "nodes"), AgentCommand: o.AgentCommand,
-			Log: o.Log.With("component", "provider", "provider", "local")}), nil
+			Log: log}), nil
+	case "docker":
+		if err := nodeimage.Ensure(ctx, o.NodeImage, log); err != nil {
+			return nil, fmt.Errorf("docker provider: %w", err)
+		}
+		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log}), nil
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
 }

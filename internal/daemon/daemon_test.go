@@ -186,6 +186,8 @@ func TestOptionsValidate(t *testing.T) {
 		"negative quota":              func(o *daemon.Options) { o.Quotas.TotalCores = -1 },
 		"negative family quota":       func(o *daemon.Options) { o.Quotas.FamilyCores = -1 },
 		"negative low priority quota": func(o *daemon.Options) { o.Quotas.LowPriorityCores = -1 },
+		"unknown provider":            func(o *daemon.Options) { o.Provider = "kubernetes" },
+		"docker without a node image": func(o *daemon.Options) { o.Provider, o.NodeImage = "docker", "" },
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -207,6 +209,11 @@ func TestOptionsValidate(t *testing.T) {
 		}
 	}
 	o := options(t, t.TempDir())
+	o.Provider = "docker"
+	if err := o.Validate(); err != nil {
+		t.Errorf("docker provider: %v", err)
+	}
+	o = options(t, t.TempDir())
 	o.Listen, o.TLSSelfSigned = "0.0.0.0:0", true
 	if err := o.Validate(); err != nil {
 		t.Errorf("TLS on all addresses: %v", err)

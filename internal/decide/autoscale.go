@@ -64,7 +64,7 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 	// states it.
 	floor := max(lo, wanted)
 	protected := min(end, demand)
-	deadline := func(k int) time.Time { return v.nodes[idle[k]].IdleSince.Add(timeout) }
+	deadline := func(k int) time.Time { return idleDeadline(c.IdlePolicy, &v.nodes[idle[k]], k-protected, timeout) }
 	for kept > floor && end > protected && !now.Before(deadline(end-1)) {
 		end--
 		kept--

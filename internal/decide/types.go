@@ -43,6 +43,9 @@ type Cluster struct {
 	// Headroom is how many more nodes quota allows this cluster to add now;
 	// < 0 means unlimited.
 	Headroom int
+	// IdlePolicy, when set, says when each idle node may be removed instead
+	// of IdleSince+IdleTimeout (see IdlePolicy); nil keeps the fixed timeout.
+	IdlePolicy IdlePolicy
 }
 
 // Assignment starts one job on the nodes named.

@@ -45,6 +45,7 @@ func (s *Server) agentRoutes() {
 	a.handle("PUT", agentapi.Prefix+"/jobs/{uid}/outputs/{name}", s.agentOutput)
 	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/checkpoint", s.agentCheckpoint)
 	a.handle("POST", agentapi.Prefix+"/leaving", s.agentLeaving)
+	s.identityRoutes()
 	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlob)
 	a.handle("PUT", agentapi.BlobPrefix+"/{digest}", s.putBlob)
 }
@@ -256,17 +257,30 @@ func (s *Server) instructions(ctx context.Context, nodeID string, reported []age
 		}
 	}
 	switch {
-	case n.JobID != "" && !runs && !reportedAny(reported, n.JobID) && n.Evicted.IsZero():
+	case n.JobID != "" && !runs:
 		j, err := store.GetJobByUID(ctx, s.db.Q(), n.JobID)
 		if err != nil && !isNotFound(err) {
 			return resp, err
 		}
-		if err == nil && !api.JobTerminal(j.Doc.Properties.Status) && j.Doc.Properties.Status != api.JobCancelRequested && slices.Contains(j.Nodes, nodeID) {
+		if err == nil && reportedAttempt(reported, n.JobID, j.Attempt) {
+			break // it runs (or just ended) this attempt
+		}
+		if err == nil && !api.JobTerminal(j.Doc.Properties.Status) && j.Doc.Properties.Status != api.JobCancelRequested &&
+			slices.Contains(j.Nodes, nodeID) && n.Evicted.IsZero() {
 			a, err := s.assignment(j, nodeID)
 			if err != nil {
 				return resp, err
 			}
 			resp.Assign = &a
+			break
+		}
+		// The node still holds a job that no longer runs there (requeued,
+		// ended, preempted) and its agent does not run it: an agent reports
+		// every job it has, and a poll is never in flight while it takes
+		// an assignment. Free the node now rather than wait for a report
+		// that will not come.
+		if err := s.releaseStale(ctx, nodeID, n.JobID); err != nil {
+			return resp, err
 		}
 	case n.JobID == "" && (n.State == api.NodeLeaving || n.State == api.NodeUnusable || n.State == api.NodePreempted):
 		resp.Shutdown = true
@@ -274,9 +288,10 @@ func (s *Server) instructions(ctx context.Context, nodeID string, reported []age
 	return resp, nil
 }
 
-func reportedAny(reported []agentapi.JobState, uid string) bool {
+// reportedAttempt reports whether the agent reported this attempt of a job.
+func reportedAttempt(reported []agentapi.JobState, uid string, attempt int) bool {
 	for _, st := range reported {
-		if st.UID == uid {
+		if st.UID == uid && st.Attempt == attempt {
 			return true
 		}
 	}
@@ -328,6 +343,11 @@ func (s *Server) assignment(j store.Job, nodeID string) (agentapi.Assignment, er
 		InstanceIndex: rank, NodeIPs: ips}
 	a.Checkpoint = s.outputs.Has(j.UID, agentapi.CheckpointOutput)
 	a.Image = p.Image
+	if comp, err := s.computeOfJob(context.Background(), j); err == nil && s.identity != nil {
+		if ids := identitiesOf(comp); len(ids) > 0 {
+			a.Identity, a.DefaultClientID = true, ids[0].client
+		}
+	}
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
 			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount)}
@@ -622,3 +642,36 @@ func (s *Server) agentLeaving(w http.ResponseWriter, r *http.Request, _ params) 
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// releaseStale frees a node from a job its agent does not run: a preempted
+// node's part counts as preempted, a canceled job's part as stopped.
+func (s *Server) releaseStale(ctx context.Context, nodeID, uid string) error {
+	released := false
+	now := s.clock.Now().UTC()
+	err := s.db.Tx(ctx, func(q store.Querier) error {
+		n, err := store.GetNode(ctx, q, nodeID)
+		if err != nil || n.JobID != uid {
+			return err
+		}
+		released = true
+		if !n.Evicted.IsZero() {
+			return lifecycle.Preempted(ctx, q, nodeID, s.cfg.MaxPreemptions, now)
+		}
+		if j, err := store.GetJobByUID(ctx, q, uid); err == nil && slices.Contains(j.Nodes, nodeID) && !api.JobTerminal(j.Doc.Properties.Status) {
+			return lifecycle.Exited(ctx, q, j, nodeID, j.Attempt, exitNeverStarted, "the node never started it", now)
+		}
+		n.JobID = ""
+		if n.State == api.NodeRunning {
+			n.State, n.IdleSince = api.NodeIdle, now
+		}
+		return store.PutNode(ctx, q, n)
+	})
+	if released {
+		s.changed()
+	}
+	return err
+}
+
+// exitNeverStarted is the exit code recorded for a part of a job that a
+// node never started.
+const exitNeverStarted = -1

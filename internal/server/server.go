@@ -14,6 +14,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -74,6 +75,7 @@ type Server struct {
 	agents   router
 	ui       http.Handler
 	sessions SessionAuth
+	identity *identity.Issuer
 }
 
 // Deps are the server's collaborators.
@@ -85,6 +87,8 @@ type Deps struct {
 	Ops      Notifier // woken when a long-running operation is queued
 	Clusters Notifier // woken when jobs or nodes change
 	Hub      *hub.Hub
+	// Identity signs the tokens of managed identities (nil: none issued).
+	Identity *identity.Issuer
 	// UI, when set, serves the web studio at "/" and "/ui/…"; Sessions,
 	// when set, lets API requests sign in with the studio's session cookie.
 	UI       http.Handler
@@ -120,7 +124,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions,
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
@@ -175,7 +179,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
 	}()
-	if strings.HasPrefix(r.URL.Path, "/cumulus/") {
+	if strings.HasPrefix(r.URL.Path, "/cumulus/") || strings.HasPrefix(r.URL.Path, "/.well-known/") {
 		s.serveCumulus(rec, r)
 		return
 	}

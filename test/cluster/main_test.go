@@ -48,6 +48,7 @@ type server struct {
 	cmd     *exec.Cmd
 	log     *os.File
 	c       *client.Client
+	args    []string // serve flags, kept for restarts
 }
 
 var bctx = context.Background()
@@ -69,14 +70,25 @@ func startServerTB(t testing.TB, args ...string) *server {
 		killAgents(s.dataDir)
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(s.dataDir, "serve.log"))
-			t.Logf("server log:\n%s", tail(string(b), 6000))
+			var keep []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.Contains(line, "level=DEBUG") {
+					keep = append(keep, line)
+				}
+			}
+			t.Logf("server log (without debug lines):\n%s", tail(strings.Join(keep, "\n"), 8000))
 		}
 	})
 	return s
 }
 
+// start starts (or restarts) the server; flags given once are kept.
 func (s *server) start(args ...string) {
 	s.t.Helper()
+	if len(args) == 0 {
+		args = s.args
+	}
+	s.args = args
 	f, err := os.OpenFile(filepath.Join(s.dataDir, "serve.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		s.t.Fatal(err)

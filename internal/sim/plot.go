@@ -1,0 +1,235 @@
+package sim
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Plot geometry, in SVG user units.
+const (
+	plotW, plotH           = 960.0, 440.0
+	padL, padR, padT, padB = 70.0, 20.0, 50.0, 60.0
+	timelineColumns        = 900
+)
+
+// svg is a small SVG writer; it keeps the first write error.
+type svg struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (s *svg) printf(format string, args ...any) {
+	if s.err == nil {
+		_, s.err = fmt.Fprintf(s.w, format, args...)
+	}
+}
+
+func (s *svg) text(x, y float64, anchor, class, text string) {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(text))
+	s.printf(`<text x="%.1f" y="%.1f" text-anchor="%s" class="%s">%s</text>`+"\n", x, y, anchor, class, b.String())
+}
+
+func (s *svg) begin(title string) {
+	s.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f">`+"\n", plotW, plotH, plotW, plotH)
+	s.printf(`<style>text{font-family:sans-serif;font-size:12px;fill:#222}.t{font-size:14px;font-weight:bold}.s{font-size:11px;fill:#555}</style>` + "\n")
+	s.printf(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
+	s.text(padL, 22, "start", "t", title)
+}
+
+func (s *svg) end() error {
+	s.printf("</svg>\n")
+	if s.err == nil {
+		s.err = s.w.Flush()
+	}
+	return s.err
+}
+
+// axes is a linear map from data to the plot area, with ticks.
+type axes struct {
+	x0, x1, y0, y1 float64
+}
+
+func (a axes) px(x float64) float64 { return padL + (x-a.x0)/(a.x1-a.x0)*(plotW-padL-padR) }
+func (a axes) py(y float64) float64 { return plotH - padB - (y-a.y0)/(a.y1-a.y0)*(plotH-padT-padB) }
+
+// draw writes the frame, grid, ticks (values shown by label) and axis titles.
+func (a axes) draw(s *svg, xTitle, yTitle string, xLabel, yLabel func(float64) string) {
+	for _, y := range ticks(a.y0, a.y1) {
+		s.printf(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/>`+"\n", padL, plotW-padR, a.py(y), a.py(y))
+		s.text(padL-6, a.py(y)+4, "end", "s", yLabel(y))
+	}
+	for _, x := range ticks(a.x0, a.x1) {
+		s.printf(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/>`+"\n", a.px(x), a.px(x), padT, plotH-padB)
+		s.text(a.px(x), plotH-padB+16, "middle", "s", xLabel(x))
+	}
+	s.printf(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888"/>`+"\n", padL, padT, plotW-padL-padR, plotH-padT-padB)
+	s.text((padL+plotW-padR)/2, plotH-18, "middle", "", xTitle)
+	s.printf(`<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (padT+plotH-padB)/2, yTitle)
+}
+
+// ticks returns round values from lo to hi, about six of them.
+func ticks(lo, hi float64) []float64 {
+	span := hi - lo
+	if span <= 0 {
+		return []float64{lo}
+	}
+	raw := span / 6
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var out []float64
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		out = append(out, v)
+	}
+	return out
+}
+
+// niceMax rounds v up to a value the ticks end on.
+func niceMax(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	t := ticks(0, v)
+	step := 1.0
+	if len(t) > 1 {
+		step = t[1] - t[0]
+	}
+	return math.Ceil(v/step) * step
+}
+
+func number(v float64) string {
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// PlotTimeline draws the nodes of all clusters over time against the nodes
+// their queued and running jobs need (a run with Config.Timeline). Each
+// column shows the maximum over its span of time.
+func PlotTimeline(w io.Writer, title string, r *Result) error {
+	s := &svg{w: bufio.NewWriter(w)}
+	s.begin(fmt.Sprintf("%s — %s: nodes against demand", title, r.Label))
+	pts := r.Timeline
+	end := r.Total.Hours * 3600
+	if len(pts) == 0 || end <= 0 {
+		s.text(plotW/2, plotH/2, "middle", "", "no timeline: nothing happened")
+		return s.end()
+	}
+	// Maximum per column, carrying the value in force into each column.
+	nodes := make([]int, timelineColumns)
+	demand := make([]int, timelineColumns)
+	col := func(t float64) int { return min(int(t/end*timelineColumns), timelineColumns-1) }
+	for i, p := range pts {
+		c0 := col(p.T)
+		c1 := c0
+		if i+1 < len(pts) {
+			c1 = col(pts[i+1].T)
+		} else {
+			c1 = timelineColumns - 1
+		}
+		for c := c0; c <= c1; c++ {
+			nodes[c] = max(nodes[c], p.Nodes)
+			demand[c] = max(demand[c], p.Demand)
+		}
+	}
+	top := 0
+	for c := range nodes {
+		top = max(top, nodes[c], demand[c])
+	}
+	unit, unitName := 3600.0, "hours"
+	if end > 3*86400 {
+		unit, unitName = 86400, "days"
+	}
+	a := axes{0, end / unit, 0, niceMax(float64(top) * 1.05)}
+	a.draw(s, "time since the trace start ("+unitName+")", "nodes", number, number)
+
+	step := func(vals []int) string {
+		var b strings.Builder
+		for c, v := range vals {
+			x0 := a.px(float64(c) / timelineColumns * a.x1)
+			x1 := a.px(float64(c+1) / timelineColumns * a.x1)
+			fmt.Fprintf(&b, "%.1f,%.1f %.1f,%.1f ", x0, a.py(float64(v)), x1, a.py(float64(v)))
+		}
+		return b.String()
+	}
+	// Demand as a filled area, nodes as a line over it.
+	s.printf(`<polygon fill="#f4a261" fill-opacity="0.45" stroke="none" points="%.1f,%.1f %s%.1f,%.1f"/>`+"\n",
+		a.px(0), a.py(0), step(demand), a.px(a.x1), a.py(0))
+	s.printf(`<polyline fill="none" stroke="#1d3557" stroke-width="1.2" points="%s"/>`+"\n", step(nodes))
+	// Legend.
+	lx := plotW - padR - 330
+	s.printf(`<rect x="%.1f" y="32" width="14" height="10" fill="#f4a261" fill-opacity="0.45"/>`+"\n", lx)
+	s.text(lx+18, 41, "start", "s", "demand (nodes queued + running jobs need)")
+	s.printf(`<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#1d3557" stroke-width="2"/>`+"\n", lx-120, lx-106, 37, 37)
+	s.text(lx-102, 41, "start", "s", "nodes (billed)")
+	m := r.Total
+	s.text(padL, plotH-2, "start", "s", fmt.Sprintf("%d jobs · billed %.0f node-h (idle %.0f) · $%.0f · mean queue delay %.0f s · peak %d nodes · max per %.1f h column",
+		m.Jobs, m.BilledNodeHours, m.IdleNodeHours, m.Cost, m.QueueDelay.Mean, m.PeakNodes, end/timelineColumns/3600))
+	return s.end()
+}
+
+// PlotTradeoff draws cost against mean queue delay for the settings of a
+// sweep: the fixed idle timeouts joined in sweep order, the adaptive policy
+// marked apart.
+func PlotTradeoff(w io.Writer, title string, results []*Result) error {
+	s := &svg{w: bufio.NewWriter(w)}
+	s.begin(title + " — cost against mean queue delay")
+	if len(results) == 0 {
+		s.text(plotW/2, plotH/2, "middle", "", "no results")
+		return s.end()
+	}
+	maxX, maxY, minY := 0.0, 0.0, math.Inf(1)
+	for _, r := range results {
+		maxX = max(maxX, r.Total.QueueDelay.Mean)
+		maxY = max(maxY, r.Total.Cost)
+		minY = min(minY, r.Total.Cost)
+	}
+	// Start the cost axis near the cheapest setting: the differences are
+	// what matters.
+	lo := 0.0
+	if pad := (maxY - minY) * 0.15; minY-pad > 0 {
+		t := ticks(minY-pad, maxY)
+		lo = t[0]
+		if lo > minY-pad && len(t) > 1 {
+			lo -= t[1] - t[0]
+		}
+	}
+	hi := maxY + (maxY-lo)*0.08
+	a := axes{0, niceMax(maxX * 1.1), lo, hi}
+	a.draw(s, "mean queue delay (s)", "cost (USD)", number, func(v float64) string { return fmt.Sprintf("%.0f", v) })
+
+	var line strings.Builder
+	for _, r := range results {
+		if r.Settings.Policy == PolicyFixed {
+			fmt.Fprintf(&line, "%.1f,%.1f ", a.px(r.Total.QueueDelay.Mean), a.py(r.Total.Cost))
+		}
+	}
+	s.printf(`<polyline fill="none" stroke="#1d3557" stroke-width="1.5" points="%s"/>`+"\n", line.String())
+	for i, r := range results {
+		x, y := a.px(r.Total.QueueDelay.Mean), a.py(r.Total.Cost)
+		dy := -8.0
+		if i%2 == 1 {
+			dy = 16
+		}
+		if r.Settings.Policy == PolicyAdaptive {
+			s.printf(`<path d="M%.1f %.1f l7 7 l-7 7 l-7 -7 z" fill="#e63946"/>`+"\n", x, y-7)
+			s.text(x+9, y-9, "start", "", r.Label)
+			continue
+		}
+		s.printf(`<circle cx="%.1f" cy="%.1f" r="4" fill="#1d3557"/>`+"\n", x, y)
+		s.text(x+6, y+dy, "start", "s", r.Label)
+	}
+	s.text(padL, plotH-2, "start", "s", "circles: fixed idle timeouts (joined in sweep order); diamond: adaptive policy. Lower left is better.")
+	return s.end()
+}

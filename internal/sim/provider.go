@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Provider is the simulated cloud: how long nodes take to come and to go,
+// and when low-priority nodes are taken back. The simulator asks in a
+// deterministic order, so a seeded Provider gives the same run every time.
+type Provider interface {
+	// ProvisionDelay is how long a node just requested takes to be ready.
+	ProvisionDelay() time.Duration
+	// DeletionDelay is how long a node just removed takes to be gone; it
+	// is billed until then.
+	DeletionDelay() time.Duration
+	// EvictAfter is how long a low-priority node that just became ready
+	// runs before it is evicted; negative: never.
+	EvictAfter() time.Duration
+}
+
+// Delay is a distribution of delays: uniform in [Mean-Jitter, Mean+Jitter].
+type Delay struct {
+	Mean, Jitter time.Duration
+}
+
+// ParseDelay reads "180s" (fixed) or "180s±60s" ("180s+-60s" too): uniform
+// between 120 s and 240 s. A bare number is seconds.
+func ParseDelay(s string) (Delay, error) {
+	s = strings.TrimSpace(s)
+	mean, jitter, found := strings.Cut(s, "±")
+	if !found {
+		mean, jitter, found = strings.Cut(s, "+-")
+	}
+	var d Delay
+	var err error
+	if d.Mean, err = ParseDuration(mean); err != nil {
+		return d, fmt.Errorf("delay %q: %w", s, err)
+	}
+	if found {
+		if d.Jitter, err = ParseDuration(jitter); err != nil {
+			return d, fmt.Errorf("delay %q: %w", s, err)
+		}
+	}
+	if d.Jitter > d.Mean {
+		return d, fmt.Errorf("delay %q: the spread %v is larger than the mean %v", s, d.Jitter, d.Mean)
+	}
+	return d, nil
+}
+
+// String writes the delay as ParseDelay reads it.
+func (d Delay) String() string {
+	if d.Jitter == 0 {
+		return d.Mean.String()
+	}
+	return d.Mean.String() + "±" + d.Jitter.String()
+}
+
+// MarshalText writes the delay as a string in JSON.
+func (d Delay) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// ParseDuration reads a Go duration ("2m", "90s") or a bare number of
+// seconds; negative durations are refused.
+func ParseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		f, ferr := parseSeconds(s)
+		if ferr != nil {
+			return 0, fmt.Errorf("%q is not a duration (like 90s, 3m or 120)", s)
+		}
+		d = f
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%q is negative", s)
+	}
+	return d, nil
+}
+
+func parseSeconds(s string) (time.Duration, error) {
+	return seconds("duration", s)
+}
+
+// randomProvider draws delays from Delay distributions and evictions from a
+// Poisson process of rate per node-hour.
+type randomProvider struct {
+	provision, deletion Delay
+	rate                float64
+	rng                 *rand.Rand
+}
+
+// NewProvider returns the seeded random Provider for provisioning and
+// deletion delays and an eviction rate (evictions per node-hour; 0: none).
+func NewProvider(provision, deletion Delay, evictionRate float64, seed uint64) Provider {
+	return &randomProvider{provision, deletion, evictionRate, rand.New(rand.NewPCG(seed, 0x5eed))}
+}
+
+func (p *randomProvider) draw(d Delay) time.Duration {
+	if d.Jitter == 0 {
+		return d.Mean
+	}
+	return d.Mean - d.Jitter + time.Duration(p.rng.Int64N(int64(2*d.Jitter)+1))
+}
+
+func (p *randomProvider) ProvisionDelay() time.Duration { return p.draw(p.provision) }
+func (p *randomProvider) DeletionDelay() time.Duration  { return p.draw(p.deletion) }
+
+func (p *randomProvider) EvictAfter() time.Duration {
+	if p.rate <= 0 {
+		return -1
+	}
+	h := p.rng.ExpFloat64() / p.rate
+	if h*float64(time.Hour) >= math.MaxInt64/2 {
+		return -1
+	}
+	return time.Duration(h * float64(time.Hour))
+}

@@ -1,0 +1,790 @@
+// Package sim replays job traces through the scheduler and autoscaler that
+// `cumulus serve` runs (decide.Decide), on a virtual clock with a simulated
+// provider, and measures what a cluster setting costs and how long jobs
+// wait. Nothing sleeps: a year of trace runs in seconds.
+//
+// The simulator is a discrete-event loop. Events are job arrivals, nodes
+// becoming ready (after the provisioning delay), job ends, node deletions
+// (billed until done), low-priority evictions, and the WakeAt of the last
+// plan. At each event time it applies every event due, then for each
+// cluster touched builds the decide.Cluster snapshot (nodes with their
+// state, IdleSince and job; queued jobs; quota headroom), calls
+// decide.Decide and applies the plan as the controller does: assignments
+// start jobs, creates add preparing nodes that become idle after the
+// provisioning delay, removes take nodes out (billed until the deletion
+// delay has passed), drains mark nodes leaving.
+//
+// Queue snapshots are cut short: the queue is in submission order (trace
+// jobs have one priority), and no job needs more than maxNodeCount (those
+// are refused at submit, as the API does), so the shortest prefix of the
+// queue that needs more than maxNodeCount nodes gives the same Plan as the
+// whole queue (the scheduler, the demand clamp and the quota walk all stop
+// within it). A run is O(events · (nodes + maxNodeCount) + events · log
+// events).
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/quota"
+)
+
+// Idle policies.
+const (
+	PolicyFixed    = "fixed"    // nodeIdleTimeBeforeScaleDown, as Azure does
+	PolicyAdaptive = "adaptive" // decide.AdaptiveIdle
+)
+
+// Epoch is the virtual time of the trace's second 0.
+var Epoch = time.Date(2017, 10, 3, 0, 0, 0, 0, time.UTC)
+
+// Config is one simulated setting, applied to every cluster of the trace.
+type Config struct {
+	Label       string
+	Size        string // VM size from the catalog
+	LowPriority bool
+	Min, Max    int
+	IdleTimeout time.Duration
+	Policy      string // PolicyFixed or PolicyAdaptive
+	Adaptive    decide.AdaptiveOptions
+	Provision   Delay // node requested → ready
+	Deletion    Delay // node removed → gone (billed until then)
+	// EvictionRate is low-priority evictions per node-hour (Poisson).
+	EvictionRate float64
+	// MaxPreemptions fails a job preempted that many times (10, as the
+	// server).
+	MaxPreemptions int
+	// QuotaCores is the cores that all clusters share (dedicated: the
+	// family and total dedicated limits; low priority: the low-priority
+	// pool); 0: unlimited.
+	QuotaCores int
+	// OneCluster puts every job in one cluster; otherwise each vc value of
+	// the trace is a cluster of its own.
+	OneCluster bool
+	Seed       uint64
+	// Timeline records nodes and demand over time in the Result.
+	Timeline bool
+	// Provider, when set, replaces the random provider drawn from
+	// Provision, Deletion, EvictionRate and Seed.
+	Provider Provider
+}
+
+// DefaultConfig is the setting `cumulus sim` starts from: Azure's defaults
+// for a cluster (0 to 100 nodes of Standard_DS3_v2, 120 s idle), nodes
+// ready in 3 minutes ± 1, gone in 30 s.
+func DefaultConfig() Config {
+	return Config{
+		Size:           api.DefaultVMSize,
+		Max:            100,
+		IdleTimeout:    120 * time.Second,
+		Policy:         PolicyFixed,
+		Adaptive:       decide.DefaultAdaptive(),
+		Provision:      Delay{3 * time.Minute, time.Minute},
+		Deletion:       Delay{Mean: 30 * time.Second},
+		MaxPreemptions: 10,
+		Seed:           1,
+	}
+}
+
+// Validate checks the setting.
+func (c Config) Validate() error {
+	var errs []error
+	size, ok := catalog.Lookup(c.Size)
+	if !ok {
+		errs = append(errs, fmt.Errorf("unknown VM size %q (see cumulus compute list-sizes)", c.Size))
+	} else if c.LowPriority && !size.LowPriority {
+		errs = append(errs, fmt.Errorf("VM size %s has no low-priority tier", size.Name))
+	}
+	if c.Min < 0 || c.Max < 1 || c.Min > c.Max || c.Max > api.MaxClusterNodes {
+		errs = append(errs, fmt.Errorf("want 0 <= min (%d) <= max (%d), 1 <= max <= %d", c.Min, c.Max, api.MaxClusterNodes))
+	}
+	if c.IdleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("idle timeout %v is negative", c.IdleTimeout))
+	}
+	if c.Policy != PolicyFixed && c.Policy != PolicyAdaptive {
+		errs = append(errs, fmt.Errorf("policy %q is not %s or %s", c.Policy, PolicyFixed, PolicyAdaptive))
+	}
+	if c.EvictionRate < 0 {
+		errs = append(errs, fmt.Errorf("eviction rate %v is negative", c.EvictionRate))
+	}
+	if c.EvictionRate > 0 && !c.LowPriority {
+		errs = append(errs, errors.New("evictions happen to low-priority nodes only: add --tier low_priority"))
+	}
+	if c.QuotaCores < 0 {
+		errs = append(errs, fmt.Errorf("quota of %d cores is negative", c.QuotaCores))
+	}
+	if c.Adaptive.DelayWeight < 0 {
+		errs = append(errs, fmt.Errorf("delay weight %v is negative", c.Adaptive.DelayWeight))
+	}
+	return errors.Join(errs...)
+}
+
+// Settings describes the Config as a Result shows it.
+func (c Config) Settings() Settings {
+	s := Settings{
+		Size: c.Size, Tier: "dedicated", Min: c.Min, Max: c.Max, IdleTimeout: c.IdleTimeout.Seconds(),
+		Policy: c.Policy, ProvisionDelay: c.Provision.String(), DeletionDelay: c.Deletion.String(),
+		EvictionRate: c.EvictionRate, QuotaCores: c.QuotaCores, Clusters: "per vc", Seed: c.Seed,
+	}
+	if c.LowPriority {
+		s.Tier = "low_priority"
+	}
+	if c.Policy == PolicyAdaptive {
+		s.DelayWeight = c.Adaptive.DelayWeight
+	}
+	if c.OneCluster {
+		s.Clusters = "one"
+	}
+	if c.Provider != nil {
+		s.ProvisionDelay, s.DeletionDelay = "custom", "custom"
+	}
+	return s
+}
+
+// Run simulates the trace under one setting.
+func Run(t *Trace, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	size, _ := catalog.Lookup(cfg.Size)
+	if t.HasGPUs && !t.HasNodes && size.GPUs == 0 {
+		return nil, fmt.Errorf("the trace counts GPUs but %s has none: pass a GPU size such as Standard_NC6s_v3 (1 GPU per node) or Standard_ND96asr_v4 (8)", size.Name)
+	}
+	s := newSim(t, cfg, size)
+	if err := s.run(); err != nil {
+		return nil, err
+	}
+	return s.result(), nil
+}
+
+// Event kinds, in the order they apply at one instant.
+const (
+	evDeleted uint8 = iota // a removed node is gone: its cores are free
+	evEnd                  // a job's attempt ends
+	evEvict                // a low-priority node is taken back
+	evReady                // a node finished provisioning
+	evWake                 // a plan's WakeAt
+)
+
+type event struct {
+	at   time.Duration // since Epoch
+	kind uint8
+	gen  uint32 // attempt of a job, or wake generation of a cluster
+	seq  uint64 // push order: ties are deterministic
+	node *node
+	job  *job
+	cl   *cluster
+}
+
+func (a *event) before(b *event) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	return a.seq < b.seq
+}
+
+// eventHeap is a binary min-heap of events.
+type eventHeap []event
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q[i].before(&q[p]) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	top := q[0]
+	last := len(q) - 1
+	q[0] = q[last]
+	q[last] = event{}
+	q = q[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(q) && q[l].before(&q[m]) {
+			m = l
+		}
+		if r < len(q) && q[r].before(&q[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
+	return top
+}
+
+// Job states.
+const (
+	jobPending uint8 = iota // not submitted yet
+	jobQueued
+	jobRunning
+	jobDone
+	jobFailed
+	jobRejected
+)
+
+type job struct {
+	id       string
+	seq      int64
+	cl       *cluster
+	nodes    int
+	submit   time.Duration
+	duration time.Duration
+	state    uint8
+	enqueued time.Duration // when it last entered the queue
+	started  time.Duration // when its current attempt started
+	waited   time.Duration // queued time over all attempts
+	attempt  uint32
+	preempts int
+	cold     bool
+	on       []*node
+}
+
+type node struct {
+	id        string
+	cl        *cluster
+	pos       int // index in cl.nodes
+	state     string
+	job       *job
+	created   time.Duration
+	idleSince time.Duration
+	since     time.Duration // last time its node time was counted
+	evicted   bool
+}
+
+type cluster struct {
+	name     string
+	idx      int
+	nodes    []*node
+	byID     map[string]*node
+	queue    []*job // submission order; queue[head:] waits
+	head     int
+	hist     decide.IdleHistory
+	policy   *decide.AdaptiveIdle
+	stale    bool // policy needs rebuilding
+	wakeAt   time.Duration
+	wakeGen  uint32
+	dirty    bool
+	nextNode int
+	quotaCut bool // quota held the last plan back
+
+	use    usage
+	m      Metrics
+	delays []float64 // queue delays of completed jobs, seconds
+}
+
+type sim struct {
+	cfg      Config
+	size     catalog.Size
+	prov     Provider
+	events   eventHeap
+	seq      uint64
+	now      time.Duration
+	jobs     []job
+	next     int // next job to arrive
+	clusters []*cluster
+	dirty    []*cluster // touched since the last decisions
+	spare    []*cluster
+
+	quotaOn bool
+	limits  quota.Limits
+	usage   quota.Usage
+
+	nodesNow, peak int
+	demand         int
+	timeline       []Point
+
+	nodeBuf []decide.Node
+	jobBuf  []decide.Job
+}
+
+func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
+	s := &sim{cfg: cfg, size: size, prov: cfg.Provider}
+	if s.prov == nil {
+		s.prov = NewProvider(cfg.Provision, cfg.Deletion, cfg.EvictionRate, cfg.Seed)
+	}
+	if cfg.QuotaCores > 0 {
+		q := int64(cfg.QuotaCores)
+		s.quotaOn = true
+		s.limits = quota.Limits{DefaultFam: q, Dedicated: q, LowPriority: q}
+		s.usage = quota.Usage{Family: map[string]int64{}}
+	}
+	byName := map[string]*cluster{}
+	s.jobs = make([]job, len(t.Jobs))
+	for i, tj := range t.Jobs {
+		name := tj.VC
+		if cfg.OneCluster || !t.HasVC {
+			name = "all"
+		}
+		c := byName[name]
+		if c == nil {
+			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}, stale: true}
+			c.hist.Window = cfg.Adaptive.Window
+			c.m.Cluster = name
+			byName[name] = c
+			s.clusters = append(s.clusters, c)
+		}
+		s.jobs[i] = job{id: "job-" + strconv.Itoa(i), seq: int64(i), cl: c, nodes: NodesOf(tj, size.GPUs), submit: tj.Submit, duration: tj.Duration}
+	}
+	return s
+}
+
+// at is the virtual time of d since Epoch.
+func at(d time.Duration) time.Time { return Epoch.Add(d) }
+
+func (s *sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	s.events.push(e)
+}
+
+func (s *sim) run() error {
+	for {
+		t, ok := s.nextTime()
+		if !ok {
+			break
+		}
+		s.now = t
+		for len(s.events) > 0 && s.events[0].at == t {
+			s.handle(s.events.pop())
+		}
+		for s.next < len(s.jobs) && s.jobs[s.next].submit == t {
+			s.arrive(&s.jobs[s.next])
+			s.next++
+		}
+		// Reconciling may touch clusters again (an evicted node removed
+		// frees cores for a cluster that waits for quota): repeat until
+		// none is left, in cluster order.
+		for len(s.dirty) > 0 {
+			batch := s.dirty
+			s.dirty = s.spare[:0]
+			slices.SortFunc(batch, func(a, b *cluster) int { return a.idx - b.idx })
+			for _, c := range batch {
+				c.dirty = false
+				if err := s.reconcile(c); err != nil {
+					return fmt.Errorf("cluster %s at %v: %w", c.name, t, err)
+				}
+			}
+			s.spare = batch[:0]
+		}
+		s.record()
+	}
+	for _, c := range s.clusters {
+		for _, n := range c.nodes {
+			s.count(n)
+		}
+	}
+	return nil
+}
+
+// nextTime is the time of the next event or arrival.
+func (s *sim) nextTime() (time.Duration, bool) {
+	switch {
+	case len(s.events) > 0 && s.next < len(s.jobs):
+		return min(s.events[0].at, s.jobs[s.next].submit), true
+	case len(s.events) > 0:
+		return s.events[0].at, true
+	case s.next < len(s.jobs):
+		return s.jobs[s.next].submit, true
+	}
+	return 0, false
+}
+
+func (s *sim) touch(c *cluster) {
+	if !c.dirty {
+		c.dirty = true
+		s.dirty = append(s.dirty, c)
+	}
+}
+
+func (s *sim) record() {
+	if !s.cfg.Timeline {
+		return
+	}
+	p := Point{T: s.now.Seconds(), Nodes: s.nodesNow, Demand: s.demand}
+	if k := len(s.timeline); k > 0 {
+		last := &s.timeline[k-1]
+		if last.Nodes == p.Nodes && last.Demand == p.Demand {
+			return
+		}
+		if last.T == p.T {
+			*last = p
+			return
+		}
+	}
+	s.timeline = append(s.timeline, p)
+}
+
+func (s *sim) arrive(j *job) {
+	c := j.cl
+	c.m.Jobs++
+	if j.nodes > s.cfg.Max {
+		j.state = jobRejected
+		c.m.Rejected++
+		return
+	}
+	s.demand += j.nodes
+	if s.cfg.Policy == PolicyAdaptive {
+		c.hist.Arrive(at(s.now), j.nodes)
+		c.stale = true
+	}
+	s.enqueue(j)
+}
+
+// enqueue puts j in its cluster's queue in submission order.
+func (s *sim) enqueue(j *job) {
+	c := j.cl
+	j.state, j.enqueued = jobQueued, s.now
+	q := c.queue
+	if n := len(q); n == c.head || q[n-1].seq < j.seq {
+		c.queue = append(q, j)
+	} else {
+		i, _ := slices.BinarySearchFunc(q[c.head:], j.seq, func(x *job, seq int64) int { return int(x.seq - seq) })
+		c.queue = slices.Insert(q, c.head+i, j)
+	}
+	s.touch(c)
+}
+
+// count adds n's node time since it was last counted to its cluster.
+func (s *sim) count(n *node) {
+	d := (s.now - n.since).Seconds()
+	n.since = s.now
+	u := &n.cl.use
+	switch {
+	case n.evicted:
+	case n.job != nil:
+		u.busy += d
+	case n.state == decide.NodePreparing:
+		u.prep += d
+	default:
+		u.idle += d
+	}
+}
+
+func (s *sim) handle(e event) {
+	switch e.kind {
+	case evDeleted:
+		s.quotaAdd(-1)
+		s.freeQuota()
+	case evEnd:
+		j := e.job
+		if j.state != jobRunning || e.gen != j.attempt {
+			return // an attempt cut by eviction
+		}
+		j.state = jobDone
+		c := j.cl
+		c.m.Completed++
+		if j.cold {
+			c.m.ColdStarts++
+		}
+		c.delays = append(c.delays, j.waited.Seconds())
+		s.demand -= j.nodes
+		s.release(j)
+		s.touch(c)
+	case evEvict:
+		s.evict(e.node)
+	case evReady:
+		n := e.node
+		if n.pos < 0 || n.state != decide.NodePreparing {
+			return
+		}
+		s.count(n)
+		n.state, n.idleSince = decide.NodeIdle, s.now
+		c := n.cl
+		c.hist.Provisioned(s.now - n.created)
+		c.stale = true
+		if s.cfg.LowPriority {
+			if d := s.prov.EvictAfter(); d >= 0 {
+				s.push(event{at: s.now + d, kind: evEvict, node: n})
+			}
+		}
+		s.touch(c)
+	case evWake:
+		if e.gen == e.cl.wakeGen {
+			s.touch(e.cl)
+		}
+	}
+}
+
+// release frees the nodes of a job that stopped: running nodes become idle.
+func (s *sim) release(j *job) {
+	freed := 0
+	for _, n := range j.on {
+		if n.job != j {
+			continue
+		}
+		s.count(n)
+		n.job = nil
+		if n.state == decide.NodeRunning {
+			n.state, n.idleSince = decide.NodeIdle, s.now
+			freed++
+		}
+	}
+	j.on = nil
+	if c := j.cl; freed > 0 && s.cfg.Policy == PolicyAdaptive {
+		c.hist.Release(at(s.now), freed)
+		c.stale = true
+	}
+}
+
+// lazyPolicy builds a cluster's adaptive policy when a decision first asks
+// it about a node since the history changed: most decisions never do.
+type lazyPolicy struct {
+	c *cluster
+	s *sim
+}
+
+func (p lazyPolicy) RemovableAt(n *decide.Node, rank int) time.Time {
+	c := p.c
+	if c.stale || c.policy == nil {
+		c.policy = c.hist.Policy(p.s.cfg.IdleTimeout, p.s.cfg.Adaptive)
+		c.stale = false
+	}
+	return c.policy.RemovableAt(n, rank)
+}
+
+// evict takes a low-priority node back: its job (every rank) is queued
+// again, or fails after MaxPreemptions; the node is preempted and no longer
+// billed, and the next plan removes it.
+func (s *sim) evict(n *node) {
+	if n.pos < 0 || n.evicted || (n.state != decide.NodeIdle && n.state != decide.NodeRunning) {
+		return
+	}
+	c := n.cl
+	s.count(n)
+	c.m.Evictions++
+	if j := n.job; j != nil {
+		c.use.lost += float64(j.nodes) * (s.now - j.started).Seconds()
+		s.release(j)
+		j.preempts++
+		if s.cfg.MaxPreemptions > 0 && j.preempts >= s.cfg.MaxPreemptions {
+			j.state = jobFailed
+			c.m.Failed++
+			s.demand -= j.nodes
+		} else {
+			s.enqueue(j)
+		}
+	}
+	n.state, n.job, n.evicted = decide.NodePreempted, nil, true
+	s.touch(c)
+}
+
+func (s *sim) freeQuota() {
+	for _, c := range s.clusters {
+		if c.quotaCut {
+			s.touch(c)
+		}
+	}
+}
+
+// reconcile runs one decision for a cluster and applies it.
+func (s *sim) reconcile(c *cluster) error {
+	snap := decide.Cluster{
+		ID: c.name, Min: s.cfg.Min, Max: s.cfg.Max, IdleTimeout: s.cfg.IdleTimeout, Headroom: -1,
+		Nodes: s.nodeBuf[:0], Queued: s.jobBuf[:0],
+	}
+	for _, n := range c.nodes {
+		dn := decide.Node{ID: n.id, State: n.state, IdleSince: at(n.idleSince), Created: at(n.created)}
+		if n.job != nil {
+			dn.JobID = n.job.id
+		}
+		snap.Nodes = append(snap.Nodes, dn)
+	}
+	need := 0
+	for _, j := range c.queue[c.head:] {
+		snap.Queued = append(snap.Queued, decide.Job{ID: j.id, InstanceCount: j.nodes, Seq: j.seq})
+		if need += j.nodes; need > s.cfg.Max {
+			break // the rest of the queue cannot change the plan
+		}
+	}
+	if s.quotaOn {
+		snap.Headroom, _ = quota.Headroom(s.limits, s.usage, s.size.Name, s.cfg.LowPriority)
+	}
+	if s.cfg.Policy == PolicyAdaptive {
+		snap.IdlePolicy = lazyPolicy{c, s}
+	}
+	p := decide.Decide(snap, at(s.now))
+	s.nodeBuf, s.jobBuf = snap.Nodes[:0], snap.Queued[:0]
+	c.quotaCut = p.QuotaShort > 0
+
+	for i, a := range p.Assign {
+		j := c.queue[c.head+i]
+		if j.id != a.JobID {
+			return fmt.Errorf("assignment %d is job %s, want the queue's next, %s", i, a.JobID, j.id)
+		}
+		if err := s.start(j, a.NodeIDs); err != nil {
+			return err
+		}
+	}
+	c.head += len(p.Assign)
+	if c.head > 1024 && c.head > len(c.queue)/2 {
+		c.queue = append(c.queue[:0], c.queue[c.head:]...)
+		c.head = 0
+	}
+	for _, id := range p.Drain {
+		if n := c.byID[id]; n != nil && n.state != decide.NodeLeaving {
+			s.count(n)
+			n.state = decide.NodeLeaving
+		}
+	}
+	scaledDown := false
+	for _, id := range p.Remove {
+		n := c.byID[id]
+		if n == nil {
+			return fmt.Errorf("plan removes unknown node %s", id)
+		}
+		if n.job != nil {
+			return fmt.Errorf("plan removes node %s, which runs job %s", id, n.job.id)
+		}
+		if n.state == decide.NodeIdle || n.state == decide.NodePreparing {
+			scaledDown = true
+		}
+		s.remove(n)
+	}
+	if scaledDown {
+		c.m.ScaleDowns++
+	}
+	if p.Create > 0 {
+		c.m.ScaleUps++
+		for range p.Create {
+			s.create(c)
+		}
+	}
+	return s.wake(c, p.WakeAt)
+}
+
+func (s *sim) start(j *job, ids []string) error {
+	c := j.cl
+	j.state, j.started = jobRunning, s.now
+	j.attempt++
+	j.waited += s.now - j.enqueued
+	j.on = j.on[:0]
+	for _, id := range ids {
+		n := c.byID[id]
+		if n == nil || n.job != nil || n.state != decide.NodeIdle {
+			return fmt.Errorf("job %s assigned to node %s, which is not idle", j.id, id)
+		}
+		s.count(n)
+		n.state, n.job = decide.NodeRunning, j
+		if n.created >= j.enqueued {
+			j.cold = true
+		}
+		j.on = append(j.on, n)
+	}
+	s.push(event{at: s.now + j.duration, kind: evEnd, gen: j.attempt, job: j})
+	return nil
+}
+
+func (s *sim) remove(n *node) {
+	c := n.cl
+	s.count(n)
+	last := len(c.nodes) - 1
+	c.nodes[n.pos] = c.nodes[last]
+	c.nodes[n.pos].pos = n.pos
+	c.nodes = c.nodes[:last]
+	n.pos = -1
+	delete(c.byID, n.id)
+	s.nodesNow--
+	if n.evicted {
+		// Gone with the eviction: no longer billed, its cores are free.
+		s.quotaAdd(-1)
+		s.freeQuota()
+		return
+	}
+	c.m.NodesRemoved++
+	d := s.prov.DeletionDelay()
+	c.use.deleting += d.Seconds()
+	// Its cores are free once the deletion is done.
+	s.push(event{at: s.now + d, kind: evDeleted, cl: c})
+}
+
+func (s *sim) create(c *cluster) {
+	c.nextNode++
+	n := &node{
+		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), cl: c, pos: len(c.nodes), state: decide.NodePreparing,
+		created: s.now, since: s.now,
+	}
+	c.nodes = append(c.nodes, n)
+	c.byID[n.id] = n
+	c.m.NodesCreated++
+	c.m.PeakNodes = max(c.m.PeakNodes, len(c.nodes))
+	s.nodesNow++
+	s.peak = max(s.peak, s.nodesNow)
+	s.quotaAdd(1)
+	s.push(event{at: s.now + s.prov.ProvisionDelay(), kind: evReady, node: n})
+}
+
+func (s *sim) quotaAdd(n int) {
+	if s.quotaOn {
+		s.usage.Add(s.size.Name, s.cfg.LowPriority, n)
+	}
+}
+
+// wake schedules the cluster's next decision at the plan's WakeAt.
+func (s *sim) wake(c *cluster, w time.Time) error {
+	if w.IsZero() {
+		if c.wakeAt != 0 {
+			c.wakeAt = 0
+			c.wakeGen++
+		}
+		return nil
+	}
+	d := w.Sub(Epoch)
+	if d <= s.now {
+		return fmt.Errorf("plan asks to be woken at %v, not after now", d)
+	}
+	if d != c.wakeAt {
+		c.wakeAt = d
+		c.wakeGen++
+		s.push(event{at: d, kind: evWake, gen: c.wakeGen, cl: c})
+	}
+	return nil
+}
+
+func (s *sim) result() *Result {
+	price := s.size.HourlyPrice(s.cfg.LowPriority)
+	r := &Result{Label: s.cfg.Label, Settings: s.cfg.Settings(), Price: price, Timeline: s.timeline}
+	r.Total.Cluster = "all"
+	var all []float64
+	for _, c := range s.clusters {
+		m := c.m
+		u := c.use
+		m.BusyNodeHours = u.busy / 3600
+		m.IdleNodeHours = u.idle / 3600
+		m.ProvisioningNodeHours = u.prep / 3600
+		m.DeletingNodeHours = u.deleting / 3600
+		m.LostNodeHours = u.lost / 3600
+		m.BilledNodeHours = (u.busy + u.idle + u.prep + u.deleting) / 3600
+		m.Cost = m.BilledNodeHours * price
+		m.Hours = s.now.Hours()
+		all = append(all, c.delays...)
+		m.QueueDelay = summarize(c.delays)
+		r.Total.add(m)
+		r.Clusters = append(r.Clusters, m)
+	}
+	r.Total.QueueDelay = summarize(all)
+	r.Total.PeakNodes = s.peak
+	r.Total.Hours = s.now.Hours()
+	return r
+}

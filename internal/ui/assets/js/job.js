@@ -1,0 +1,244 @@
+// A job's page: parameters, status history, attempts (with preemption
+// reasons), outputs to download, and the log, streamed while it runs.
+import * as api from './api.js';
+import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, toast, openDialog, isoSeconds } from './dom.js';
+import { terminal, jobDuration } from './jobs.js';
+
+const MAX_LOG = 2 << 20; // characters kept in the page
+
+export function render(main, [name]) {
+  const banner = errorBanner();
+  const cancelBtn = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Cancel job');
+  const deleteBtn = h('button', { type: 'button', class: 'danger-outline', hidden: true }, 'Delete job');
+  const crumbs = h('nav', { 'aria-label': 'Breadcrumb', class: 'crumbs' }, h('a', { href: '#/jobs' }, 'Jobs'), ' / ', name);
+  const statusLine = h('div', { class: 'status-line', id: 'job-status-line', role: 'status', 'aria-live': 'polite' });
+  const params = h('dl', { class: 'facts' });
+  const envBox = h('div');
+  const historyList = h('ol', { class: 'timeline' });
+  const attemptsT = table('Attempts of the job', ['Attempt', 'Nodes', 'Started', 'Ended', 'Exit code', 'Reason']);
+  const outputsBox = h('div', { id: 'job-outputs' });
+
+  // Log viewer.
+  const attemptSel = h('select', { id: 'log-attempt' }, h('option', { value: '' }, 'Latest'));
+  const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, '0'));
+  const follow = h('input', { type: 'checkbox', id: 'log-follow', checked: true });
+  const logState = h('p', { class: 'muted', id: 'log-state' });
+  const pre = h('pre', { class: 'log', id: 'job-log', tabindex: '0', 'aria-labelledby': 'sec-log', 'aria-describedby': 'log-state' });
+  const logControls = h('div', { class: 'log-controls' },
+    h('div', { class: 'field inline-field' }, h('label', { for: 'log-attempt' }, 'Attempt'), attemptSel),
+    h('div', { class: 'field inline-field' }, h('label', { for: 'log-rank' }, 'Node rank'), rankSel),
+    h('div', { class: 'field inline-field check' }, h('label', { for: 'log-follow' }, follow, ' Follow the end')));
+
+  main.append(crumbs, pageHeader(name, cancelBtn, deleteBtn), banner.el, statusLine,
+    h('div', { class: 'two-col' },
+      h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
+      h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), historyList,
+        h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
+    h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
+    h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
+
+  let job = null;
+  let gone = false;
+  const log = { attempt: null, rank: 0, offset: 0, size: 0, done: false, shownAttempt: null, ranks: [0] };
+
+  function resetLog() {
+    log.offset = 0;
+    log.size = 0;
+    log.done = false;
+    pre.textContent = '';
+  }
+  attemptSel.addEventListener('change', () => { log.attempt = attemptSel.value === '' ? null : Number(attemptSel.value); resetLog(); pollLog(); });
+  rankSel.addEventListener('change', () => { log.rank = Number(rankSel.value); resetLog(); pollLog(); });
+  follow.addEventListener('change', () => { if (follow.checked) pre.scrollTop = pre.scrollHeight; });
+
+  cancelBtn.addEventListener('click', async () => {
+    cancelBtn.disabled = true;
+    try {
+      await api.cancelJob(name);
+      toast(`Canceling job ${name}`);
+      announce(`Canceling job ${name}`);
+    } catch (e) {
+      toast(e.message, 'error');
+    } finally {
+      cancelBtn.disabled = false;
+    }
+  });
+  deleteBtn.addEventListener('click', () => confirmDelete(name));
+
+  let polling = false;
+  async function pollLog() {
+    if (polling || !job) return;
+    polling = true;
+    try {
+      for (let i = 0; i < 8; i++) {
+        const chunk = await api.jobLog(name, { attempt: log.attempt, rank: log.rank, offset: log.offset });
+        if (log.attempt === null && log.shownAttempt !== null && chunk.attempt !== log.shownAttempt) {
+          // A new attempt started: follow it from its beginning.
+          log.shownAttempt = chunk.attempt;
+          resetLog();
+          continue;
+        }
+        log.shownAttempt = chunk.attempt;
+        updateRanks(chunk.ranks || []);
+        if (chunk.content) {
+          pre.append(document.createTextNode(chunk.content));
+          if (pre.textContent.length > MAX_LOG) pre.textContent = '… earlier output trimmed …\n' + pre.textContent.slice(-MAX_LOG);
+          if (follow.checked) pre.scrollTop = pre.scrollHeight;
+        }
+        // The server sends min(1 MiB, size - offset) bytes from the offset.
+        log.offset = chunk.offset + Math.max(0, Math.min(1 << 20, chunk.size - chunk.offset));
+        log.size = chunk.size;
+        const ended = terminal(chunk.status);
+        log.done = ended && log.offset >= chunk.size;
+        logState.textContent = ended
+          ? `The job ended (${chunk.status}); the log of attempt ${chunk.attempt}, rank ${log.rank} is complete (${chunk.size} bytes).`
+          : (chunk.size ? `Streaming live: attempt ${chunk.attempt}, rank ${log.rank}, ${chunk.size} bytes so far.` : `Waiting for output (${chunk.status})…`);
+        if (!chunk.content || log.offset >= chunk.size) break;
+      }
+      if (!pre.textContent && log.done) pre.textContent = '(no output)';
+    } finally {
+      polling = false;
+    }
+  }
+
+  function updateRanks(ranks) {
+    const want = ranks.length ? ranks : [0];
+    if (JSON.stringify(want) === JSON.stringify(log.ranks)) return;
+    log.ranks = want;
+    replace(rankSel, want.map((r) => h('option', { value: String(r), selected: r === log.rank }, String(r))));
+  }
+
+  async function refresh() {
+    if (gone) return;
+    let j;
+    try {
+      j = await api.getJob(name);
+    } catch (e) {
+      if (e.status === 404) {
+        gone = true;
+        replace(statusLine, h('p', { class: 'banner banner-info' }, `Job ${name} no longer exists. `, h('a', { href: '#/jobs' }, 'Back to the jobs')));
+        cancelBtn.hidden = deleteBtn.hidden = true;
+        return;
+      }
+      throw e;
+    }
+    const prev = job;
+    job = j;
+    const p = j.properties;
+    if (prev && prev.properties.status !== p.status) announce(`Job ${name} is ${p.status}`);
+    cancelBtn.hidden = terminal(p.status) || p.status === 'CancelRequested';
+    deleteBtn.hidden = !terminal(p.status);
+    replace(statusLine, badge(p.status), ' ', h('span', { id: 'job-status-text' }, p.status),
+      p.statusMessage ? h('span', { class: 'status-message' }, ' — ' + p.statusMessage) : null,
+      h('span', { class: 'muted' }, ` · ${p.startTime ? 'ran ' + jobDuration(j) : 'not started yet'}`));
+    renderParams(j);
+    renderHistory(p);
+    renderAttempts(p);
+    renderOutputs(j);
+    if (!log.done || log.attempt === null && log.shownAttempt !== null && (p.attempts || []).length && p.attempts[p.attempts.length - 1].attempt !== log.shownAttempt) {
+      await pollLog();
+    }
+  }
+
+  function renderParams(j) {
+    const p = j.properties;
+    const fact = (k, v) => (v === undefined || v === null || v === '' ? null : [h('dt', {}, k), h('dd', {}, v)]);
+    const compute = nameFromId(p.computeId);
+    const timeout = p.limits && p.limits.timeout ? duration((isoSeconds(p.limits.timeout) || 0) * 1000) : null;
+    const dist = p.distribution ? `${p.distribution.distributionType}${p.distribution.processCountPerInstance ? ', ' + p.distribution.processCountPerInstance + ' processes per node' : ''}` : null;
+    replace(params,
+      fact('Display name', p.displayName),
+      fact('Compute', h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute)),
+      fact('Command', h('pre', { class: 'command' }, p.command)),
+      fact('Environment', p.environmentId),
+      fact('Code', p.codeId ? h('code', { title: p.codeId }, nameFromId(p.codeId).slice(0, 12) + '…') : null),
+      fact('Nodes', String((p.resources || {}).instanceCount || 1)),
+      fact('Distribution', dist),
+      fact('Timeout', timeout),
+      fact('Priority', p.priority ? String(p.priority) : null),
+      fact('Experiment', p.experimentName),
+      fact('Description', p.description),
+      fact('Tags', Object.keys(p.tags || {}).length ? Object.entries(p.tags).map(([k, v]) => `${k}=${v}`).join(', ') : null),
+      fact('Submitted', when(j.systemData && j.systemData.createdAt)),
+      fact('Started', p.startTime ? when(p.startTime) : null),
+      fact('Ended', p.endTime ? when(p.endTime) : null));
+    const env = Object.entries(p.environmentVariables || {});
+    const inputs = Object.entries(p.inputs || {});
+    replace(envBox,
+      env.length ? kvTable('Environment variables', env.map(([k, v]) => [k, v])) : null,
+      inputs.length ? kvTable('Inputs', inputs.map(([k, v]) => [k, v.value !== undefined && v.value !== '' ? v.value : `${v.jobInputType} ${v.uri || ''}`])) : null);
+  }
+
+  function renderHistory(p) {
+    const items = p.statusHistory || [];
+    if (historyList.childElementCount === items.length) return;
+    replace(historyList, items.map((c) => h('li', {}, badge(c.status), ' ', when(c.time), c.reason ? h('span', { class: 'reason' }, ' — ' + c.reason) : null)));
+  }
+
+  function renderAttempts(p) {
+    const at = p.attempts || [];
+    syncTable(attemptsT.tbody, at, {
+      key: (a) => String(a.attempt), cols: 6, empty: 'Not started yet.',
+      cells: (a) => [
+        String(a.attempt),
+        h('span', { class: 'node-list' }, (a.nodes || []).map((n) => h('code', {}, n))),
+        when(a.started),
+        a.ended ? when(a.ended) : (a.started ? 'running' : '—'),
+        a.exitCode === undefined || a.exitCode === null ? '—' : String(a.exitCode),
+        a.reason ? h('span', { class: /preempt/i.test(a.reason) ? 'reason preempted' : 'reason' }, a.reason) : '—',
+      ],
+    });
+    const want = ['', ...at.map((a) => String(a.attempt))];
+    const have = [...attemptSel.options].map((o) => o.value);
+    if (JSON.stringify(want) !== JSON.stringify(have)) {
+      const keep = attemptSel.value;
+      replace(attemptSel, want.map((v) => h('option', { value: v, selected: v === keep }, v === '' ? 'Latest' : v)));
+    }
+  }
+
+  function renderOutputs(j) {
+    const p = j.properties;
+    if (!terminal(p.status)) {
+      replace(outputsBox, h('p', { class: 'muted' }, 'Outputs are uploaded when the job ends.'));
+      return;
+    }
+    const names = ['default', ...Object.keys(p.outputs || {}).filter((n) => n !== 'default')];
+    if (outputsBox.dataset.names === names.join(',')) return;
+    outputsBox.dataset.names = names.join(',');
+    replace(outputsBox, h('ul', { class: 'outputs' }, names.map((n) => h('li', {},
+      h('a', { href: api.outputURL(name, n), download: `${name}-${n}.tar.gz` }, `Download ${n}`),
+      h('span', { class: 'muted' }, n === 'default' ? ' ($CUMULUS_OUTPUT_DIR, tar.gz)' : ' (tar.gz)')))));
+  }
+
+  return { refresh, setError: banner.set };
+}
+
+function kvTable(caption, rows) {
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'kv' }, h('caption', {}, caption),
+    h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row' }, k), h('td', {}, h('code', {}, v)))))));
+}
+
+function confirmDelete(name) {
+  const cancel = h('button', { type: 'button', class: 'secondary', autofocus: true }, 'Cancel');
+  const ok = h('button', { type: 'submit', class: 'danger' }, 'Delete job');
+  const err = h('p', { class: 'banner banner-error', role: 'alert', hidden: true });
+  const form = h('form', { method: 'dialog', class: 'stack' }, err,
+    h('p', { id: 'job-delete-desc' }, `Job ${name}, its logs and its outputs will be deleted. This cannot be undone.`),
+    h('div', { class: 'dialog-actions' }, cancel, ok));
+  const dialog = h('dialog', { class: 'dialog', role: 'alertdialog', 'aria-labelledby': 'job-delete-title', 'aria-describedby': 'job-delete-desc' },
+    h('h2', { id: 'job-delete-title' }, `Delete job ${name}?`), form);
+  cancel.addEventListener('click', () => dialog.close());
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      await api.deleteJob(name);
+      dialog.close();
+      toast(`Job ${name} deleted`);
+      location.hash = '#/jobs';
+    } catch (e) {
+      err.textContent = e.message;
+      err.hidden = false;
+    }
+  });
+  openDialog(dialog);
+}

@@ -1,0 +1,175 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Sample is one reading of a cluster: its nodes by state and the nodes
+// its queued jobs ask for, so the studio can chart the cluster growing
+// and shrinking.
+type Sample struct {
+	Time       time.Time `json:"t"`
+	Preparing  int       `json:"preparing"`
+	Idle       int       `json:"idle"`
+	Running    int       `json:"running"`
+	Leaving    int       `json:"leaving"`
+	Preempted  int       `json:"preempted"`
+	Unusable   int       `json:"unusable"`
+	Queued     int       `json:"queued"`     // nodes the queued jobs need
+	QueuedJobs int       `json:"queuedJobs"` // queued jobs
+	Target     int       `json:"target"`     // the controller's target node count
+}
+
+// history keeps recent samples per compute (by lower-case ARM id).
+type history struct {
+	mu      sync.Mutex
+	window  time.Duration
+	samples map[string][]Sample
+}
+
+func newHistory(window time.Duration) *history {
+	return &history{window: window, samples: map[string][]Sample{}}
+}
+
+// record appends the samples of one pass; computes not in the pass are
+// forgotten (they were deleted), and samples older than the window go.
+func (h *history) record(now time.Time, pass map[string]Sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cutoff := now.Add(-h.window)
+	for id := range h.samples {
+		if _, ok := pass[id]; !ok {
+			delete(h.samples, id)
+		}
+	}
+	for id, s := range pass {
+		old := h.samples[id]
+		i := 0
+		for i < len(old) && old[i].Time.Before(cutoff) {
+			i++
+		}
+		h.samples[id] = append(old[i:], s)
+	}
+}
+
+// after returns a copy of a compute's samples taken after a time.
+func (h *history) after(id string, t time.Time) []Sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := []Sample{}
+	for _, s := range h.samples[store.Key(id)] {
+		if s.Time.After(t) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// sample reads every compute's nodes and queued jobs from the store
+// (read-only) and records one sample each.
+func (u *UI) sample(ctx context.Context) error {
+	q := u.o.DB.Q()
+	docs, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions", false, "", 1<<30)
+	if err != nil {
+		return fmt.Errorf("sample computes: %w", err)
+	}
+	now := u.o.Clock.Now().UTC()
+	pass := make(map[string]Sample, len(docs))
+	for _, d := range docs {
+		c := d.Value
+		nodes, err := store.NodesOf(ctx, q, c.ID)
+		if err != nil {
+			return fmt.Errorf("sample nodes of %s: %w", c.Name, err)
+		}
+		queued, err := store.JobsByStatus(ctx, q, c.ID, api.JobQueued)
+		if err != nil {
+			return fmt.Errorf("sample jobs of %s: %w", c.Name, err)
+		}
+		s := Sample{Time: now, QueuedJobs: len(queued), Target: int(c.Aml().TargetNodeCount)}
+		for _, n := range nodes {
+			switch n.State {
+			case api.NodePreparing:
+				s.Preparing++
+			case api.NodeIdle:
+				s.Idle++
+			case api.NodeRunning:
+				s.Running++
+			case api.NodeLeaving:
+				s.Leaving++
+			case api.NodePreempted:
+				s.Preempted++
+			case api.NodeUnusable:
+				s.Unusable++
+			}
+		}
+		for _, j := range queued {
+			s.Queued += j.Doc.InstanceCount()
+		}
+		pass[store.Key(c.ID)] = s
+	}
+	u.history.record(now, pass)
+	return nil
+}
+
+// Run samples every cluster until ctx ends.
+func (u *UI) Run(ctx context.Context) {
+	for {
+		if err := u.sample(ctx); err != nil && ctx.Err() == nil {
+			u.log.Warn("history sample failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.o.Clock.After(u.o.SampleEvery):
+		}
+	}
+}
+
+// nodeTimes is what the history endpoint tells about each node beside the
+// samples: when it was created and became ready, for the nodes table's
+// uptime (listNodes does not carry times).
+type nodeTimes struct {
+	ID        string     `json:"nodeId"`
+	Created   time.Time  `json:"created"`
+	Ready     *time.Time `json:"ready,omitempty"`
+	IdleSince *time.Time `json:"idleSince,omitempty"`
+}
+
+// historyView is the answer of GET /ui/api/history.
+type historyView struct {
+	Now     time.Time   `json:"now"`
+	Every   float64     `json:"everySeconds"`
+	Window  float64     `json:"windowSeconds"`
+	Samples []Sample    `json:"samples"`
+	Nodes   []nodeTimes `json:"nodes"`
+}
+
+// historyOf is a compute's samples taken after a time, and its nodes.
+func (u *UI) historyOf(ctx context.Context, id string, after time.Time) (historyView, error) {
+	now := u.o.Clock.Now().UTC()
+	v := historyView{Now: now, Every: u.o.SampleEvery.Seconds(), Window: u.o.HistoryWindow.Seconds(),
+		Samples: u.history.after(id, after), Nodes: []nodeTimes{}}
+	nodes, err := store.NodesOf(ctx, u.o.DB.Q(), id)
+	if err != nil {
+		return v, err
+	}
+	for _, n := range nodes {
+		t := nodeTimes{ID: n.ID, Created: n.Created}
+		if !n.Ready.IsZero() {
+			r := n.Ready
+			t.Ready = &r
+		}
+		if !n.IdleSince.IsZero() && n.State == api.NodeIdle {
+			i := n.IdleSince
+			t.IdleSince = &i
+		}
+		v.Nodes = append(v.Nodes, t)
+	}
+	return v, nil
+}

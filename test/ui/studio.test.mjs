@@ -1,0 +1,438 @@
+// End-to-end tests of the Cumulus web studio in a real browser: Debian's
+// Chromium driven by playwright-core, against a real `cumulus serve` on a
+// free loopback port with its own data directory (and real agent
+// processes for the nodes).
+//
+//   node --test test/ui/          (builds ./cmd/cumulus unless CUMULUS_BIN is set)
+//
+// Screenshots go to test-output/ui/ at the repository root;
+// CUMULUS_UI_DOC_SHOTS=1 also copies the main ones to docs/img/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const run = promisify(execFile);
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const shots = path.join(root, 'test-output', 'ui');
+const docShots = process.env.CUMULUS_UI_DOC_SHOTS === '1' ? path.join(root, 'docs', 'img') : null;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const CLUSTER = 'ui-cluster';
+const JOB = 'ui-job-1';
+const JOB2 = 'ui-job-2';
+
+let bin, dataDir, base, token, server, browser, context, page;
+const pageErrors = [];
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// env is a clean environment for the server and the CLI: the test's data
+// directory and home, no CUMULUS_* from the caller.
+function env() {
+  const e = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('CUMULUS_')));
+  return { ...e, HOME: dataDir, CUMULUS_DATA_DIR: dataDir, CUMULUS_CONFIG: path.join(dataDir, 'config.yaml') };
+}
+
+async function cli(...args) {
+  const { stdout } = await run(bin, args, { env: env(), cwd: dataDir, timeout: 120000 });
+  return stdout;
+}
+
+// waitFor polls fn until it returns a truthy value.
+async function waitFor(what, fn, timeoutMs = 30000, everyMs = 250) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ': ' + last.message : ''}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+async function shot(name, opts = {}) {
+  const file = path.join(shots, name + '.png');
+  const { doc, ...shotOpts } = opts;
+  await page.screenshot({ path: file, ...shotOpts });
+  if (docShots && opts.doc) fs.copyFileSync(file, path.join(docShots, 'studio-' + name + '.png'));
+}
+
+function agentPids() {
+  const dir = path.join(dataDir, 'nodes');
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir).map((n) => {
+    try {
+      return Number(fs.readFileSync(path.join(dir, n, 'agent.pid'), 'utf8').trim());
+    } catch {
+      return 0;
+    }
+  }).filter((p) => p > 0);
+}
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  for (const f of fs.readdirSync(shots)) if (f.endsWith('.png')) fs.rmSync(path.join(shots, f));
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cumulus-ui-'));
+  bin = process.env.CUMULUS_BIN;
+  if (!bin) {
+    bin = path.join(dataDir, 'cumulus');
+    await run('go', ['build', '-o', bin, './cmd/cumulus'], { cwd: root, timeout: 600000 });
+  }
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  const log = fs.openSync(path.join(dataDir, 'serve.log'), 'a');
+  server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], { env: env(), stdio: ['ignore', log, log] });
+  await waitFor('cumulus serve to write its CLI config', async () => {
+    const cfg = fs.readFileSync(path.join(dataDir, 'config.yaml'), 'utf8');
+    const m = /^token:\s*(\S+)/m.exec(cfg);
+    if (!m) return false;
+    token = m[1];
+    const r = await fetch(base + '/ui/session');
+    return r.status === 401;
+  }, 30000);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  context = await browser.newContext({ viewport: { width: 1366, height: 860 }, deviceScaleFactor: 1 });
+  page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push('pageerror: ' + e.message));
+  page.on('console', (m) => {
+    // A 401 while signed out is the expected answer, not a page error.
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push('console: ' + m.text());
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close().catch(() => {});
+  if (server && server.exitCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((r) => { server.once('exit', r); setTimeout(r, 15000); });
+  }
+  for (const pid of agentPids()) {
+    try { process.kill(-pid, 'SIGKILL'); } catch { /* already gone */ }
+  }
+  if (dataDir) {
+    fs.copyFileSync(path.join(dataDir, 'serve.log'), path.join(shots, 'serve.log'));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+// step runs one subtest; after a failure the later ones are skipped (they
+// build on it), and the page at the failure is saved as a screenshot.
+let failed = false;
+async function step(t, name, fn) {
+  await t.test(name, { skip: failed ? 'an earlier step failed' : false }, async () => {
+    try {
+      await fn();
+    } catch (e) {
+      failed = true;
+      await page.screenshot({ path: path.join(shots, 'failure.png'), fullPage: true }).catch(() => {});
+      throw e;
+    }
+  });
+}
+
+test('the studio, end to end in Chromium', async (t) => {
+  await step(t, 'shows the sign-in form and refuses a wrong token', async () => {
+    await page.goto(base + '/');
+    const tokenInput = page.getByLabel('API token');
+    await tokenInput.waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement && document.activeElement.id), 'token', 'the token field has focus');
+    await tokenInput.fill('cml_not-a-real-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator('#token-error', { hasText: 'not valid' }).waitFor();
+    assert.equal(await tokenInput.getAttribute('aria-invalid'), 'true');
+    await shot('signin');
+  });
+
+  await step(t, 'signs in with a token into an HttpOnly, SameSite=Strict session', async () => {
+    await page.getByLabel('API token').fill(token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+    await page.getByText('No clusters in this workspace yet').waitFor();
+    const cookies = await context.cookies(base);
+    const c = cookies.find((x) => x.name === 'cumulus_session');
+    assert.ok(c, 'session cookie set');
+    assert.equal(c.httpOnly, true);
+    assert.equal(c.sameSite, 'Strict');
+    assert.ok(!c.value.includes(token), 'the cookie is not the token');
+    const html = await page.content();
+    assert.ok(!html.includes(token), 'the page does not hold the token');
+    const stored = await page.evaluate(() => JSON.stringify({ ...localStorage }) + JSON.stringify({ ...sessionStorage }) + document.cookie);
+    assert.ok(!stored.includes(token), 'nor does storage readable by scripts');
+    assert.equal(await page.locator('#workspace-select').inputValue(), 'default');
+  });
+
+  await step(t, 'the API takes the cookie for reads but wants the CSRF header for changes', async () => {
+    const res = await page.evaluate(async () => {
+      const ws = '/subscriptions/local/resourceGroups/local/providers/Microsoft.MachineLearningServices/workspaces/default';
+      const get = await fetch(ws + '/computes?api-version=2024-04-01');
+      const put = await fetch(ws + '/computes/csrf-probe?api-version=2024-04-01', {
+        method: 'PUT', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ properties: { computeType: 'AmlCompute' } }),
+      });
+      return { get: get.status, put: put.status, code: (await put.json()).error.code };
+    });
+    assert.deepEqual(res, { get: 200, put: 403, code: 'AuthorizationFailed' });
+    // Without any session the API still answers 401.
+    const anon = await fetch(base + '/subscriptions/local/resourceGroups/local/providers/Microsoft.MachineLearningServices/workspaces/default/computes?api-version=2024-04-01');
+    assert.equal(anon.status, 401);
+  });
+
+  await step(t, '`cumulus ui --print-url` gives a one-time sign-in link', async () => {
+    const url = (await cli('ui', '--print-url')).trim();
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\?code=cuc_/);
+    assert.ok(!url.includes(token), 'the link does not carry the token');
+    const other = await browser.newContext();
+    const p2 = await other.newPage();
+    await p2.goto(url);
+    await p2.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor({ timeout: 15000 });
+    const again = await other.newPage();
+    const resp = await again.goto(url);
+    assert.equal(resp.status(), 401, 'the link works once');
+    await again.getByText('works once').waitFor();
+    await other.close();
+  });
+
+  await step(t, 'creates a cluster through the form, with a rejected name first', async () => {
+    const newBtn = page.getByRole('button', { name: 'New' });
+    // Keyboard: Enter opens the dialog, Escape closes it, focus returns.
+    await newBtn.focus();
+    await page.keyboard.press('Enter');
+    const dialog = page.getByRole('dialog', { name: 'New compute cluster' });
+    await dialog.waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'c-name', 'the name field has focus');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'new-cluster', 'focus back on + New');
+
+    await newBtn.click();
+    await dialog.waitFor();
+    const name = dialog.getByLabel('Name', { exact: true });
+    await name.fill('9-lives');
+    await dialog.locator('#c-name-error', { hasText: 'must start with a letter' }).waitFor();
+    assert.equal(await name.getAttribute('aria-invalid'), 'true');
+    await name.fill('cluster-42');
+    await dialog.locator('#c-name-error', { hasText: "may not end with '-' followed by digits" }).waitFor();
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    assert.equal(await dialog.isVisible(), true, 'a rejected name keeps the dialog open');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'c-name');
+    await shot('create-rejected-name');
+
+    await name.fill(CLUSTER);
+    assert.equal(await dialog.locator('#c-name-error').textContent(), '');
+    // The CPU/GPU filter narrows the size picker; the catalog shows vCPUs, memory, GPUs and price.
+    await dialog.getByLabel('GPU', { exact: true }).check();
+    const gpuSizes = await dialog.getByLabel('VM size').locator('option').allTextContents();
+    assert.ok(gpuSizes.length > 0 && gpuSizes.every((s) => /GPU/.test(s)), 'only GPU sizes: ' + gpuSizes.join(' | '));
+    await dialog.getByLabel('CPU', { exact: true }).check();
+    await dialog.getByLabel('VM size').selectOption('Standard_DS3_v2');
+    await dialog.locator('#c-size-info', { hasText: '4 vCPUs' }).waitFor();
+    assert.match(await dialog.locator('#c-size-info').textContent(), /\$[0-9.]+\/h dedicated/);
+    // An error from the API appears next to its field.
+    await dialog.getByLabel('Maximum nodes').fill('0');
+    await dialog.getByLabel('Idle seconds before scale down').fill('600');
+    await dialog.getByText('Advanced settings').click();
+    await dialog.getByLabel('Tags').fill('team=studio env=test');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    await dialog.locator('#c-max-error', { hasText: 'maxNodeCount must be at least 1' }).waitFor();
+    assert.equal(await dialog.getByLabel('Maximum nodes').getAttribute('aria-invalid'), 'true');
+    await shot('create-form', { doc: true });
+
+    await dialog.getByLabel('Maximum nodes').fill('2');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const row = page.locator('table.clusters tbody tr', { has: page.getByRole('link', { name: CLUSTER }) });
+    await row.waitFor();
+    await row.getByText('Succeeded').waitFor({ timeout: 30000 });
+    const text = await row.textContent();
+    assert.match(text, /Standard_DS3_v2/);
+    assert.match(text, /Dedicated/);
+    assert.match(text, /0 – 2/);
+    assert.match(text, /10 min/);
+    assert.match(text, /team=studio/);
+    const shown = JSON.parse(await cli('compute', 'show', '-n', CLUSTER));
+    assert.equal(shown.max_instances, 2);
+    assert.equal(shown.tags.team, 'studio');
+  });
+
+  await step(t, 'jobs submitted with the CLI run; the log streams live and the job completes', async () => {
+    const cmd = 'echo hello from the studio test; for i in 1 2 3 4 5 6; do echo line $i; sleep 1; done; echo done > $CUMULUS_OUTPUT_DIR/result.txt';
+    await cli('job', 'create', '--compute', CLUSTER, '--name', JOB, '--command', cmd, '--display-name', 'studio smoke test');
+    // A second job, so that the cluster grows to two nodes.
+    await cli('job', 'create', '--compute', CLUSTER, '--name', JOB2, '--command', 'echo second; sleep 4', '--experiment-name', 'studio');
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Jobs' }).waitFor();
+    await page.getByRole('link', { name: JOB, exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: JOB }).waitFor();
+    const status = page.locator('#job-status-text');
+    const log = page.locator('#job-log');
+    // Live: the first lines show while the job still runs.
+    await waitFor('the log while the job runs', async () => {
+      const s = await status.textContent();
+      const l = await log.textContent();
+      if (s === 'Completed') throw new Error('the job completed before its log was seen live');
+      return s === 'Running' && l.includes('hello from the studio test');
+    }, 90000, 200);
+    await shot('job-running');
+    await waitFor('the job to complete', async () => (await status.textContent()) === 'Completed', 90000);
+    await waitFor('the whole log', async () => (await log.textContent()).includes('line 6'), 10000);
+    await page.locator('#log-state', { hasText: 'complete' }).waitFor();
+    const attempts = await page.locator('section[aria-labelledby="sec-attempts"] tbody tr').allTextContents();
+    assert.equal(attempts.length, 1);
+    assert.match(attempts[0], /tvm-ui-cluster/);
+    const dl = page.getByRole('link', { name: 'Download default' });
+    await dl.waitFor();
+    const resp = await page.request.get(new URL(await dl.getAttribute('href'), base).toString());
+    assert.equal(resp.status(), 200);
+    assert.equal(resp.headers()['content-type'], 'application/gzip');
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot('job', { fullPage: true, doc: true });
+  });
+
+  await step(t, 'the cluster page shows its nodes, the chart and quota', async () => {
+    await page.getByRole('link', { name: CLUSTER }).click();
+    await page.getByRole('heading', { level: 1, name: CLUSTER }).waitFor();
+    const nodes = page.locator('section[aria-labelledby="sec-nodes"] tbody tr');
+    await waitFor('two idle nodes', async () => (await nodes.filter({ hasText: 'idle' }).count()) === 2, 60000);
+    assert.match(await nodes.first().textContent(), /tvm-ui-cluster/);
+    await page.locator('svg.chart path.area-idle').first().waitFor({ timeout: 20000 });
+    assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /Nodes of ui-cluster over the last (1|5) min: now 2 \(0 running, 2 idle/);
+    await page.locator('section[aria-labelledby="sec-quota"] meter').first().waitFor();
+    assert.match(await page.locator('section[aria-labelledby="sec-quota"]').textContent(), /8 of 400 cores/);
+  });
+
+  await step(t, 'the jobs list filters by status and text', async () => {
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    await page.getByRole('link', { name: JOB2 }).waitFor();
+    await waitFor('both jobs completed', async () => (await page.locator('table.jobs tbody tr', { hasText: 'Completed' }).count()) === 2, 30000);
+    await page.getByLabel('Status').selectOption('Failed');
+    await page.getByText('No job is Failed.').waitFor();
+    await page.getByLabel('Status').selectOption('Completed');
+    await page.getByRole('link', { name: JOB, exact: true }).waitFor();
+    await page.getByLabel('Filter', { exact: true }).fill('smoke');
+    await waitFor('the text filter', async () => (await page.locator('table.jobs tbody tr').count()) === 1);
+    await page.getByLabel('Status').selectOption('');
+    await page.getByLabel('Filter', { exact: true }).fill('');
+    await waitFor('both jobs again', async () => (await page.locator('table.jobs tbody tr').count()) === 2);
+    await page.evaluate(() => document.activeElement.blur());
+    await shot('jobs');
+  });
+
+  await step(t, 'the quota page shows usage per location', async () => {
+    await page.getByRole('link', { name: 'Quota and usage' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Quota and usage' }).waitFor();
+    const usage = page.locator('section[aria-labelledby="sec-usage"] tbody');
+    await usage.getByText('Total Cluster Dedicated Regional vCPUs').waitFor();
+    const dsv2 = usage.locator('tr', { hasText: 'Standard DSv2 Family Cluster Dedicated vCPUs' });
+    await dsv2.waitFor();
+    assert.match(await dsv2.textContent(), /8 of 400 cores/);
+    assert.equal(await usage.getByText('Standard NCSv3 Family Cluster Dedicated vCPUs').count(), 0, 'families not in use are folded');
+    await page.getByLabel('Show VM families with no cores in use').check();
+    await usage.getByText('Standard NCSv3 Family Cluster Dedicated vCPUs').waitFor();
+    await page.getByLabel('Show VM families with no cores in use').uncheck();
+    await page.locator('section[aria-labelledby="sec-qclusters"] tbody').getByRole('link', { name: CLUSTER }).waitFor();
+    await shot('quota', { doc: true });
+  });
+
+  await step(t, 'changes max nodes (and the idle time) from the clusters page', async () => {
+    await page.getByRole('link', { name: 'Compute clusters' }).click();
+    const row = page.locator('table.clusters tbody tr', { has: page.getByRole('link', { name: CLUSTER }) });
+    await row.getByText('2 idle').waitFor();
+    await shot('clusters', { doc: true });
+    await page.getByRole('button', { name: `Edit scale settings of ${CLUSTER}` }).click();
+    const dialog = page.getByRole('dialog', { name: `Scale settings of ${CLUSTER}` });
+    await dialog.waitFor();
+    assert.equal(await dialog.getByLabel('Maximum nodes').inputValue(), '2');
+    await dialog.getByLabel('Minimum nodes').fill('3');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.locator('#s-min-error', { hasText: 'may not exceed maxNodeCount' }).waitFor();
+    await dialog.getByLabel('Minimum nodes').fill('0');
+    await dialog.getByLabel('Maximum nodes').fill('4');
+    await dialog.getByLabel('Idle seconds before scale down').fill('5');
+    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await row.getByText('0 – 4').waitFor();
+    const shown = JSON.parse(await cli('compute', 'show', '-n', CLUSTER));
+    assert.equal(shown.max_instances, 4);
+    assert.equal(shown.idle_time_before_scale_down, 5);
+  });
+
+  await step(t, 'the chart shows the cluster grow and shrink back', async () => {
+    await page.getByRole('link', { name: CLUSTER }).click();
+    await page.getByRole('heading', { level: 1, name: CLUSTER }).waitFor();
+    await page.getByText('No nodes: the cluster grows when jobs are queued.').waitFor({ timeout: 60000 });
+    await waitFor('the chart to end at zero nodes', async () => /now 0 /.test(await page.locator('svg.chart').getAttribute('aria-label')), 10000);
+    assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /peak 2/);
+    await page.getByRole('button', { name: '15 min', exact: true }).click();
+    assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /over the last 15 min/);
+    await page.getByRole('button', { name: '1 min', exact: true }).click();
+    await page.locator('#toast').waitFor({ state: 'hidden', timeout: 10000 });
+    await page.evaluate(() => document.activeElement.blur());
+    await shot('cluster', { fullPage: true, doc: true });
+  });
+
+  await step(t, 'deletes the cluster after confirmation', async () => {
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
+    const dialog = page.getByRole('alertdialog', { name: `Delete ${CLUSTER}?` });
+    await dialog.waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Cancel', 'Cancel has focus, not Delete');
+    await page.keyboard.press('Escape');
+    await dialog.waitFor({ state: 'detached' });
+    await page.getByRole('button', { name: 'Delete', exact: true }).click();
+    await dialog.getByRole('button', { name: 'Delete cluster' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    await page.getByText(`Cluster ${CLUSTER} no longer exists`).waitFor({ timeout: 60000 });
+    await page.getByRole('link', { name: 'Back to the compute clusters' }).click();
+    await page.getByText('No clusters in this workspace yet').waitFor();
+    await assert.rejects(cli('compute', 'show', '-n', CLUSTER));
+  });
+
+  await step(t, 'switches workspaces', async () => {
+    await cli('workspace', 'create', '-n', 'team-b');
+    await cli('compute', 'create', '-n', 'team-b-cpu', '-w', 'team-b', '--max-instances', '1');
+    const sel = page.getByLabel('Workspace');
+    await sel.focus(); // the list refreshes on focus
+    await waitFor('team-b in the switcher', async () => (await sel.locator('option').allTextContents()).includes('team-b'));
+    await sel.selectOption('team-b');
+    await page.getByRole('link', { name: 'team-b-cpu' }).waitFor();
+    await page.getByText('1 cluster in workspace team-b').waitFor();
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    await page.getByText('No jobs yet.').waitFor();
+    await sel.selectOption('default');
+    await page.getByRole('link', { name: JOB, exact: true }).waitFor();
+  });
+
+  await step(t, 'signs out', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API token').waitFor();
+    const status = await page.evaluate(async () => (await fetch('/subscriptions/local/resourceGroups/local/providers/Microsoft.MachineLearningServices/workspaces?api-version=2024-04-01')).status);
+    assert.equal(status, 401);
+  });
+
+  await step(t, 'no script errors in the page', async () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
