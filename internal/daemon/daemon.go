@@ -226,7 +226,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	clusters.Init()
 	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()
-	studio := ui.New(ui.Options{DB: db, Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
+	studio := ui.New(ui.Options{DB: db, CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts},

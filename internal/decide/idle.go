@@ -104,6 +104,7 @@ type AdaptiveIdle struct {
 	at       []int64   // event times, ascending and distinct
 	net      maxTree   // net[k]: node arrivals minus releases of events [0, k)
 	refs     []int     // events with arrivals
+	releases []bool    // per event: did it release nodes
 	nextArr  []int64   // per event: the time of the next arrival after it; -1 if none
 	lastArr  int64
 	end      int64   // the last event
@@ -112,6 +113,7 @@ type AdaptiveIdle struct {
 	opt      AdaptiveOptions
 	cache    map[keepKey]time.Duration
 	scratch  []sample
+	sums     []int
 }
 
 // DemandEvent is what happened to a cluster's demand at one time: nodes
@@ -156,15 +158,14 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 		a.cache = map[keepKey]time.Duration{}
 	}
 	clear(a.cache)
-	a.at, a.refs, a.nextArr = a.at[:0], a.refs[:0], a.nextArr[:0]
+	a.at, a.refs, a.nextArr, a.releases = a.at[:0], a.refs[:0], a.nextArr[:0], a.releases[:0]
 	byTime := func(x, y DemandEvent) int { return x.At.Compare(y.At) }
 	if !slices.IsSortedFunc(events, byTime) {
 		events = slices.Clone(events)
 		slices.SortStableFunc(events, byTime)
 	}
 	// Merge events of one instant; net sums arrivals minus releases.
-	net := a.net.t[:0] // borrowed as scratch, rebuilt below
-	net = append(net, 0)
+	net := append(a.sums[:0], 0)
 	for _, e := range events {
 		arrived, released := max(e.Arrived, 0), max(e.Released, 0)
 		if arrived == 0 && released == 0 {
@@ -179,9 +180,11 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 			if arrived > 0 && (len(a.refs) == 0 || a.refs[len(a.refs)-1] != k) {
 				a.refs = append(a.refs, k)
 			}
+			a.releases[k] = a.releases[k] || released > 0
 			continue
 		}
 		a.at = append(a.at, t)
+		a.releases = append(a.releases, released > 0)
 		net = append(net, net[len(net)-1]+arrived-released)
 		if arrived > 0 {
 			a.refs = append(a.refs, len(a.at)-1)
@@ -189,11 +192,11 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 	}
 	a.value = provisioning.Seconds()
 	if len(a.at) == 0 {
-		a.net = maxTree{}
+		a.net.build(nil)
 		return
 	}
-	vals := slices.Clone(net) // net aliases the tree's old memory
-	a.net.build(vals)
+	a.sums = net
+	a.net.build(net)
 	a.end = a.at[len(a.at)-1]
 	a.nextArr = slices.Grow(a.nextArr, len(a.at))[:len(a.at)]
 	next, r := int64(-1), len(a.refs)-1
@@ -229,22 +232,238 @@ func (a *AdaptiveIdle) waitSaved(d time.Duration) time.Duration {
 			sum += min(time.Duration(y), d)
 			r--
 		}
-		if a.net.at(k+1) < a.net.at(k)+a.arrivedAt(k) {
-			nextRel = a.at[k] // event k released nodes
+		if a.releases[k] {
+			nextRel = a.at[k]
 		}
 	}
 	return sum / time.Duration(len(a.refs))
 }
 
-// arrivedAt is how many nodes arrived at event k: the net change when k
-// released nothing. Only its sign against the net change matters to
-// waitSaved, which asks whether event k released nodes; refs say whether
-// it had arrivals at all.
-func (a *AdaptiveIdle) arrivedAt(k int) int {
-	if i, ok := slices.BinarySearch(a.refs, k); ok && a.refs[i] == k {
-		return a.net.at(k+1) - a.net.at(k) + a.released(k)
+// RemovableAt implements IdlePolicy.
+func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
+	if len(a.refs) < a.opt.MinSamples {
+		return n.IdleSince.Add(a.fallback)
 	}
-	return 0
+	now := a.end
+	if t := int64(n.IdleSince.Sub(a.origin)); t > now {
+		now = t
+	}
+	keep := a.Keep(max(rank, 0), time.Duration(now-a.lastArr))
+	return a.origin.Add(time.Duration(now) + keep)
 }
 
-func (a *AdaptiveIdle) released(int) int { return 0 }
+// Keep is how long the policy keeps an idle node of the given rank, counted
+// from a time silence after the last arrival of the history, with nothing
+// but releases in between.
+func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
+	key := keepKey{rank, int64(silence)}
+	if k, ok := a.cache[key]; ok {
+		return k
+	}
+	xs := a.scratch[:0]
+	sil := int64(silence)
+	for _, i := range a.refs {
+		t := a.at[i]
+		if next := a.nextArr[i]; next >= 0 && next-t <= sil {
+			continue // an arrival broke a silence this long
+		}
+		start := t + sil
+		if start >= a.end {
+			continue // nothing was seen after it
+		}
+		// The first event after start, then the first event from there
+		// at which arrivals outnumber releases by rank+1.
+		s := i + 1
+		if sil > 0 {
+			s, _ = slices.BinarySearch(a.at, start+1)
+		}
+		if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
+			xs = append(xs, sample{x: a.at[k-1] - start})
+		} else {
+			xs = append(xs, sample{x: a.end - start, censored: true})
+		}
+	}
+	a.scratch = xs
+	var keep time.Duration
+	if len(xs) >= a.opt.MinSamples {
+		keep = bestKeep(xs, a.value)
+	}
+	if a.opt.MaxIdle > 0 {
+		keep = min(keep, a.opt.MaxIdle)
+	}
+	a.cache[key] = keep
+	return keep
+}
+
+// bestKeep returns the K among 0 and the observed sample times that
+// maximizes value·F(K) − ∫₀ᴷ S(t) dt, where S = 1 − F is the Kaplan–Meier
+// survival of the samples (the integral is E[min(x, K)]); value is in
+// seconds. It sorts xs.
+func bestKeep(xs []sample, value float64) time.Duration {
+	slices.SortFunc(xs, func(p, q sample) int {
+		if c := cmp.Compare(p.x, q.x); c != 0 {
+			return c
+		}
+		switch {
+		case p.censored == q.censored:
+			return 0
+		case !p.censored:
+			return -1 // events before censorings at the same time
+		}
+		return 1
+	})
+	atRisk := float64(len(xs))
+	surv, area, prev := 1.0, 0.0, int64(0)
+	var best float64
+	var keep int64
+	for _, p := range xs {
+		area += surv * float64(p.x-prev) / 1e9
+		prev = p.x
+		if !p.censored {
+			surv *= 1 - 1/atRisk
+			if gain := value*(1-surv) - area; gain > best {
+				best, keep = gain, p.x
+			}
+		}
+		atRisk--
+	}
+	return time.Duration(keep)
+}
+
+// maxTree answers "the first index from lo whose value is at least v" in
+// O(log n) over an array of ints.
+type maxTree struct {
+	size int   // leaves, a power of two
+	n    int   // values
+	t    []int // t[1] is the root; the leaves start at t[size]
+}
+
+// build makes the tree over vals, reusing the tree's memory.
+func (m *maxTree) build(vals []int) {
+	m.n, m.size = len(vals), 1
+	for m.size < len(vals) {
+		m.size *= 2
+	}
+	m.t = slices.Grow(m.t[:0], 2*m.size)[:2*m.size]
+	leaves := m.t[m.size:]
+	copy(leaves, vals)
+	for i := len(vals); i < len(leaves); i++ {
+		leaves[i] = math.MinInt
+	}
+	for i := m.size - 1; i >= 1; i-- {
+		m.t[i] = max(m.t[2*i], m.t[2*i+1])
+	}
+}
+
+func (m *maxTree) at(i int) int { return m.t[m.size+i] }
+
+// first returns the smallest i >= lo with value >= v, or -1.
+func (m *maxTree) first(lo, v int) int {
+	if lo >= m.n {
+		return -1
+	}
+	return m.descend(1, 0, m.size-1, lo, v)
+}
+
+func (m *maxTree) descend(node, l, r, lo, v int) int {
+	if r < lo || m.t[node] < v {
+		return -1
+	}
+	if l == r {
+		return l
+	}
+	mid := (l + r) / 2
+	if i := m.descend(2*node, l, mid, lo, v); i >= 0 {
+		return i
+	}
+	return m.descend(2*node+1, mid+1, r, lo, v)
+}
+
+// IdleHistory gathers what AdaptiveIdle learns from as a cluster runs: its
+// recent demand events and the provisioning delays it has observed. The
+// zero value is ready to use.
+type IdleHistory struct {
+	// Window is how many demand events (distinct times) are remembered;
+	// <= 0: 1024.
+	Window int
+
+	events  []DemandEvent // ring, oldest at next once full
+	next    int
+	delays  [16]time.Duration // ring of observed provisioning delays
+	nd      int
+	changed bool
+	policy  AdaptiveIdle
+	built   bool // policy was built with fallback and opt
+	fb      time.Duration
+	opt     AdaptiveOptions
+	ordered []DemandEvent
+}
+
+func (h *IdleHistory) add(e DemandEvent) {
+	h.changed = true
+	w := h.Window
+	if w <= 0 {
+		w = 1024
+	}
+	if n := len(h.events); n > 0 {
+		// The newest event: the last one until the ring is full, then the
+		// one before next.
+		if last := &h.events[(h.next+n-1)%n]; last.At.Equal(e.At) {
+			last.Arrived += e.Arrived
+			last.Released += e.Released
+			return
+		}
+	}
+	if len(h.events) < w {
+		h.events = append(h.events, e)
+		return
+	}
+	h.events[h.next] = e
+	h.next = (h.next + 1) % w
+}
+
+// Arrive records a job of nodes nodes (at least 1) submitted at t.
+func (h *IdleHistory) Arrive(t time.Time, nodes int) {
+	h.add(DemandEvent{At: t, Arrived: max(nodes, 1)})
+}
+
+// Release records nodes nodes that became idle at t because their job
+// ended (not nodes that just finished provisioning).
+func (h *IdleHistory) Release(t time.Time, nodes int) {
+	if nodes > 0 {
+		h.add(DemandEvent{At: t, Released: nodes})
+	}
+}
+
+// Provisioned records that a node took d from request to ready.
+func (h *IdleHistory) Provisioned(d time.Duration) {
+	h.delays[h.nd%len(h.delays)] = d
+	h.nd++
+	h.changed = true
+}
+
+// Provisioning is the mean of the recent provisioning delays observed; 0 if
+// none.
+func (h *IdleHistory) Provisioning() time.Duration {
+	n := min(h.nd, len(h.delays))
+	if n == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range h.delays[:n] {
+		sum += d
+	}
+	return sum / time.Duration(n)
+}
+
+// Policy returns the adaptive policy for the history as it is now. The
+// history owns it: it is rebuilt in place when the history has changed, so
+// a policy from an earlier call must not be used after this one.
+func (h *IdleHistory) Policy(fallback time.Duration, opt AdaptiveOptions) *AdaptiveIdle {
+	if h.changed || !h.built || h.fb != fallback || h.opt != opt {
+		h.ordered = append(append(h.ordered[:0], h.events[h.next:]...), h.events[:h.next]...)
+		h.policy.reset(h.ordered, h.Provisioning(), fallback, opt)
+		h.changed, h.built, h.fb, h.opt = false, true, fallback, opt
+	}
+	return &h.policy
+}

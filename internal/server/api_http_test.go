@@ -62,6 +62,10 @@ func TestExpiredToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	err = store.PutRoleAssignment(context.Background(), h.db.Q(), store.RoleAssignment{ID: "ra-live", Principal: "reader", Role: "Contributor", Scope: "/", Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.raw("PUT", withVersion(computePath("by-reader")), computeBody(), "Authorization", "Bearer "+live).want(t, 201)
 	if c := h.do("GET", computePath("by-reader"), nil).want(t, 200).compute(t); c.SystemData == nil || c.SystemData.CreatedBy != "reader" {
 		t.Errorf("systemData does not name the caller: %+v", c.SystemData)

@@ -71,11 +71,27 @@ func EnsureAdminToken(ctx context.Context, db *store.DB, now time.Time) (string,
 	return MintAdminToken(ctx, db, now)
 }
 
-// MintAdminToken stores a new Owner token and returns its secret.
+// MintAdminToken stores a new token of the admin principal, an Owner of
+// everything, and returns its secret.
 func MintAdminToken(ctx context.Context, db *store.DB, now time.Time) (string, error) {
 	tok := secret.NewToken("cml_")
 	rec := store.Token{ID: secret.NewID(), Name: "admin", Role: RoleOwner, Hash: secret.Hash(tok), Created: now}
-	if err := store.InsertToken(ctx, db.W(), rec); err != nil {
+	err := db.Tx(ctx, func(q store.Querier) error {
+		if err := store.PutPrincipal(ctx, q, store.Principal{Name: "admin", Kind: "User", Created: now}); err != nil && !errors.Is(err, store.ErrExists) {
+			return err
+		}
+		as, err := store.RoleAssignments(ctx, q, "admin")
+		if err != nil {
+			return err
+		}
+		if len(as) == 0 {
+			if err := store.PutRoleAssignment(ctx, q, store.RoleAssignment{ID: "admin-owner", Principal: "admin", Role: RoleOwner, Scope: "/", Created: now}); err != nil {
+				return err
+			}
+		}
+		return store.InsertToken(ctx, q, rec)
+	})
+	if err != nil {
 		return "", fmt.Errorf("admin token: %w", err)
 	}
 	return tok, nil

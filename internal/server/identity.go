@@ -19,6 +19,7 @@ func (s *Server) identityRoutes() {
 	a.handle("GET", identity.JWKSPath, s.jwks)
 	a.handle("POST", agentapi.Prefix+"/jobs/{uid}/token", s.agentToken)
 	s.userIdentityRoutes()
+	s.accessRoutes()
 }
 
 func (s *Server) oidcDiscovery(w http.ResponseWriter, r *http.Request, _ params) error {

@@ -211,6 +211,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, r, s.log, err)
 		return
 	}
+	defer func() { s.audit(r, rec.status) }()
+	if err := s.authorize(r); err != nil {
+		writeError(rec, r, s.log, err)
+		return
+	}
 	if err := h(rec, r, p); err != nil {
 		writeError(rec, r, s.log, err)
 	}

@@ -17,8 +17,16 @@ func TestExperiment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bursty, _ := Synthetic(Bursty, 20000, 1)
-	diurnal, _ := Synthetic(Diurnal, 20000, 1)
+	seed, _ := strconv.Atoi(os.Getenv("SEED"))
+	njobs, _ := strconv.Atoi(os.Getenv("NJOBS"))
+	if seed == 0 {
+		seed = 1
+	}
+	if njobs == 0 {
+		njobs = 20000
+	}
+	bursty, _ := Synthetic(Bursty, njobs, uint64(seed))
+	diurnal, _ := Synthetic(Diurnal, njobs, uint64(seed))
 	type tc struct {
 		name string
 		tr   *Trace
@@ -27,6 +35,10 @@ func TestExperiment(t *testing.T) {
 	}
 	cases := []tc{{"philly-nc6", philly, "Standard_NC6s_v3", 1000}, {"philly-nd96", philly, "Standard_ND96asr_v4", 600}, {"bursty", bursty, "Standard_NC6s_v3", 400}, {"diurnal", diurnal, "Standard_NC6s_v3", 400}}
 	ws := strings.Split(os.Getenv("SIMEXP"), ";")
+
+	if os.Getenv("SYNONLY") != "" {
+		cases = cases[2:]
+	}
 	for _, c := range cases {
 		base := DefaultConfig()
 		base.Size, base.Max = c.size, c.max
@@ -52,12 +64,6 @@ func TestExperiment(t *testing.T) {
 					a.Adaptive.Window = int(f)
 				case "min":
 					a.Adaptive.MinSamples = int(f)
-				case "hl":
-					a.Adaptive.HalfLife = time.Duration(f) * time.Second
-				case "nosil":
-					a.Adaptive.NoSilence = true
-				case "capsil":
-					a.Adaptive.CapSilence = true
 				case "cap":
 					a.Adaptive.MaxIdle = time.Duration(f) * time.Second
 				}
@@ -79,6 +85,31 @@ func TestExperiment(t *testing.T) {
 				}
 			}
 			line += fmt.Sprintf("\n  %-24s idle %7.1f (%+5.1f%%) delay %6.1f (%+5.1f%%)%s", r.Label, m.IdleNodeHours, 100*(m.IdleNodeHours/ref.IdleNodeHours-1), m.QueueDelay.Mean, 100*(m.QueueDelay.Mean/ref.QueueDelay.Mean-1), dom)
+		}
+		t.Log(line)
+	}
+}
+
+func TestHourly(t *testing.T) {
+	if os.Getenv("SIMHOUR") == "" {
+		t.Skip()
+	}
+	diurnal, _ := Synthetic(Diurnal, 20000, 1)
+	for _, pol := range []string{"fixed", "adaptive"} {
+		c := DefaultConfig()
+		c.Size, c.Max = "Standard_NC6s_v3", 400
+		c.Provision = Delay{240 * time.Second, 60 * time.Second}
+		c.Policy = pol
+		c.Adaptive.DelayWeight = 3
+		hourIdle = [24]float64{}
+		hourDelay = [24]float64{}
+		hourJobs = [24]int{}
+		if _, err := Run(diurnal, c); err != nil {
+			t.Fatal(err)
+		}
+		line := pol
+		for h := range 24 {
+			line += fmt.Sprintf("\n %2d idle %6.1f delay %6.1f jobs %d", h, hourIdle[h]/3600, hourDelay[h]/float64(max(hourJobs[h], 1)), hourJobs[h])
 		}
 		t.Log(line)
 	}

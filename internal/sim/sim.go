@@ -281,8 +281,6 @@ type cluster struct {
 	queue    []*job // submission order; queue[head:] waits
 	head     int
 	hist     decide.IdleHistory
-	policy   *decide.AdaptiveIdle
-	stale    bool // policy needs rebuilding
 	wakeAt   time.Duration
 	wakeGen  uint32
 	dirty    bool
@@ -339,7 +337,7 @@ func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
 		}
 		c := byName[name]
 		if c == nil {
-			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}, stale: true}
+			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}}
 			c.hist.Window = cfg.Adaptive.Window
 			c.m.Cluster = name
 			byName[name] = c
@@ -447,7 +445,6 @@ func (s *sim) arrive(j *job) {
 	s.demand += j.nodes
 	if s.cfg.Policy == PolicyAdaptive {
 		c.hist.Arrive(at(s.now), j.nodes)
-		c.stale = true
 	}
 	s.enqueue(j)
 }
@@ -479,8 +476,15 @@ func (s *sim) count(n *node) {
 		u.prep += d
 	default:
 		u.idle += d
+		if hourOn {
+			hourIdle[int(n.since.Hours())%24] += d
+		}
 	}
 }
+
+var hourIdle, hourDelay [24]float64
+var hourJobs [24]int
+var hourOn = true
 
 func (s *sim) handle(e event) {
 	switch e.kind {
@@ -499,6 +503,10 @@ func (s *sim) handle(e event) {
 			c.m.ColdStarts++
 		}
 		c.delays = append(c.delays, j.waited.Seconds())
+		if hourOn {
+			hourDelay[int(j.submit.Hours())%24] += j.waited.Seconds()
+			hourJobs[int(j.submit.Hours())%24]++
+		}
 		s.demand -= j.nodes
 		s.release(j)
 		s.touch(c)
@@ -513,7 +521,6 @@ func (s *sim) handle(e event) {
 		n.state, n.idleSince = decide.NodeIdle, s.now
 		c := n.cl
 		c.hist.Provisioned(s.now - n.created)
-		c.stale = true
 		if s.cfg.LowPriority {
 			if d := s.prov.EvictAfter(); d >= 0 {
 				s.push(event{at: s.now + d, kind: evEvict, node: n})
@@ -544,24 +551,19 @@ func (s *sim) release(j *job) {
 	j.on = nil
 	if c := j.cl; freed > 0 && s.cfg.Policy == PolicyAdaptive {
 		c.hist.Release(at(s.now), freed)
-		c.stale = true
 	}
 }
 
 // lazyPolicy builds a cluster's adaptive policy when a decision first asks
-// it about a node since the history changed: most decisions never do.
+// it about a node since the history changed (most decisions never do);
+// IdleHistory.Policy rebuilds only then.
 type lazyPolicy struct {
 	c *cluster
 	s *sim
 }
 
 func (p lazyPolicy) RemovableAt(n *decide.Node, rank int) time.Time {
-	c := p.c
-	if c.stale || c.policy == nil {
-		c.policy = c.hist.Policy(p.s.cfg.IdleTimeout, p.s.cfg.Adaptive)
-		c.stale = false
-	}
-	return c.policy.RemovableAt(n, rank)
+	return p.c.hist.Policy(p.s.cfg.IdleTimeout, p.s.cfg.Adaptive).RemovableAt(n, rank)
 }
 
 // evict takes a low-priority node back: its job (every rank) is queued

@@ -59,4 +59,29 @@ var migrations = []string{
 	);
 	CREATE INDEX jobs_compute_status ON jobs (compute, status, seq);
 	CREATE INDEX jobs_parent_status ON jobs (parent, status, name)`,
+	// 3: principals, role assignments and the audit log.
+	`CREATE TABLE principals (
+		name     TEXT PRIMARY KEY,
+		kind     TEXT NOT NULL,
+		created  INTEGER NOT NULL
+	);
+	CREATE TABLE role_assignments (
+		id        TEXT PRIMARY KEY,
+		principal TEXT NOT NULL,
+		role      TEXT NOT NULL,
+		scope     TEXT NOT NULL,
+		created   INTEGER NOT NULL
+	);
+	CREATE INDEX role_assignments_principal ON role_assignments (principal);
+	CREATE TABLE audit (
+		seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+		time      INTEGER NOT NULL,
+		principal TEXT NOT NULL,
+		operation TEXT NOT NULL,
+		resource  TEXT NOT NULL,
+		status    INTEGER NOT NULL
+	);
+	CREATE INDEX audit_time ON audit (time);
+	INSERT INTO principals (name, kind, created) SELECT DISTINCT name, 'User', created FROM tokens;
+	INSERT INTO role_assignments (id, principal, role, scope, created) SELECT 'admin-owner', name, 'Owner', '/', created FROM tokens WHERE name = 'admin' LIMIT 1`,
 }

@@ -9,6 +9,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -50,6 +51,9 @@ type Options struct {
 	// chart (default 5 s); HistoryWindow how long samples are kept (6 h).
 	SampleEvery   time.Duration
 	HistoryWindow time.Duration
+	// CanRead, when set, says whether a principal may read a resource
+	// (the server's role assignments); the history endpoint asks it.
+	CanRead func(ctx context.Context, principal, resource string) bool
 }
 
 // UI serves the studio. It is an http.Handler for "/" and "/ui/…", and
@@ -327,18 +331,26 @@ func (u *UI) baseURL(r *http.Request) string {
 // samples of the last &seconds=N (default: all kept) or those taken after
 // &after=<RFC 3339 time> (what a page already has).
 func (u *UI) getHistory(w http.ResponseWriter, r *http.Request) {
-	if _, ok, err := u.session(r); err != nil || !ok {
-		if _, _, berr := u.bearer(r); berr != nil {
-			if err == nil {
-				err = berr
-			}
-			u.writeError(w, r, err)
-			return
+	who := ""
+	if sess, ok, err := u.session(r); err == nil && ok {
+		who = sess.principal
+	} else if _, p, berr := u.bearer(r); berr == nil {
+		who = p
+	} else {
+		if err == nil {
+			err = berr
 		}
+		u.writeError(w, r, err)
+		return
 	}
 	id := r.URL.Query().Get("compute")
 	if !strings.HasPrefix(id, "/subscriptions/") || !strings.Contains(strings.ToLower(id), "/computes/") {
 		u.writeError(w, r, api.BadRequest(api.CodeBadRequest, "compute must be a compute's ARM id (/subscriptions/…/computes/NAME)"))
+		return
+	}
+	if u.o.CanRead != nil && !u.o.CanRead(r.Context(), who, id) {
+		u.writeError(w, r, &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "principal '" + who + "' may not read compute " + id})
 		return
 	}
 	since := u.o.HistoryWindow

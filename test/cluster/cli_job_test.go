@@ -14,9 +14,18 @@ import (
 // and exit code.
 func (s *server) cli(dir string, args ...string) (stdout, stderr string, code int) {
 	s.t.Helper()
+	return s.cliAs(dir, "", args...)
+}
+
+// cliAs runs the CLI with another token (CUMULUS_TOKEN) when one is given.
+func (s *server) cliAs(dir, token string, args ...string) (stdout, stderr string, code int) {
+	s.t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"))
+	if token != "" {
+		cmd.Env = append(cmd.Env, "CUMULUS_TOKEN="+token)
+	}
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()

@@ -1,0 +1,73 @@
+package rbac
+
+import "testing"
+
+const (
+	ws    = "/subscriptions/s1/resourceGroups/g1/providers/Microsoft.MachineLearningServices/workspaces/w1"
+	other = "/subscriptions/s1/resourceGroups/g2/providers/Microsoft.MachineLearningServices/workspaces/w2"
+)
+
+func TestAllowed(t *testing.T) {
+	cases := []struct {
+		name   string
+		as     []Assignment
+		res    string
+		action Action
+		want   bool
+	}{
+		{"owner everywhere", []Assignment{{Owner, "/"}}, ws + "/computes/c", Access, true},
+		{"reader reads", []Assignment{{Reader, ws}}, ws + "/computes/c", Read, true},
+		{"reader cannot write", []Assignment{{Reader, ws}}, ws + "/computes/c", Write, false},
+		{"reader cannot read secrets", []Assignment{{Reader, ws}}, ws + "/computes/c/listKeys", Secrets, false},
+		{"reader of w1 cannot read w2", []Assignment{{Reader, ws}}, other + "/computes/c", Read, false},
+		{"scope is at a segment boundary", []Assignment{{Reader, ws}}, ws + "2/computes/c", Read, false},
+		{"group scope covers its workspaces", []Assignment{{Contributor, "/subscriptions/s1/resourceGroups/g1"}}, ws + "/jobs/j", Write, true},
+		{"contributor cannot manage access", []Assignment{{Contributor, "/"}}, "/", Access, false},
+		{"operator scales", []Assignment{{ComputeOperator, ws}}, ws + "/computes/c", Scale, true},
+		{"operator evicts", []Assignment{{ComputeOperator, ws}}, ws + "/computes/c/nodes/n/simulateEviction", Evict, true},
+		{"operator cannot delete", []Assignment{{ComputeOperator, ws}}, ws + "/computes/c", Delete, false},
+		{"operator cannot create", []Assignment{{ComputeOperator, ws}}, ws + "/computes/c", Write, false},
+		{"case-insensitive ids", []Assignment{{Reader, "/SUBSCRIPTIONS/s1"}}, ws, Read, true},
+		{"no assignment", nil, ws, Read, false},
+	}
+	for _, c := range cases {
+		if got := Allowed(c.as, c.res, c.action); got != c.want {
+			t.Errorf("%s: Allowed = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestActionOf(t *testing.T) {
+	cases := map[[2]string]Action{
+		{"GET", ws + "/computes"}:                                          Read,
+		{"POST", ws + "/computes/c/listNodes"}:                             Read,
+		{"POST", ws + "/computes/c/listKeys"}:                              Secrets,
+		{"POST", ws + "/computes/c/nodes/n/simulateEviction"}:              Evict,
+		{"POST", ws + "/jobs/j/cancel"}:                                    Write,
+		{"PATCH", ws + "/computes/c"}:                                      Scale,
+		{"PUT", ws + "/computes/c"}:                                        Write,
+		{"DELETE", ws + "/computes/c"}:                                     Delete,
+		{"POST", "/subscriptions/s1/providers/P/locations/l/updateQuotas"}: Write,
+	}
+	for in, want := range cases {
+		if got := ActionOf(in[0], in[1]); got != want {
+			t.Errorf("ActionOf(%s %s) = %s, want %s", in[0], in[1], got, want)
+		}
+	}
+}
+
+func TestOperationName(t *testing.T) {
+	cases := map[[2]string]string{
+		{"PUT", ws + "/computes/c"}:           "Microsoft.MachineLearningServices/workspaces/computes/write",
+		{"DELETE", ws + "/computes/c"}:        "Microsoft.MachineLearningServices/workspaces/computes/delete",
+		{"POST", ws + "/computes/c/listKeys"}: "Microsoft.MachineLearningServices/workspaces/computes/listKeys/action",
+		{"POST", ws + "/jobs/j/cancel"}:       "Microsoft.MachineLearningServices/workspaces/jobs/cancel/action",
+		{"PUT", ws}:                           "Microsoft.MachineLearningServices/workspaces/write",
+		{"POST", "/cumulus/v1/auth/tokens"}:   "Cumulus/cumulus/v1/auth/tokens/action",
+	}
+	for in, want := range cases {
+		if got := OperationName(in[0], in[1]); got != want {
+			t.Errorf("OperationName(%s %s) = %s, want %s", in[0], in[1], got, want)
+		}
+	}
+}

@@ -1,0 +1,227 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Principal is a user or service principal that tokens belong to.
+type Principal struct {
+	Name    string    `json:"name"`
+	Kind    string    `json:"kind"` // User or ServicePrincipal
+	Created time.Time `json:"created"`
+}
+
+// RoleAssignment gives a principal a role at a scope (an ARM id prefix;
+// "/" for everything).
+type RoleAssignment struct {
+	ID        string    `json:"id"`
+	Principal string    `json:"principal"`
+	Role      string    `json:"role"`
+	Scope     string    `json:"scope"`
+	Created   time.Time `json:"created"`
+}
+
+// AuditEntry is one recorded write.
+type AuditEntry struct {
+	Seq       int64     `json:"seq"`
+	Time      time.Time `json:"time"`
+	Principal string    `json:"principal"`
+	Operation string    `json:"operation"`
+	Resource  string    `json:"resource"`
+	Status    int       `json:"status"`
+}
+
+// PutPrincipal creates a principal (ErrExists if it is there).
+func PutPrincipal(ctx context.Context, q Querier, p Principal) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO principals (name, kind, created) VALUES (?, ?, ?)`, p.Name, p.Kind, p.Created.UnixMilli())
+	if isUnique(err) {
+		return fmt.Errorf("principal %s: %w", p.Name, ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("put principal: %w", err)
+	}
+	return nil
+}
+
+// GetPrincipal reads a principal.
+func GetPrincipal(ctx context.Context, q Querier, name string) (Principal, error) {
+	var p Principal
+	var created int64
+	err := q.QueryRowContext(ctx, `SELECT name, kind, created FROM principals WHERE name = ?`, name).Scan(&p.Name, &p.Kind, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, fmt.Errorf("principal %s: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return p, fmt.Errorf("get principal: %w", err)
+	}
+	p.Created = time.UnixMilli(created).UTC()
+	return p, nil
+}
+
+// ListPrincipals lists every principal by name.
+func ListPrincipals(ctx context.Context, q Querier) ([]Principal, error) {
+	rows, err := q.QueryContext(ctx, `SELECT name, kind, created FROM principals ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list principals: %w", err)
+	}
+	defer rows.Close()
+	var out []Principal
+	for rows.Next() {
+		var p Principal
+		var created int64
+		if err := rows.Scan(&p.Name, &p.Kind, &created); err != nil {
+			return nil, fmt.Errorf("list principals: %w", err)
+		}
+		p.Created = time.UnixMilli(created).UTC()
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// PutRoleAssignment stores a role assignment.
+func PutRoleAssignment(ctx context.Context, q Querier, a RoleAssignment) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO role_assignments (id, principal, role, scope, created) VALUES (?, ?, ?, ?, ?)`,
+		a.ID, a.Principal, a.Role, Key(a.Scope), a.Created.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("put role assignment: %w", err)
+	}
+	return nil
+}
+
+// DeleteRoleAssignment removes one; ErrNotFound when absent.
+func DeleteRoleAssignment(ctx context.Context, q Querier, id string) error {
+	res, err := q.ExecContext(ctx, `DELETE FROM role_assignments WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete role assignment: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("role assignment %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// RoleAssignments lists assignments, of one principal when given.
+func RoleAssignments(ctx context.Context, q Querier, principal string) ([]RoleAssignment, error) {
+	query := `SELECT id, principal, role, scope, created FROM role_assignments`
+	var args []any
+	if principal != "" {
+		query += ` WHERE principal = ?`
+		args = append(args, principal)
+	}
+	rows, err := q.QueryContext(ctx, query+` ORDER BY principal, scope, role`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list role assignments: %w", err)
+	}
+	defer rows.Close()
+	var out []RoleAssignment
+	for rows.Next() {
+		var a RoleAssignment
+		var created int64
+		if err := rows.Scan(&a.ID, &a.Principal, &a.Role, &a.Scope, &created); err != nil {
+			return nil, fmt.Errorf("list role assignments: %w", err)
+		}
+		a.Created = time.UnixMilli(created).UTC()
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ListTokens lists tokens (never their secrets: only hashes are stored).
+func ListTokens(ctx context.Context, q Querier, principal string) ([]Token, error) {
+	query := `SELECT id, name, hash, role, created, expires, revoked FROM tokens`
+	var args []any
+	if principal != "" {
+		query += ` WHERE name = ?`
+		args = append(args, principal)
+	}
+	rows, err := q.QueryContext(ctx, query+` ORDER BY created`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var created, expires, revoked int64
+		if err := rows.Scan(&t.ID, &t.Name, &t.Hash, &t.Role, &created, &expires, &revoked); err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		t.Created = time.UnixMilli(created).UTC()
+		if expires > 0 {
+			t.Expires = time.UnixMilli(expires).UTC()
+		}
+		t.Revoked = revoked != 0
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeToken marks a token revoked; ErrNotFound when absent.
+func RevokeToken(ctx context.Context, q Querier, id string) error {
+	res, err := q.ExecContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("revoke token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("token %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// AppendAudit records one write.
+func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO audit (time, principal, operation, resource, status) VALUES (?, ?, ?, ?, ?)`,
+		e.Time.UnixMilli(), e.Principal, e.Operation, e.Resource, e.Status)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	return nil
+}
+
+// AuditFilter selects audit entries.
+type AuditFilter struct {
+	Principal string
+	Resource  string // prefix of the resource id (case-insensitive)
+	Since     time.Time
+	After     int64 // entries after this sequence number (paging)
+	Limit     int
+}
+
+// ListAudit reads audit entries, oldest first.
+func ListAudit(ctx context.Context, q Querier, f AuditFilter) ([]AuditEntry, error) {
+	query := `SELECT seq, time, principal, operation, resource, status FROM audit WHERE seq > ? AND time >= ?`
+	args := []any{f.After, f.Since.UnixMilli()}
+	if f.Principal != "" {
+		query += ` AND principal = ?`
+		args = append(args, f.Principal)
+	}
+	if f.Resource != "" {
+		query += ` AND lower(substr(resource, 1, ?)) = ?`
+		args = append(args, len(f.Resource), Key(f.Resource))
+	}
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	query += ` ORDER BY seq LIMIT ?`
+	args = append(args, f.Limit)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var t int64
+		if err := rows.Scan(&e.Seq, &t, &e.Principal, &e.Operation, &e.Resource, &e.Status); err != nil {
+			return nil, fmt.Errorf("list audit: %w", err)
+		}
+		e.Time = time.UnixMilli(t).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
