@@ -175,6 +175,8 @@ type agent struct {
 	dockerOnce sync.Once
 	docker     bool          // a container engine answers
 	wake       chan struct{} // a job changed state: poll again soon
+	sshOnce    sync.Once
+	ssh        *sshServer // under mu
 	msiOnce    sync.Once
 	msiURL     string
 	msiErr     error

@@ -18,11 +18,12 @@ import (
 // identity is what a registered agent keeps on disk, so that a restarted
 // agent process is the same node.
 type identity struct {
-	NodeID            string        `json:"nodeId"`
-	NodeToken         string        `json:"nodeToken"`
-	Server            string        `json:"server"`
-	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
-	PollTimeout       time.Duration `json:"pollTimeout,omitempty"`
+	NodeID            string              `json:"nodeId"`
+	NodeToken         string              `json:"nodeToken"`
+	Server            string              `json:"server"`
+	HeartbeatInterval time.Duration       `json:"heartbeatInterval,omitempty"`
+	PollTimeout       time.Duration       `json:"pollTimeout,omitempty"`
+	SSH               *agentapi.SSHConfig `json:"ssh,omitempty"`
 }
 
 func (a *agent) identityPath() string { return filepath.Join(a.cfg.WorkDir, "identity.json") }
@@ -77,6 +78,7 @@ func (a *agent) register(ctx context.Context, useSaved bool) error {
 		a.setLogger()
 		a.c.setToken(saved.NodeToken)
 		a.logger().Info(why)
+		a.startSSH(saved.SSH)
 	}
 	if a.cfg.JoinToken == "" {
 		if haveSaved {
@@ -110,7 +112,8 @@ func (a *agent) register(ctx context.Context, useSaved bool) error {
 			a.setLogger()
 			a.c.setToken(resp.NodeToken)
 			id := identity{NodeID: resp.NodeID, NodeToken: resp.NodeToken, Server: a.cfg.ServerURL,
-				HeartbeatInterval: resp.HeartbeatInterval, PollTimeout: resp.PollTimeout}
+				HeartbeatInterval: resp.HeartbeatInterval, PollTimeout: resp.PollTimeout, SSH: resp.SSH}
+			a.startSSH(resp.SSH)
 			if err := a.saveIdentity(id); err != nil {
 				a.logger().Warn("could not save the node identity; a restarted agent will need a new join token", "err", err)
 			}

@@ -46,12 +46,28 @@ type RegisterResponse struct {
 	NodeToken         string        `json:"nodeToken"`
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"` // poll at least this often
 	PollTimeout       time.Duration `json:"pollTimeout"`       // the server holds a poll at most this long
+	// SSH, when the cluster has an admin account, makes the agent serve
+	// SSH for that user (a shell in the node's working environment).
+	SSH *SSHConfig `json:"ssh,omitempty"`
+}
+
+// SSHConfig is the node admin account: a public key and/or a bcrypt hash
+// of the password (the password itself never reaches the node).
+type SSHConfig struct {
+	User          string `json:"user"`
+	AuthorizedKey string `json:"authorizedKey,omitempty"`
+	PasswordHash  string `json:"passwordHash,omitempty"`
 }
 
 // PollRequest is a heartbeat: the agent's view of its jobs.
 type PollRequest struct {
 	NodeID string     `json:"nodeId"`
 	Jobs   []JobState `json:"jobs,omitempty"`
+	// SSHPort is where the node's SSH server listens (0: none), and
+	// SSHSessions how many sessions are open: a node with an open session
+	// is busy and is not scaled down.
+	SSHPort     int `json:"sshPort,omitempty"`
+	SSHSessions int `json:"sshSessions,omitempty"`
 }
 
 // PollResponse carries instructions; an empty one means "carry on".

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 
@@ -19,7 +20,7 @@ func newComputeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
-		newComputeSimulateEvictionCmd(g))
+		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g))
 	return cmd
 }
 
@@ -625,6 +626,62 @@ func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
 	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes')")
+	_ = cmd.MarkFlagRequired("name")
+	_ = cmd.MarkFlagRequired("node-id")
+	return cmd
+}
+
+func newComputeConnectSSHCmd(g *globals) *cobra.Command {
+	var name, node, keyFile string
+	cmd := &cobra.Command{
+		Use:   "connect-ssh",
+		Short: "Open an SSH session on a node as the cluster's admin user (runs ssh)",
+		Args:  cobra.ArbitraryArgs,
+		Example: `  cumulus compute connect-ssh -n cpu-cluster --node-id tvm-… --private-key-file ~/.ssh/id_ed25519
+  cumulus compute connect-ssh -n cpu-cluster --node-id tvm-… -- nvidia-smi`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			comp, err := c.GetCompute(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			cred := comp.Aml().UserAccountCredentials
+			if cred == nil || cred.AdminUserName == "" {
+				return fmt.Errorf("compute %s has no admin account (set ssh_settings when creating it); its nodes run no SSH server", name)
+			}
+			nodes, err := c.ListNodes(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				if n.NodeID != node {
+					continue
+				}
+				if n.Port == 0 {
+					return fmt.Errorf("node %s has no SSH port yet (state %s)", node, n.NodeState)
+				}
+				host := n.PrivateIPAddress
+				if n.PublicIPAddress != nil {
+					host = *n.PublicIPAddress
+				}
+				sshArgs := []string{"-p", fmt.Sprint(n.Port), "-o", "StrictHostKeyChecking=accept-new"}
+				if keyFile != "" {
+					sshArgs = append(sshArgs, "-i", keyFile)
+				}
+				sshArgs = append(append(sshArgs, cred.AdminUserName+"@"+host), args...)
+				ssh := exec.CommandContext(cmd.Context(), "ssh", sshArgs...)
+				ssh.Stdin, ssh.Stdout, ssh.Stderr = os.Stdin, g.stdout, g.stderr
+				return ssh.Run()
+			}
+			return fmt.Errorf("node %s is not a node of compute %s (see 'cumulus compute list-nodes -n %s')", node, name, name)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	cmd.Flags().StringVar(&node, "node-id", "", "node to connect to")
+	cmd.Flags().StringVar(&keyFile, "private-key-file", "", "private key for the admin user's public key")
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("node-id")
 	return cmd

@@ -285,7 +285,11 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	min, max, idle := comp.Scale()
 	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
 	for _, n := range st.nodes {
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created})
+		state := n.State
+		if state == api.NodeIdle && n.SSHOpen > 0 {
+			state = api.NodeRunning // someone is logged in: busy, not to be scaled down
+		}
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created})
 	}
 	for _, j := range queued {
 		snap.Queued = append(snap.Queued, decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq})

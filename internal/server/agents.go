@@ -45,6 +45,7 @@ func (s *Server) agentRoutes() {
 	a.handle("PUT", agentapi.Prefix+"/jobs/{uid}/outputs/{name}", s.agentOutput)
 	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/checkpoint", s.agentCheckpoint)
 	a.handle("POST", agentapi.Prefix+"/leaving", s.agentLeaving)
+	a.handle("POST", agentapi.Prefix+"/ssh", s.agentSSH)
 	s.identityRoutes()
 	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlob)
 	a.handle("PUT", agentapi.BlobPrefix+"/{digest}", s.putBlob)
@@ -130,10 +131,14 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request, _ params)
 		return err
 	}
 	s.hub.Seen(node.ID, now)
+	sshCfg, err := s.sshConfig(r.Context(), node.Compute)
+	if err != nil {
+		s.log.Warn("no SSH for the node", "node", node.ID, "err", err)
+	}
 	s.log.Info("node registered", "node", node.ID, "compute", node.Compute, "address", req.Address, "gpus", len(req.GPUs))
 	s.changed()
 	writeJSON(w, http.StatusOK, agentapi.RegisterResponse{NodeID: node.ID, NodeToken: nodeToken,
-		HeartbeatInterval: s.cfg.HeartbeatInterval, PollTimeout: s.cfg.PollTimeout})
+		HeartbeatInterval: s.cfg.HeartbeatInterval, PollTimeout: s.cfg.PollTimeout, SSH: sshCfg})
 	return nil
 }
 

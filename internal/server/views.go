@@ -36,6 +36,10 @@ func ComputeWithNodes(c api.Compute, nodes []store.Node) api.Compute {
 // NodeInfo renders a node as listNodes does.
 func NodeInfo(n store.Node) api.NodeInfo {
 	info := api.NodeInfo{NodeID: n.ID, PrivateIPAddress: n.Address, Port: int32(n.Port), NodeState: n.State}
+	if n.Port > 0 && n.PublicSSH {
+		addr := n.Address
+		info.PublicIPAddress = &addr
+	}
 	if n.JobID != "" {
 		id := n.JobID
 		info.RunID = &id

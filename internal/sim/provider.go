@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -9,17 +10,26 @@ import (
 )
 
 // Provider is the simulated cloud: how long nodes take to come and to go,
-// and when low-priority nodes are taken back. The simulator asks in a
-// deterministic order, so a seeded Provider gives the same run every time.
+// and when low-priority nodes are taken back. Each answer is about one
+// node, named by its cluster and creation number, so that a seeded
+// Provider gives the k-th node of a cluster the same delays whatever the
+// policy did before: settings are compared on common random numbers.
 type Provider interface {
-	// ProvisionDelay is how long a node just requested takes to be ready.
-	ProvisionDelay() time.Duration
-	// DeletionDelay is how long a node just removed takes to be gone; it
+	// ProvisionDelay is how long the node takes from request to ready.
+	ProvisionDelay(n NodeRef) time.Duration
+	// DeletionDelay is how long the node takes to be gone once removed; it
 	// is billed until then.
-	DeletionDelay() time.Duration
-	// EvictAfter is how long a low-priority node that just became ready
-	// runs before it is evicted; negative: never.
-	EvictAfter() time.Duration
+	DeletionDelay(n NodeRef) time.Duration
+	// EvictAfter is how long the node, low priority and just ready, runs
+	// before it is evicted; negative: never.
+	EvictAfter(n NodeRef) time.Duration
+}
+
+// NodeRef names a simulated node: the K-th node (from 1) that its cluster
+// created.
+type NodeRef struct {
+	Cluster string
+	K       int
 }
 
 // Delay is a distribution of delays: uniform in [Mean-Jitter, Mean+Jitter].
@@ -85,34 +95,53 @@ func parseSeconds(s string) (time.Duration, error) {
 }
 
 // randomProvider draws delays from Delay distributions and evictions from a
-// Poisson process of rate per node-hour.
+// Poisson process of rate per node-hour, from a stream per node and draw.
 type randomProvider struct {
 	provision, deletion Delay
 	rate                float64
-	rng                 *rand.Rand
+	seed                uint64
 }
 
 // NewProvider returns the seeded random Provider for provisioning and
 // deletion delays and an eviction rate (evictions per node-hour; 0: none).
 func NewProvider(provision, deletion Delay, evictionRate float64, seed uint64) Provider {
-	return &randomProvider{provision, deletion, evictionRate, rand.New(rand.NewPCG(seed, 0x5eed))}
+	return &randomProvider{provision, deletion, evictionRate, seed}
 }
 
-func (p *randomProvider) draw(d Delay) time.Duration {
+// Draws, each its own stream.
+const (
+	drawProvision = iota
+	drawDeletion
+	drawEviction
+)
+
+// rng is the random stream of one draw for one node.
+func (p *randomProvider) rng(n NodeRef, draw uint64) *rand.Rand {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(n.Cluster))
+	return rand.New(rand.NewPCG(p.seed^h.Sum64(), uint64(n.K)<<2|draw))
+}
+
+func (p *randomProvider) draw(d Delay, n NodeRef, draw uint64) time.Duration {
 	if d.Jitter == 0 {
 		return d.Mean
 	}
-	return d.Mean - d.Jitter + time.Duration(p.rng.Int64N(int64(2*d.Jitter)+1))
+	return d.Mean - d.Jitter + time.Duration(p.rng(n, draw).Int64N(int64(2*d.Jitter)+1))
 }
 
-func (p *randomProvider) ProvisionDelay() time.Duration { return p.draw(p.provision) }
-func (p *randomProvider) DeletionDelay() time.Duration  { return p.draw(p.deletion) }
+func (p *randomProvider) ProvisionDelay(n NodeRef) time.Duration {
+	return p.draw(p.provision, n, drawProvision)
+}
 
-func (p *randomProvider) EvictAfter() time.Duration {
+func (p *randomProvider) DeletionDelay(n NodeRef) time.Duration {
+	return p.draw(p.deletion, n, drawDeletion)
+}
+
+func (p *randomProvider) EvictAfter(n NodeRef) time.Duration {
 	if p.rate <= 0 {
 		return -1
 	}
-	h := p.rng.ExpFloat64() / p.rate
+	h := p.rng(n, drawEviction).ExpFloat64() / p.rate
 	if h*float64(time.Hour) >= math.MaxInt64/2 {
 		return -1
 	}

@@ -263,6 +263,7 @@ type job struct {
 
 type node struct {
 	id        string
+	k         int // the cluster's k-th node
 	cl        *cluster
 	pos       int // index in cl.nodes
 	state     string
@@ -522,7 +523,7 @@ func (s *sim) handle(e event) {
 		c := n.cl
 		c.hist.Provisioned(s.now - n.created)
 		if s.cfg.LowPriority {
-			if d := s.prov.EvictAfter(); d >= 0 {
+			if d := s.prov.EvictAfter(n.ref()); d >= 0 {
 				s.push(event{at: s.now + d, kind: evEvict, node: n})
 			}
 		}
@@ -715,7 +716,7 @@ func (s *sim) remove(n *node) {
 		return
 	}
 	c.m.NodesRemoved++
-	d := s.prov.DeletionDelay()
+	d := s.prov.DeletionDelay(n.ref())
 	c.use.deleting += d.Seconds()
 	// Its cores are free once the deletion is done.
 	s.push(event{at: s.now + d, kind: evDeleted, cl: c})
@@ -724,7 +725,7 @@ func (s *sim) remove(n *node) {
 func (s *sim) create(c *cluster) {
 	c.nextNode++
 	n := &node{
-		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), cl: c, pos: len(c.nodes), state: decide.NodePreparing,
+		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), k: c.nextNode, cl: c, pos: len(c.nodes), state: decide.NodePreparing,
 		created: s.now, since: s.now,
 	}
 	c.nodes = append(c.nodes, n)
@@ -734,8 +735,10 @@ func (s *sim) create(c *cluster) {
 	s.nodesNow++
 	s.peak = max(s.peak, s.nodesNow)
 	s.quotaAdd(1)
-	s.push(event{at: s.now + s.prov.ProvisionDelay(), kind: evReady, node: n})
+	s.push(event{at: s.now + s.prov.ProvisionDelay(n.ref()), kind: evReady, node: n})
 }
+
+func (n *node) ref() NodeRef { return NodeRef{Cluster: n.cl.name, K: n.k} }
 
 func (s *sim) quotaAdd(n int) {
 	if s.quotaOn {
