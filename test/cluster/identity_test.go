@@ -114,6 +114,27 @@ func TestJobGetsManagedIdentityToken(t *testing.T) {
 	if got := s.jobLog("steal"); strings.Contains(got, "TOKEN=") || !strings.Contains(got, "not an identity of compute") {
 		t.Fatalf("a job got (or was not clearly refused) another cluster's identity: %q", got)
 	}
+	// Outside a running job the endpoint refuses: the job hands its
+	// endpoint and secret out, and once it has ended they are worth nothing.
+	s.submit("leaker", "with-identity", `echo "EP=$MSI_ENDPOINT"; echo "SECRET=$MSI_SECRET"`)
+	s.waitJob("leaker", api.JobCompleted, 60*time.Second)
+	leaked := s.jobLog("leaker")
+	field := func(k string) string {
+		i := strings.Index(leaked, k+"=")
+		return strings.TrimSpace(strings.SplitN(leaked[i+len(k)+1:], "\n", 2)[0])
+	}
+	for _, secretHeader := range []string{field("SECRET"), ""} {
+		req, _ := http.NewRequest("GET", field("EP")+"?api-version=2017-09-01&resource=https://storage.azure.com", nil)
+		req.Header.Set("secret", secretHeader)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatalf("the MSI endpoint gave a token outside a running job (secret %q)", secretHeader)
+		}
+	}
 	// A cluster without identity gives its jobs no endpoint.
 	s.submit("no-id-job", "no-identity", `echo "endpoint=[$MSI_ENDPOINT]"`)
 	s.waitJob("no-id-job", api.JobCompleted, 60*time.Second)
