@@ -27,20 +27,23 @@ type NodesPage struct {
 }
 
 // Count adds one node in the given state to the counts.
-func (n *NodeStateCounts) Count(state string) {
+func (n *NodeStateCounts) Count(state string) { n.Add(state, 1) }
+
+// Add adds k nodes in the given state to the counts.
+func (n *NodeStateCounts) Add(state string, k int32) {
 	switch state {
 	case NodeIdle:
-		n.IdleNodeCount++
+		n.IdleNodeCount += k
 	case NodeRunning:
-		n.RunningNodeCount++
+		n.RunningNodeCount += k
 	case NodePreparing:
-		n.PreparingNodeCount++
+		n.PreparingNodeCount += k
 	case NodeUnusable:
-		n.UnusableNodeCount++
+		n.UnusableNodeCount += k
 	case NodeLeaving:
-		n.LeavingNodeCount++
+		n.LeavingNodeCount += k
 	case NodePreempted:
-		n.PreemptedNodeCount++
+		n.PreemptedNodeCount += k
 	}
 }
 

@@ -230,10 +230,8 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
 	var errs []error
-	for _, a := range plan.Assign {
-		if err := c.assign(ctx, a, now); err != nil {
-			errs = append(errs, err)
-		}
+	if err := c.assignAll(ctx, plan.Assign, now); err != nil {
+		errs = append(errs, err)
 	}
 	for _, id := range plan.Drain {
 		if err := c.drain(ctx, id); err != nil {
@@ -313,18 +311,32 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	return snap, qv
 }
 
-func (c *Clusters) assign(ctx context.Context, a decide.Assignment, now time.Time) error {
+// assignAll writes a pass's assignments in one transaction; one that the
+// world has overtaken (a job canceled, a node gone) is skipped, not fatal.
+// The nodes' held polls are woken once it is committed.
+func (c *Clusters) assignAll(ctx context.Context, as []decide.Assignment, now time.Time) error {
+	if len(as) == 0 {
+		return nil
+	}
+	var woken []string
 	err := c.DB.Tx(ctx, func(q store.Querier) error {
-		_, err := lifecycle.Assign(ctx, q, a.JobID, a.NodeIDs, now)
-		return err
+		woken = woken[:0]
+		for _, a := range as {
+			_, err := lifecycle.Assign(ctx, q, a.JobID, a.NodeIDs, now)
+			if errors.Is(err, lifecycle.ErrStale) || errors.Is(err, store.ErrNotFound) { // found before anything was written
+				continue // the next pass decides again
+			}
+			if err != nil {
+				return fmt.Errorf("assign job %s: %w", a.JobID, err)
+			}
+			woken = append(woken, a.NodeIDs...)
+		}
+		return nil
 	})
-	if errors.Is(err, lifecycle.ErrStale) || errors.Is(err, store.ErrETagMismatch) {
-		return nil // the world moved; the next pass decides again
-	}
 	if err != nil {
-		return fmt.Errorf("assign job %s: %w", a.JobID, err)
+		return err
 	}
-	for _, id := range a.NodeIDs {
+	for _, id := range woken {
 		c.Hub.Wake(id)
 	}
 	return nil

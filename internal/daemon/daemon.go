@@ -25,6 +25,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/docker"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
+	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -54,7 +55,8 @@ type Options struct {
 	// AgentCommand overrides the local agent binary (tests).
 	Provider         string
 	AgentCommand     []string
-	NodeImage        string // docker: the node image; built from this binary at start if missing
+	NodeImage        string        // docker: the node image; built from this binary at start if missing
+	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -100,13 +102,13 @@ func (o *Options) Validate() error {
 		return errors.New("--eviction-rate may not be negative")
 	}
 	switch o.Provider {
-	case "local":
+	case "local", "sim":
 	case "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
 	default:
-		return fmt.Errorf("--provider %q is not one of: local, docker", o.Provider)
+		return fmt.Errorf("--provider %q is not one of: local, docker, sim", o.Provider)
 	}
 	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
 		// An agent's held poll must come back well inside the heartbeat timeout.
@@ -343,6 +345,12 @@ func newProvider(ctx context.Context, o Options) (provider.Provider, error) {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
 		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log}), nil
+	case "sim":
+		ca := ""
+		if o.TLSSelfSigned {
+			ca = filepath.Join(o.DataDir, "tls.crt") // written by Start before the provider is made
+		}
+		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, Log: log})
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
 }

@@ -48,6 +48,11 @@ type AdaptiveOptions struct {
 	// Window is how many demand events (distinct times) IdleHistory
 	// remembers; <= 0: 1024.
 	Window int
+	// Implied: value from the fixed timeout.
+	Implied bool
+	Mix     bool
+	FIFO    bool
+	Old     bool
 }
 
 // DefaultAdaptive returns the default options: a second of waiting is worth
@@ -79,41 +84,44 @@ func DefaultAdaptive() AdaptiveOptions {
 //   - the scheduler gives work to the most recently idle node first, so the
 //     node of rank r gets work when, counting from now, node arrivals
 //     outnumber node releases by r+1: each release puts a node ahead of it;
-//   - every past arrival instant is a reference point for "now", and the
-//     time from it until arrivals outnumber releases by r+1 is one sample,
-//     right-censored at the end of the history; the distribution is the
-//     Kaplan–Meier estimate;
 //   - "now" is the later of the node's IdleSince and the last event of the
-//     history, s after the last arrival: reference points followed by an
-//     arrival within s are dropped and each sample starts s after its
-//     reference point, so that a long silence counts as it should;
-//   - the node may go at that "now" + K, a time that moves only when the
-//     history does (each new event is a new decision).
+//     history, u after that event. The reference points for "now" are the
+//     past events like the last one (arrivals if it had arrivals, else
+//     releases that came after a similar silence without arrivals) that no
+//     event followed within u; from u after each, the time until arrivals
+//     outnumber releases by r+1 is one sample, right-censored at the end of
+//     the history; the distribution is the Kaplan–Meier estimate. So a long
+//     silence counts as it should, and so does the work that people submit
+//     when their last job ends;
+//   - the node may go at "now" + K, a time that moves only when the history
+//     does (each new event is a new decision).
 //
 // With bursty arrivals the chance of more work fades as a silence grows, so
 // nodes are kept through bursts and released in lulls; the nodes at the
 // back of a large idle pool, which only a burst would use, go first; and
 // when jobs end about as fast as new ones come, idle nodes are rarely
 // needed and go soon. With fewer than MinSamples arrival instants in the
-// history, the fixed timeout applies; a rank and silence with fewer than
-// MinSamples reference points is not kept.
+// history, the fixed timeout applies; a rank with fewer than MinSamples
+// reference points is not kept.
 //
 // AdaptiveIdle caches answers, so it is not safe for concurrent use.
 type AdaptiveIdle struct {
-	origin   time.Time // times below are nanoseconds since origin
-	at       []int64   // event times, ascending and distinct
-	net      maxTree   // net[k]: node arrivals minus releases of events [0, k)
-	refs     []int     // events with arrivals
-	releases []bool    // per event: did it release nodes
-	nextArr  []int64   // per event: the time of the next arrival after it; -1 if none
-	lastArr  int64
-	end      int64   // the last event
-	value    float64 // D + w·W, in seconds
-	fallback time.Duration
-	opt      AdaptiveOptions
-	cache    map[keepKey]time.Duration
-	scratch  []sample
-	sums     []int
+	origin    time.Time // times below are nanoseconds since origin
+	at        []int64   // event times, ascending and distinct
+	arrived   []bool    // per event: did work arrive
+	released  []bool    // per event: were nodes released
+	arrivedN  []int     // per event: nodes asked for
+	releasedN []int     // per event: nodes released
+	silence   []int64   // per event: time since the last arrival before it (0 if it had arrivals)
+	net       maxTree   // net[k]: node arrivals minus releases of events [0, k)
+	arrivals  int       // events with arrivals
+	end       int64     // the last event
+	value     float64   // D + w·W, in seconds
+	fallback  time.Duration
+	opt       AdaptiveOptions
+	cache     map[keepKey]time.Duration
+	scratch   []sample
+	sums      []int
 }
 
 // DemandEvent is what happened to a cluster's demand at one time: nodes
@@ -125,8 +133,8 @@ type DemandEvent struct {
 }
 
 type keepKey struct {
-	rank    int
-	silence int64
+	rank  int
+	since int64
 }
 
 // sample is the time until a node would have got work; censored when the
@@ -158,13 +166,15 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 		a.cache = map[keepKey]time.Duration{}
 	}
 	clear(a.cache)
-	a.at, a.refs, a.nextArr, a.releases = a.at[:0], a.refs[:0], a.nextArr[:0], a.releases[:0]
+	a.at, a.arrived, a.released, a.silence = a.at[:0], a.arrived[:0], a.released[:0], a.silence[:0]
+	a.arrivedN, a.releasedN = a.arrivedN[:0], a.releasedN[:0]
+	a.arrivals = 0
 	byTime := func(x, y DemandEvent) int { return x.At.Compare(y.At) }
 	if !slices.IsSortedFunc(events, byTime) {
 		events = slices.Clone(events)
 		slices.SortStableFunc(events, byTime)
 	}
-	// Merge events of one instant; net sums arrivals minus releases.
+	// Merge the events of one instant; net sums arrivals minus releases.
 	net := append(a.sums[:0], 0)
 	for _, e := range events {
 		arrived, released := max(e.Arrived, 0), max(e.Released, 0)
@@ -175,115 +185,246 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 			a.origin = e.At
 		}
 		t := int64(e.At.Sub(a.origin))
-		if k := len(a.at) - 1; k >= 0 && a.at[k] == t {
-			net[k+1] += arrived - released
-			if arrived > 0 && (len(a.refs) == 0 || a.refs[len(a.refs)-1] != k) {
-				a.refs = append(a.refs, k)
-			}
-			a.releases[k] = a.releases[k] || released > 0
-			continue
+		k := len(a.at) - 1
+		if k < 0 || a.at[k] != t {
+			a.at = append(a.at, t)
+			a.arrived = append(a.arrived, false)
+			a.released = append(a.released, false)
+			a.arrivedN = append(a.arrivedN, 0)
+			a.releasedN = append(a.releasedN, 0)
+			net = append(net, net[len(net)-1])
+			k++
 		}
-		a.at = append(a.at, t)
-		a.releases = append(a.releases, released > 0)
-		net = append(net, net[len(net)-1]+arrived-released)
-		if arrived > 0 {
-			a.refs = append(a.refs, len(a.at)-1)
+		net[k+1] += arrived - released
+		a.arrivedN[k] += arrived
+		a.releasedN[k] += released
+		if arrived > 0 && !a.arrived[k] {
+			a.arrived[k] = true
+			a.arrivals++
 		}
-	}
-	a.value = provisioning.Seconds()
-	if len(a.at) == 0 {
-		a.net.build(nil)
-		return
+		a.released[k] = a.released[k] || released > 0
 	}
 	a.sums = net
 	a.net.build(net)
-	a.end = a.at[len(a.at)-1]
-	a.nextArr = slices.Grow(a.nextArr, len(a.at))[:len(a.at)]
-	next, r := int64(-1), len(a.refs)-1
-	for k := len(a.at) - 1; k >= 0; k-- {
-		a.nextArr[k] = next
-		if r >= 0 && a.refs[r] == k {
-			next = a.at[k]
-			r--
-		}
+	a.value = provisioning.Seconds()
+	if len(a.at) == 0 {
+		return
 	}
-	if len(a.refs) > 0 {
-		a.lastArr = a.at[a.refs[len(a.refs)-1]]
+	a.end = a.at[len(a.at)-1]
+	last := int64(-1) // the last arrival so far
+	for k, t := range a.at {
+		if a.arrived[k] {
+			last = t
+		}
+		sil := t - a.at[0] // no arrival seen yet: at least since the window began
+		if last >= 0 {
+			sil = t - last
+		}
+		a.silence = append(a.silence, sil)
 	}
 	a.value += opt.DelayWeight * a.waitSaved(provisioning).Seconds()
+	if opt.Implied {
+		a.value = max(provisioning.Seconds(), a.impliedValue(a.fallback, provisioning))
+	}
 }
 
-// waitSaved is how long work that finds no idle node waits on average: until
-// a running job releases a node or the provisioning delay d has passed,
-// whichever comes first (the mean over the history's arrival instants).
+// impliedValue is the value of a reuse, in node-seconds, at which a fixed
+// timeout t trades as the cluster's own setting does: the history is
+// replayed with idle nodes kept t/2 and 3t/2 (released nodes join the idle
+// pool, arrivals take the most recently idle), and the extra idle time of
+// the longer timeout is divided by the extra reuses it bought.
+func (a *AdaptiveIdle) impliedValue(t, d time.Duration) float64 {
+	if t <= 0 {
+		return d.Seconds()
+	}
+	i1, h1 := a.replayFixed(int64(t / 2))
+	i2, h2 := a.replayFixed(int64(t * 3 / 2))
+	if h2 <= h1 {
+		return 20 * d.Seconds()
+	}
+	return min((i2-i1)/float64(h2-h1)/1e9, 20*d.Seconds())
+}
+
+// replayFixed replays the history with released nodes kept idle for t and
+// returns the idle node-nanoseconds and the number of node arrivals served
+// by an idle node.
+func (a *AdaptiveIdle) replayFixed(t int64) (idle float64, hits int) {
+	type block struct {
+		since int64 // idle since
+		n     int
+	}
+	var pool []block // oldest first
+	for k, now := range a.at {
+		// Expire the oldest.
+		for len(pool) > 0 && pool[0].since+t <= now {
+			idle += float64(pool[0].n) * float64(t)
+			pool = pool[1:]
+		}
+		if n := a.arrivedN[k]; n > 0 {
+			for n > 0 && len(pool) > 0 {
+				top := &pool[len(pool)-1]
+				take := min(n, top.n)
+				idle += float64(take) * float64(now-top.since)
+				hits += take
+				n -= take
+				if top.n -= take; top.n == 0 {
+					pool = pool[:len(pool)-1]
+				}
+			}
+		}
+		if n := a.releasedN[k]; n > 0 {
+			pool = append(pool, block{now, n})
+		}
+	}
+	for _, b := range pool {
+		idle += float64(b.n) * float64(min(t, a.end-b.since))
+	}
+	return idle, hits
+}
+
+// survival evaluates the Kaplan–Meier survival of xs at three times
+// (ascending). It sorts xs.
+func survival(xs []sample, at []int64) (float64, float64, float64) {
+	sortSamples(xs)
+	out := make([]float64, len(at))
+	atRisk := float64(len(xs))
+	surv, j := 1.0, 0
+	for _, p := range xs {
+		for j < len(at) && at[j] < p.x {
+			out[j] = surv
+			j++
+		}
+		if !p.censored {
+			surv *= 1 - 1/atRisk
+		}
+		atRisk--
+	}
+	for ; j < len(at); j++ {
+		out[j] = surv
+	}
+	return out[0], out[1], out[2]
+}
+
+func sortSamples(xs []sample) {
+	slices.SortFunc(xs, func(p, q sample) int {
+		if c := cmp.Compare(p.x, q.x); c != 0 {
+			return c
+		}
+		switch {
+		case p.censored == q.censored:
+			return 0
+		case !p.censored:
+			return -1 // events before censorings at the same time
+		}
+		return 1
+	})
+}
+
+// waitSaved is how long work that finds no idle node waits on average, in
+// the history replayed without idle nodes: each node asked for waits, in
+// submission order, for a node that a running job releases, or for the
+// node created for it, ready after the provisioning delay d, whichever
+// comes first.
 func (a *AdaptiveIdle) waitSaved(d time.Duration) time.Duration {
-	if len(a.refs) == 0 {
+	if a.arrivals == 0 {
 		return d
 	}
-	var sum time.Duration
-	nextRel := int64(-1) // the next release after the event looked at
-	r := len(a.refs) - 1
-	for k := len(a.at) - 1; k >= 0 && r >= 0; k-- {
-		if a.refs[r] == k {
-			y := a.end - a.at[k] // censored: what was seen
-			if nextRel >= 0 {
-				y = nextRel - a.at[k]
+	if !a.opt.FIFO {
+		var sum time.Duration
+		nextRel := int64(-1)
+		for k := len(a.at) - 1; k >= 0; k-- {
+			if a.arrived[k] {
+				y := a.end - a.at[k]
+				if nextRel >= 0 {
+					y = nextRel - a.at[k]
+				}
+				sum += min(time.Duration(y), d)
 			}
-			sum += min(time.Duration(y), d)
-			r--
+			if a.released[k] {
+				nextRel = a.at[k]
+			}
 		}
-		if a.releases[k] {
-			nextRel = a.at[k]
+		return sum / time.Duration(a.arrivals)
+	}
+	type unit struct {
+		t int64 // when the node was asked for
+		n int   // how many
+	}
+	q := make([]unit, 0, 64)
+	var sum float64 // node-seconds waited
+	var nodes float64
+	dd := int64(d)
+	for k, t := range a.at {
+		// Nodes asked for more than d ago got their own new node.
+		for len(q) > 0 && q[0].t+dd <= t {
+			sum += float64(q[0].n) * float64(dd)
+			q = q[1:]
+		}
+		if a.released[k] {
+			free := a.releasedN[k]
+			for free > 0 && len(q) > 0 {
+				take := min(free, q[0].n)
+				sum += float64(take) * float64(t-q[0].t)
+				free -= take
+				if q[0].n -= take; q[0].n == 0 {
+					q = q[1:]
+				}
+			}
+		}
+		if n := a.arrivedN[k]; n > 0 {
+			q = append(q, unit{t, n})
+			nodes += float64(n)
 		}
 	}
-	return sum / time.Duration(len(a.refs))
+	for _, u := range q {
+		sum += float64(u.n) * float64(min(a.end-u.t, dd)) // censored: what was seen
+	}
+	return time.Duration(sum / nodes)
 }
 
 // RemovableAt implements IdlePolicy.
 func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
-	if len(a.refs) < a.opt.MinSamples {
+	if a.arrivals < a.opt.MinSamples {
 		return n.IdleSince.Add(a.fallback)
 	}
 	now := a.end
 	if t := int64(n.IdleSince.Sub(a.origin)); t > now {
 		now = t
 	}
-	keep := a.Keep(max(rank, 0), time.Duration(now-a.lastArr))
+	keep := a.Keep(max(rank, 0), time.Duration(now-a.end))
 	return a.origin.Add(time.Duration(now) + keep)
 }
 
 // Keep is how long the policy keeps an idle node of the given rank, counted
-// from a time silence after the last arrival of the history, with nothing
-// but releases in between.
-func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
-	key := keepKey{rank, int64(silence)}
+// from since after the last event of the history.
+func (a *AdaptiveIdle) Keep(rank int, since time.Duration) time.Duration {
+	if len(a.at) == 0 {
+		return 0
+	}
+	key := keepKey{rank, int64(since)}
 	if k, ok := a.cache[key]; ok {
 		return k
 	}
-	xs := a.scratch[:0]
-	sil := int64(silence)
-	for _, i := range a.refs {
-		t := a.at[i]
-		if next := a.nextArr[i]; next >= 0 && next-t <= sil {
-			continue // an arrival broke a silence this long
+	// Reference points: events like the last one. After arrivals, every
+	// arrival; after releases only, releases that came after a silence
+	// like the last one's, in a band widened until there are enough.
+	last := len(a.at) - 1
+	lo, hi := int64(0), int64(0)
+	if !a.arrived[last] {
+		s := a.silence[last]
+		lo, hi = s/2, 2*s+int64(30*time.Second)
+	}
+	var xs []sample
+	for {
+		xs = a.samples(rank, int64(since), lo, hi)
+		if len(xs) >= a.opt.MinSamples || a.arrived[last] || a.opt.Old || (lo == 0 && hi == math.MaxInt64) {
+			break
 		}
-		start := t + sil
-		if start >= a.end {
-			continue // nothing was seen after it
-		}
-		// The first event after start, then the first event from there
-		// at which arrivals outnumber releases by rank+1.
-		s := i + 1
-		if sil > 0 {
-			s, _ = slices.BinarySearch(a.at, start+1)
-		}
-		if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
-			xs = append(xs, sample{x: a.at[k-1] - start})
-		} else {
-			xs = append(xs, sample{x: a.end - start, censored: true})
+		lo, hi = lo/4, hi*4
+		if hi > int64(30*24*time.Hour) {
+			lo, hi = 0, math.MaxInt64
 		}
 	}
-	a.scratch = xs
 	var keep time.Duration
 	if len(xs) >= a.opt.MinSamples {
 		keep = bestKeep(xs, a.value)
@@ -293,6 +434,62 @@ func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
 	}
 	a.cache[key] = keep
 	return keep
+}
+
+// samples collects, from the reference points like the last event whose
+// silence lies in [lo, hi], the time from since after each until arrivals
+// outnumber releases by rank+1.
+func (a *AdaptiveIdle) samples(rank int, since, lo, hi int64) []sample {
+	last := len(a.at) - 1
+	afterArrival := a.arrived[last]
+	xs := a.scratch[:0]
+	for i := 0; i < last && !a.opt.Old; i++ {
+		if afterArrival != a.arrived[i] || a.silence[i] < lo || a.silence[i] > hi {
+			continue
+		}
+		start := a.at[i] + since
+		if a.at[i+1] <= start {
+			continue // an event came within since: not like now
+		}
+		// From event i+1 on, the first event at which arrivals
+		// outnumber releases by rank+1.
+		if k := a.net.first(i+2, a.net.at(i+1)+rank+1); k >= 0 {
+			xs = append(xs, sample{x: a.at[k-1] - start})
+		} else {
+			xs = append(xs, sample{x: a.end - start, censored: true})
+		}
+	}
+	if (a.opt.Mix && !afterArrival) || a.opt.Old {
+		sil := a.silence[last] + since
+		for i := 0; i < last; i++ {
+			if !a.arrived[i] {
+				continue
+			}
+			next := int64(-1)
+			for j := i + 1; j <= last; j++ {
+				if a.arrived[j] {
+					next = a.at[j]
+					break
+				}
+			}
+			t := a.at[i]
+			if next >= 0 && next-t <= sil {
+				continue
+			}
+			start := t + sil
+			if start >= a.end {
+				continue
+			}
+			s, _ := slices.BinarySearch(a.at, start+1)
+			if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
+				xs = append(xs, sample{x: a.at[k-1] - start})
+			} else {
+				xs = append(xs, sample{x: a.end - start, censored: true})
+			}
+		}
+	}
+	a.scratch = xs
+	return xs
 }
 
 // bestKeep returns the K among 0 and the observed sample times that

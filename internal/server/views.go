@@ -12,22 +12,25 @@ import (
 // computeView is what GET returns: the stored compute, without secrets,
 // with the read-only fields computed from the nodes that exist now.
 func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, error) {
-	nodes, err := store.NodesOf(ctx, s.db.Q(), c.ID)
+	counts, err := store.NodeCounts(ctx, s.db.Q(), c.ID)
 	if err != nil {
 		return c, err
 	}
-	return ComputeWithNodes(c, nodes), nil
+	return computeWithCounts(c, counts), nil
 }
 
-// ComputeWithNodes fills a compute's read-only node fields from its nodes.
-func ComputeWithNodes(c api.Compute, nodes []store.Node) api.Compute {
+// computeWithCounts fills a compute's read-only node fields from the
+// number of its nodes in each state.
+func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 	c = c.Redacted()
 	p := *c.Aml()
 	p.NodeStateCounts = api.NodeStateCounts{}
-	for _, n := range nodes {
-		p.NodeStateCounts.Count(n.State)
+	total := 0
+	for state, n := range counts {
+		p.NodeStateCounts.Add(state, int32(n))
+		total += n
 	}
-	p.CurrentNodeCount = int32(len(nodes))
+	p.CurrentNodeCount = int32(total)
 	p.AllocationState = api.AllocationStateOf(p.CurrentNodeCount, p.TargetNodeCount, p.NodeStateCounts)
 	c.Properties.Properties = &p
 	return c

@@ -64,6 +64,14 @@ func TestExperiment(t *testing.T) {
 					a.Adaptive.Window = int(f)
 				case "min":
 					a.Adaptive.MinSamples = int(f)
+				case "imp":
+					a.Adaptive.Implied = true
+				case "mix":
+					a.Adaptive.Mix = true
+				case "fifo":
+					a.Adaptive.FIFO = true
+				case "old":
+					a.Adaptive.Old = true
 				case "cap":
 					a.Adaptive.MaxIdle = time.Duration(f) * time.Second
 				}

@@ -107,3 +107,22 @@ func queryNodes(ctx context.Context, q Querier, query string, args ...any) ([]No
 	}
 	return out, rows.Err()
 }
+
+// NodeCounts counts a compute's nodes by state, in the store (no decoding).
+func NodeCounts(ctx context.Context, q Querier, compute string) (map[string]int, error) {
+	rows, err := q.QueryContext(ctx, `SELECT state, count(*) FROM nodes WHERE compute = ? GROUP BY state`, Key(compute))
+	if err != nil {
+		return nil, fmt.Errorf("count nodes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count nodes: %w", err)
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}

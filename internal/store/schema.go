@@ -84,4 +84,6 @@ var migrations = []string{
 	CREATE INDEX audit_time ON audit (time);
 	INSERT INTO principals (name, kind, created) SELECT DISTINCT name, 'User', created FROM tokens;
 	INSERT INTO role_assignments (id, principal, role, scope, created) SELECT 'admin-owner', name, 'Owner', '/', created FROM tokens WHERE name = 'admin' LIMIT 1`,
+	// 4: the next job sequence number without a scan of every job.
+	`CREATE INDEX jobs_seq ON jobs (seq)`,
 }

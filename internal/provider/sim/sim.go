@@ -1,0 +1,348 @@
+// Package sim is a node provider whose nodes are simulated agents inside
+// the control plane's process: each node is a goroutine that registers
+// with its join token and long-polls over real HTTP like the real agent,
+// and "runs" an assignment by reporting it running, waiting, and
+// reporting it exited 0. It exercises the real server, store, scheduler,
+// autoscaler and API at scale without starting processes (benchmarks,
+// `cumulus serve --provider sim`).
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/tlsutil"
+)
+
+// DurationEnv is the job environment variable that overrides how long a
+// simulated job runs (a Go duration, e.g. "250ms").
+const DurationEnv = "SIM_JOB_DURATION" // not CUMULUS_…: the API reserves that prefix for the node
+
+// Options configure the provider.
+type Options struct {
+	// JobDuration is how long a simulated job runs unless its environment
+	// sets DurationEnv.
+	JobDuration time.Duration
+	// Client is the HTTP client every node shares; nil makes one with a
+	// transport that keeps many idle connections to the server.
+	Client *http.Client
+	// CAFile is trusted for https server URLs when Client is nil.
+	CAFile string
+	Log    *slog.Logger
+}
+
+// Provider runs simulated nodes.
+type Provider struct {
+	o  Options
+	hc *http.Client
+
+	mu    sync.Mutex
+	nodes map[string]*node
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New makes a sim provider.
+func New(o Options) (*Provider, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	hc := o.Client
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 0
+		tr.MaxIdleConnsPerHost = 4096
+		if o.CAFile != "" {
+			pool, err := tlsutil.Pool(o.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("sim provider: %w", err)
+			}
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		hc = &http.Client{Transport: tr}
+	}
+	return &Provider{o: o, hc: hc, nodes: map[string]*node{}}, nil
+}
+
+// Name is "sim".
+func (p *Provider) Name() string { return "sim" }
+
+// Create starts the node's simulated agent; a node that exists keeps its id.
+func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, error) {
+	u, err := url.Parse(spec.ServerURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("sim: server URL %q is not an http(s) URL", spec.ServerURL)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.nodes[spec.NodeID]; ok {
+		return n.providerID(), nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{p: p, spec: spec, base: strings.TrimRight(spec.ServerURL, "/"), cancel: cancel,
+		done: make(chan struct{}), jobs: map[string]*simJob{},
+		log: p.o.Log.With("node", spec.NodeID)}
+	p.nodes[spec.NodeID] = n
+	go n.run(ctx)
+	return n.providerID(), nil
+}
+
+// Delete stops the node's agent (its jobs stop with it).
+func (p *Provider) Delete(_ context.Context, nodeID string) error {
+	p.mu.Lock()
+	n, ok := p.nodes[nodeID]
+	delete(p.nodes, nodeID)
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	n.cancel()
+	<-n.done
+	return nil
+}
+
+// List returns the nodes this provider started; a node whose agent gave
+// up (told it is unknown or to shut down) shows as not running.
+func (p *Provider) List(context.Context) ([]provider.Instance, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]provider.Instance, 0, len(p.nodes))
+	for id, n := range p.nodes {
+		running := true
+		select {
+		case <-n.done:
+			running = false
+		default:
+		}
+		out = append(out, provider.Instance{NodeID: id, ProviderID: n.providerID(), Running: running})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
+	return out, nil
+}
+
+// Close stops every node.
+func (p *Provider) Close() {
+	p.mu.Lock()
+	ids := make([]string, 0, len(p.nodes))
+	for id := range p.nodes {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		_ = p.Delete(context.Background(), id)
+	}
+}
+
+type node struct {
+	p      *Provider
+	spec   provider.NodeSpec
+	base   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	token string
+	jobs  map[string]*simJob // by uid
+}
+
+type simJob struct {
+	state  agentapi.JobState
+	cancel context.CancelFunc
+}
+
+func (n *node) providerID() string { return "sim-" + n.spec.NodeID }
+
+func (n *node) run(ctx context.Context) {
+	defer close(n.done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var reg agentapi.RegisterResponse
+	for {
+		err := n.call(ctx, "/register", n.spec.JoinToken,
+			agentapi.RegisterRequest{NodeID: n.spec.NodeID, Hostname: n.spec.NodeID, Address: "127.0.0.1", AgentVersion: "sim"}, &reg)
+		if err == nil {
+			break
+		}
+		n.log.Debug("sim node register failed; retrying", "err", err)
+		if !sleep(ctx, time.Second) {
+			return
+		}
+	}
+	n.mu.Lock()
+	n.token = reg.NodeToken
+	n.mu.Unlock()
+	for ctx.Err() == nil {
+		req := agentapi.PollRequest{NodeID: reg.NodeID, Jobs: n.states()}
+		var resp agentapi.PollResponse
+		if err := n.call(ctx, "/poll", "", req, &resp); err != nil {
+			n.log.Debug("sim node poll failed", "err", err)
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		if resp.Unknown || resp.Shutdown {
+			n.stopAll("shutdown")
+			return
+		}
+		for _, uid := range append(resp.Cancel, resp.Preempt...) {
+			n.stop(uid)
+		}
+		if a := resp.Assign; a != nil {
+			n.start(ctx, &wg, *a)
+		}
+		n.forgetReported()
+	}
+	n.stopAll("shutdown")
+}
+
+// start runs one assignment (idempotent by uid and attempt).
+func (n *node) start(ctx context.Context, wg *sync.WaitGroup, a agentapi.Assignment) {
+	n.mu.Lock()
+	if j, ok := n.jobs[a.UID]; ok && j.state.Attempt == a.Attempt {
+		n.mu.Unlock()
+		return
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	j := &simJob{cancel: cancel, state: agentapi.JobState{UID: a.UID, Attempt: a.Attempt, Phase: agentapi.PhaseRunning,
+		Started: time.Now().UTC()}}
+	n.jobs[a.UID] = j
+	st := j.state
+	n.mu.Unlock()
+	d := n.p.o.JobDuration
+	if v, ok := a.Env[DurationEnv]; ok {
+		if pd, err := time.ParseDuration(v); err == nil {
+			d = pd
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.event(ctx, st)
+		code, reason := 0, ""
+		if !sleep(jctx, d) {
+			code, reason = 143, "canceled"
+		}
+		n.mu.Lock()
+		j.state.Phase, j.state.ExitCode, j.state.Reason, j.state.Ended = agentapi.PhaseExited, code, reason, time.Now().UTC()
+		st := j.state
+		n.mu.Unlock()
+		if ctx.Err() == nil {
+			n.event(ctx, st)
+		}
+	}()
+}
+
+func (n *node) stop(uid string) {
+	n.mu.Lock()
+	j, ok := n.jobs[uid]
+	n.mu.Unlock()
+	if ok {
+		j.cancel()
+	}
+}
+
+func (n *node) stopAll(string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, j := range n.jobs {
+		j.cancel()
+	}
+}
+
+// forgetReported drops exited jobs once a poll has carried their state.
+func (n *node) forgetReported() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for uid, j := range n.jobs {
+		if j.state.Phase == agentapi.PhaseExited {
+			delete(n.jobs, uid)
+		}
+	}
+}
+
+func (n *node) states() []agentapi.JobState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []agentapi.JobState
+	for _, j := range n.jobs {
+		out = append(out, j.state)
+	}
+	return out
+}
+
+// event reports a phase change, retrying a few times.
+func (n *node) event(ctx context.Context, st agentapi.JobState) {
+	for i := 0; i < 5; i++ {
+		err := n.call(ctx, "/jobs/"+url.PathEscape(st.UID)+"/events", "", st, nil)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		n.log.Debug("sim job event failed", "job", st.UID, "err", err)
+		if !sleep(ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// call POSTs a JSON body to the agent API and decodes the answer.
+func (n *node) call(ctx context.Context, path, token string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.base+agentapi.Prefix+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token == "" {
+		n.mu.Lock()
+		token = n.token
+		n.mu.Unlock()
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := n.p.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, strings.TrimSpace(string(msg)))
+	}
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
