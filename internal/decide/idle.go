@@ -38,7 +38,9 @@ type AdaptiveOptions struct {
 	// nodes longer to start more jobs at once. Negative counts as 0.
 	DelayWeight float64
 	// MinSamples is how many arrival instants the history needs before the
-	// policy trusts it; with fewer, the fixed timeout applies. At least 1.
+	// policy trusts it (with fewer, the fixed timeout applies), and how
+	// many reference points a rank and silence need before a node is kept.
+	// At least 1.
 	MinSamples int
 	// Provisioning is the provisioning delay assumed until one has been
 	// observed.
@@ -48,18 +50,15 @@ type AdaptiveOptions struct {
 	// Window is how many demand events (distinct times) IdleHistory
 	// remembers; <= 0: 1024.
 	Window int
-	// Implied: value from the fixed timeout.
-	Implied bool
-	Mix     bool
-	FIFO    bool
-	Old     bool
 }
 
-// DefaultAdaptive returns the default options: a second of waiting is worth
-// a second of node time, 16 arrival instants, 3 minutes of provisioning
-// until observed, no cap.
+// DefaultAdaptive returns the default options. DelayWeight 3.25 was chosen
+// with the trace simulator (docs/benchmarks.md): it is where the policy
+// starts jobs at least as fast as a fixed 120 s timeout on the Philly trace
+// and on the synthetic bursty and diurnal traces, with 20 % to 75 % less
+// idle time.
 func DefaultAdaptive() AdaptiveOptions {
-	return AdaptiveOptions{DelayWeight: 1, MinSamples: 16, Provisioning: 3 * time.Minute}
+	return AdaptiveOptions{DelayWeight: 3.25, MinSamples: 16, Provisioning: 3 * time.Minute}
 }
 
 // AdaptiveIdle is an IdlePolicy that keeps each idle node as long as the
@@ -85,14 +84,13 @@ func DefaultAdaptive() AdaptiveOptions {
 //     node of rank r gets work when, counting from now, node arrivals
 //     outnumber node releases by r+1: each release puts a node ahead of it;
 //   - "now" is the later of the node's IdleSince and the last event of the
-//     history, u after that event. The reference points for "now" are the
-//     past events like the last one (arrivals if it had arrivals, else
-//     releases that came after a similar silence without arrivals) that no
-//     event followed within u; from u after each, the time until arrivals
-//     outnumber releases by r+1 is one sample, right-censored at the end of
-//     the history; the distribution is the Kaplan–Meier estimate. So a long
-//     silence counts as it should, and so does the work that people submit
-//     when their last job ends;
+//     history, s after the last arrival. Every past arrival instant that no
+//     other arrival followed within s is a reference point; from s after
+//     it, the time until arrivals outnumber releases by r+1 is one sample,
+//     right-censored at the end of the history. The distribution is the
+//     Kaplan–Meier estimate. Conditioning on the silence s is what makes
+//     the policy adaptive: after a burst more work is likely soon, after a
+//     long lull it is not;
 //   - the node may go at "now" + K, a time that moves only when the history
 //     does (each new event is a new decision).
 //
@@ -101,22 +99,21 @@ func DefaultAdaptive() AdaptiveOptions {
 // back of a large idle pool, which only a burst would use, go first; and
 // when jobs end about as fast as new ones come, idle nodes are rarely
 // needed and go soon. With fewer than MinSamples arrival instants in the
-// history, the fixed timeout applies; a rank with fewer than MinSamples
-// reference points is not kept.
+// history, the fixed timeout applies; a rank and silence with fewer than
+// MinSamples reference points is not kept.
 //
 // AdaptiveIdle caches answers, so it is not safe for concurrent use.
 type AdaptiveIdle struct {
 	origin    time.Time // times below are nanoseconds since origin
 	at        []int64   // event times, ascending and distinct
-	arrived   []bool    // per event: did work arrive
-	released  []bool    // per event: were nodes released
 	arrivedN  []int     // per event: nodes asked for
 	releasedN []int     // per event: nodes released
-	silence   []int64   // per event: time since the last arrival before it (0 if it had arrivals)
+	refs      []int     // events with arrivals
+	nextArr   []int64   // per event: the next arrival after it; -1 if none
 	net       maxTree   // net[k]: node arrivals minus releases of events [0, k)
-	arrivals  int       // events with arrivals
-	end       int64     // the last event
-	value     float64   // D + w·W, in seconds
+	lastArr   int64
+	end       int64   // the last event
+	value     float64 // D + w·W, in seconds
 	fallback  time.Duration
 	opt       AdaptiveOptions
 	cache     map[keepKey]time.Duration
@@ -133,8 +130,8 @@ type DemandEvent struct {
 }
 
 type keepKey struct {
-	rank  int
-	since int64
+	rank    int
+	silence int64
 }
 
 // sample is the time until a node would have got work; censored when the
@@ -166,9 +163,7 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 		a.cache = map[keepKey]time.Duration{}
 	}
 	clear(a.cache)
-	a.at, a.arrived, a.released, a.silence = a.at[:0], a.arrived[:0], a.released[:0], a.silence[:0]
-	a.arrivedN, a.releasedN = a.arrivedN[:0], a.releasedN[:0]
-	a.arrivals = 0
+	a.at, a.arrivedN, a.releasedN, a.refs, a.nextArr = a.at[:0], a.arrivedN[:0], a.releasedN[:0], a.refs[:0], a.nextArr[:0]
 	byTime := func(x, y DemandEvent) int { return x.At.Compare(y.At) }
 	if !slices.IsSortedFunc(events, byTime) {
 		events = slices.Clone(events)
@@ -188,21 +183,17 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 		k := len(a.at) - 1
 		if k < 0 || a.at[k] != t {
 			a.at = append(a.at, t)
-			a.arrived = append(a.arrived, false)
-			a.released = append(a.released, false)
 			a.arrivedN = append(a.arrivedN, 0)
 			a.releasedN = append(a.releasedN, 0)
 			net = append(net, net[len(net)-1])
 			k++
 		}
 		net[k+1] += arrived - released
+		if arrived > 0 && a.arrivedN[k] == 0 {
+			a.refs = append(a.refs, k)
+		}
 		a.arrivedN[k] += arrived
 		a.releasedN[k] += released
-		if arrived > 0 && !a.arrived[k] {
-			a.arrived[k] = true
-			a.arrivals++
-		}
-		a.released[k] = a.released[k] || released > 0
 	}
 	a.sums = net
 	a.net.build(net)
@@ -211,220 +202,88 @@ func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.D
 		return
 	}
 	a.end = a.at[len(a.at)-1]
-	last := int64(-1) // the last arrival so far
-	for k, t := range a.at {
-		if a.arrived[k] {
-			last = t
+	a.nextArr = slices.Grow(a.nextArr, len(a.at))[:len(a.at)]
+	next := int64(-1)
+	for k := len(a.at) - 1; k >= 0; k-- {
+		a.nextArr[k] = next
+		if a.arrivedN[k] > 0 {
+			next = a.at[k]
 		}
-		sil := t - a.at[0] // no arrival seen yet: at least since the window began
-		if last >= 0 {
-			sil = t - last
-		}
-		a.silence = append(a.silence, sil)
+	}
+	if len(a.refs) > 0 {
+		a.lastArr = a.at[a.refs[len(a.refs)-1]]
 	}
 	a.value += opt.DelayWeight * a.waitSaved(provisioning).Seconds()
-	if opt.Implied {
-		a.value = max(provisioning.Seconds(), a.impliedValue(a.fallback, provisioning))
-	}
 }
 
-// impliedValue is the value of a reuse, in node-seconds, at which a fixed
-// timeout t trades as the cluster's own setting does: the history is
-// replayed with idle nodes kept t/2 and 3t/2 (released nodes join the idle
-// pool, arrivals take the most recently idle), and the extra idle time of
-// the longer timeout is divided by the extra reuses it bought.
-func (a *AdaptiveIdle) impliedValue(t, d time.Duration) float64 {
-	if t <= 0 {
-		return d.Seconds()
-	}
-	i1, h1 := a.replayFixed(int64(t / 2))
-	i2, h2 := a.replayFixed(int64(t * 3 / 2))
-	if h2 <= h1 {
-		return 20 * d.Seconds()
-	}
-	return min((i2-i1)/float64(h2-h1)/1e9, 20*d.Seconds())
-}
-
-// replayFixed replays the history with released nodes kept idle for t and
-// returns the idle node-nanoseconds and the number of node arrivals served
-// by an idle node.
-func (a *AdaptiveIdle) replayFixed(t int64) (idle float64, hits int) {
-	type block struct {
-		since int64 // idle since
-		n     int
-	}
-	var pool []block // oldest first
-	for k, now := range a.at {
-		// Expire the oldest.
-		for len(pool) > 0 && pool[0].since+t <= now {
-			idle += float64(pool[0].n) * float64(t)
-			pool = pool[1:]
-		}
-		if n := a.arrivedN[k]; n > 0 {
-			for n > 0 && len(pool) > 0 {
-				top := &pool[len(pool)-1]
-				take := min(n, top.n)
-				idle += float64(take) * float64(now-top.since)
-				hits += take
-				n -= take
-				if top.n -= take; top.n == 0 {
-					pool = pool[:len(pool)-1]
-				}
-			}
-		}
-		if n := a.releasedN[k]; n > 0 {
-			pool = append(pool, block{now, n})
-		}
-	}
-	for _, b := range pool {
-		idle += float64(b.n) * float64(min(t, a.end-b.since))
-	}
-	return idle, hits
-}
-
-// survival evaluates the Kaplan–Meier survival of xs at three times
-// (ascending). It sorts xs.
-func survival(xs []sample, at []int64) (float64, float64, float64) {
-	sortSamples(xs)
-	out := make([]float64, len(at))
-	atRisk := float64(len(xs))
-	surv, j := 1.0, 0
-	for _, p := range xs {
-		for j < len(at) && at[j] < p.x {
-			out[j] = surv
-			j++
-		}
-		if !p.censored {
-			surv *= 1 - 1/atRisk
-		}
-		atRisk--
-	}
-	for ; j < len(at); j++ {
-		out[j] = surv
-	}
-	return out[0], out[1], out[2]
-}
-
-func sortSamples(xs []sample) {
-	slices.SortFunc(xs, func(p, q sample) int {
-		if c := cmp.Compare(p.x, q.x); c != 0 {
-			return c
-		}
-		switch {
-		case p.censored == q.censored:
-			return 0
-		case !p.censored:
-			return -1 // events before censorings at the same time
-		}
-		return 1
-	})
-}
-
-// waitSaved is how long work that finds no idle node waits on average, in
-// the history replayed without idle nodes: each node asked for waits, in
-// submission order, for a node that a running job releases, or for the
-// node created for it, ready after the provisioning delay d, whichever
-// comes first.
+// waitSaved is how long work that finds no idle node waits on average: until
+// a running job releases a node or the provisioning delay d has passed,
+// whichever comes first (the mean over the history's arrival instants).
 func (a *AdaptiveIdle) waitSaved(d time.Duration) time.Duration {
-	if a.arrivals == 0 {
+	if len(a.refs) == 0 {
 		return d
 	}
-	if !a.opt.FIFO {
-		var sum time.Duration
-		nextRel := int64(-1)
-		for k := len(a.at) - 1; k >= 0; k-- {
-			if a.arrived[k] {
-				y := a.end - a.at[k]
-				if nextRel >= 0 {
-					y = nextRel - a.at[k]
-				}
-				sum += min(time.Duration(y), d)
+	var sum time.Duration
+	nextRel := int64(-1) // the next release after the event looked at
+	for k := len(a.at) - 1; k >= 0; k-- {
+		if a.arrivedN[k] > 0 {
+			y := a.end - a.at[k] // censored: what was seen
+			if nextRel >= 0 {
+				y = nextRel - a.at[k]
 			}
-			if a.released[k] {
-				nextRel = a.at[k]
-			}
+			sum += min(time.Duration(y), d)
 		}
-		return sum / time.Duration(a.arrivals)
-	}
-	type unit struct {
-		t int64 // when the node was asked for
-		n int   // how many
-	}
-	q := make([]unit, 0, 64)
-	var sum float64 // node-seconds waited
-	var nodes float64
-	dd := int64(d)
-	for k, t := range a.at {
-		// Nodes asked for more than d ago got their own new node.
-		for len(q) > 0 && q[0].t+dd <= t {
-			sum += float64(q[0].n) * float64(dd)
-			q = q[1:]
-		}
-		if a.released[k] {
-			free := a.releasedN[k]
-			for free > 0 && len(q) > 0 {
-				take := min(free, q[0].n)
-				sum += float64(take) * float64(t-q[0].t)
-				free -= take
-				if q[0].n -= take; q[0].n == 0 {
-					q = q[1:]
-				}
-			}
-		}
-		if n := a.arrivedN[k]; n > 0 {
-			q = append(q, unit{t, n})
-			nodes += float64(n)
+		if a.releasedN[k] > 0 {
+			nextRel = a.at[k]
 		}
 	}
-	for _, u := range q {
-		sum += float64(u.n) * float64(min(a.end-u.t, dd)) // censored: what was seen
-	}
-	return time.Duration(sum / nodes)
+	return sum / time.Duration(len(a.refs))
 }
 
 // RemovableAt implements IdlePolicy.
 func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
-	if a.arrivals < a.opt.MinSamples {
+	if len(a.refs) < a.opt.MinSamples {
 		return n.IdleSince.Add(a.fallback)
 	}
 	now := a.end
 	if t := int64(n.IdleSince.Sub(a.origin)); t > now {
 		now = t
 	}
-	keep := a.Keep(max(rank, 0), time.Duration(now-a.end))
+	keep := a.Keep(max(rank, 0), time.Duration(now-a.lastArr))
 	return a.origin.Add(time.Duration(now) + keep)
 }
 
 // Keep is how long the policy keeps an idle node of the given rank, counted
-// from since after the last event of the history.
-func (a *AdaptiveIdle) Keep(rank int, since time.Duration) time.Duration {
-	if len(a.at) == 0 {
-		return 0
-	}
-	key := keepKey{rank, int64(since)}
+// from a time silence after the last arrival of the history.
+func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
+	key := keepKey{rank, int64(silence)}
 	if k, ok := a.cache[key]; ok {
 		return k
 	}
-	// Reference points: events like the last one. After arrivals, every
-	// arrival; after releases only, releases that came after a silence
-	// like the last one's, in a band widened until there are enough.
-	last := len(a.at) - 1
-	lo, hi := int64(0), int64(0)
-	if !a.arrived[last] {
-		s := a.silence[last]
-		lo, hi = s/2, 2*s+int64(30*time.Second)
-	}
-	var xs []sample
-	for {
-		xs = a.samples(rank, int64(since), lo, hi)
-		if len(xs) >= a.opt.MinSamples || a.arrived[last] || a.opt.Old || (lo == 0 && hi == math.MaxInt64) {
-			break
+	sil := int64(silence)
+	xs := a.scratch[:0]
+	for _, i := range a.refs {
+		t := a.at[i]
+		if next := a.nextArr[i]; next >= 0 && next-t <= sil {
+			continue // an arrival broke a silence this long
 		}
-		lo, hi = lo/4, hi*4
-		if hi > int64(30*24*time.Hour) {
-			lo, hi = 0, math.MaxInt64
+		start := t + sil
+		if start >= a.end {
+			continue // nothing was seen after it
+		}
+		// The first event after start, then the first event from there
+		// at which arrivals outnumber releases by rank+1.
+		s := i + 1
+		if sil > 0 {
+			s, _ = slices.BinarySearch(a.at, start+1)
+		}
+		if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
+			xs = append(xs, sample{x: a.at[k-1] - start})
+		} else {
+			xs = append(xs, sample{x: a.end - start, censored: true})
 		}
 	}
+	a.scratch = xs
 	var keep time.Duration
 	if len(xs) >= a.opt.MinSamples {
 		keep = bestKeep(xs, a.value)
@@ -434,62 +293,6 @@ func (a *AdaptiveIdle) Keep(rank int, since time.Duration) time.Duration {
 	}
 	a.cache[key] = keep
 	return keep
-}
-
-// samples collects, from the reference points like the last event whose
-// silence lies in [lo, hi], the time from since after each until arrivals
-// outnumber releases by rank+1.
-func (a *AdaptiveIdle) samples(rank int, since, lo, hi int64) []sample {
-	last := len(a.at) - 1
-	afterArrival := a.arrived[last]
-	xs := a.scratch[:0]
-	for i := 0; i < last && !a.opt.Old; i++ {
-		if afterArrival != a.arrived[i] || a.silence[i] < lo || a.silence[i] > hi {
-			continue
-		}
-		start := a.at[i] + since
-		if a.at[i+1] <= start {
-			continue // an event came within since: not like now
-		}
-		// From event i+1 on, the first event at which arrivals
-		// outnumber releases by rank+1.
-		if k := a.net.first(i+2, a.net.at(i+1)+rank+1); k >= 0 {
-			xs = append(xs, sample{x: a.at[k-1] - start})
-		} else {
-			xs = append(xs, sample{x: a.end - start, censored: true})
-		}
-	}
-	if (a.opt.Mix && !afterArrival) || a.opt.Old {
-		sil := a.silence[last] + since
-		for i := 0; i < last; i++ {
-			if !a.arrived[i] {
-				continue
-			}
-			next := int64(-1)
-			for j := i + 1; j <= last; j++ {
-				if a.arrived[j] {
-					next = a.at[j]
-					break
-				}
-			}
-			t := a.at[i]
-			if next >= 0 && next-t <= sil {
-				continue
-			}
-			start := t + sil
-			if start >= a.end {
-				continue
-			}
-			s, _ := slices.BinarySearch(a.at, start+1)
-			if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
-				xs = append(xs, sample{x: a.at[k-1] - start})
-			} else {
-				xs = append(xs, sample{x: a.end - start, censored: true})
-			}
-		}
-	}
-	a.scratch = xs
-	return xs
 }
 
 // bestKeep returns the K among 0 and the observed sample times that

@@ -148,25 +148,33 @@ func release(ctx context.Context, q store.Querier, node, uid string, at time.Tim
 // node becomes unusable with the reason, and its job goes back to the
 // queue (a new attempt) or fails once it has used maxAttempts.
 func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason string, maxAttempts int, at time.Time) error {
-	uid := n.JobID
-	n.State, n.Reason, n.JobID = state, reason, ""
-	if err := store.PutNode(ctx, q, n); err != nil {
+	n.Reason = reason
+	j, ok, err := detach(ctx, q, n, state)
+	if err != nil || !ok {
 		return err
 	}
+	return Requeue(ctx, q, j, reason, maxAttempts, at)
+}
+
+// detach puts a node in a final state without its job, and returns that
+// job when it still runs there (so the caller requeues or fails it).
+func detach(ctx context.Context, q store.Querier, n store.Node, state string) (store.Job, bool, error) {
+	uid := n.JobID
+	n.State, n.JobID = state, ""
+	if err := store.PutNode(ctx, q, n); err != nil {
+		return store.Job{}, false, err
+	}
 	if uid == "" {
-		return nil
+		return store.Job{}, false, nil
 	}
 	j, err := store.GetJobByUID(ctx, q, uid)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil
+		return j, false, nil
 	}
 	if err != nil {
-		return err
+		return j, false, err
 	}
-	if api.JobTerminal(j.Doc.Properties.Status) || rankOf(j, n.ID) < 0 {
-		return nil
-	}
-	return Requeue(ctx, q, j, reason, maxAttempts, at)
+	return j, !api.JobTerminal(j.Doc.Properties.Status) && rankOf(j, n.ID) >= 0, nil
 }
 
 // Requeue ends the job's current attempt for a reason outside the job and

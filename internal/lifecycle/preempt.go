@@ -53,23 +53,9 @@ func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptio
 	if err != nil {
 		return err
 	}
-	uid := n.JobID
-	n.State, n.JobID = api.NodePreempted, ""
-	if err := store.PutNode(ctx, q, n); err != nil {
+	j, ok, err := detach(ctx, q, n, api.NodePreempted)
+	if err != nil || !ok {
 		return err
-	}
-	if uid == "" {
-		return nil
-	}
-	j, err := store.GetJobByUID(ctx, q, uid)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if api.JobTerminal(j.Doc.Properties.Status) || rankOf(j, nodeID) < 0 {
-		return nil
 	}
 	j.Preemptions++
 	reason := "preempted on node " + nodeID

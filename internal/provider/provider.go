@@ -41,3 +41,17 @@ type Provider interface {
 	Delete(ctx context.Context, nodeID string) error
 	List(ctx context.Context) ([]Instance, error)
 }
+
+// ValidNodeID reports whether a node id is safe as a folder, process
+// argument and container name.
+func ValidNodeID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

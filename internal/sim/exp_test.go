@@ -64,14 +64,6 @@ func TestExperiment(t *testing.T) {
 					a.Adaptive.Window = int(f)
 				case "min":
 					a.Adaptive.MinSamples = int(f)
-				case "imp":
-					a.Adaptive.Implied = true
-				case "mix":
-					a.Adaptive.Mix = true
-				case "fifo":
-					a.Adaptive.FIFO = true
-				case "old":
-					a.Adaptive.Old = true
 				case "cap":
 					a.Adaptive.MaxIdle = time.Duration(f) * time.Second
 				}
@@ -93,31 +85,6 @@ func TestExperiment(t *testing.T) {
 				}
 			}
 			line += fmt.Sprintf("\n  %-24s idle %7.1f (%+5.1f%%) delay %6.1f (%+5.1f%%)%s", r.Label, m.IdleNodeHours, 100*(m.IdleNodeHours/ref.IdleNodeHours-1), m.QueueDelay.Mean, 100*(m.QueueDelay.Mean/ref.QueueDelay.Mean-1), dom)
-		}
-		t.Log(line)
-	}
-}
-
-func TestHourly(t *testing.T) {
-	if os.Getenv("SIMHOUR") == "" {
-		t.Skip()
-	}
-	diurnal, _ := Synthetic(Diurnal, 20000, 1)
-	for _, pol := range []string{"fixed", "adaptive"} {
-		c := DefaultConfig()
-		c.Size, c.Max = "Standard_NC6s_v3", 400
-		c.Provision = Delay{240 * time.Second, 60 * time.Second}
-		c.Policy = pol
-		c.Adaptive.DelayWeight = 3
-		hourIdle = [24]float64{}
-		hourDelay = [24]float64{}
-		hourJobs = [24]int{}
-		if _, err := Run(diurnal, c); err != nil {
-			t.Fatal(err)
-		}
-		line := pol
-		for h := range 24 {
-			line += fmt.Sprintf("\n %2d idle %6.1f delay %6.1f jobs %d", h, hourIdle[h]/3600, hourDelay[h]/float64(max(hourJobs[h], 1)), hourJobs[h])
 		}
 		t.Log(line)
 	}

@@ -300,6 +300,7 @@ type sim struct {
 	events   eventHeap
 	seq      uint64
 	now      time.Duration
+	last     time.Duration // the last event that changed anything
 	jobs     []job
 	next     int // next job to arrive
 	clusters []*cluster
@@ -359,18 +360,29 @@ func (s *sim) push(e event) {
 }
 
 func (s *sim) run() error {
-	for {
+	// Every cluster exists from the trace's second 0: the first pass
+	// creates the nodes that minNodeCount asks for.
+	for _, c := range s.clusters {
+		s.touch(c)
+	}
+	for first := true; ; first = false {
 		t, ok := s.nextTime()
+		if first {
+			t, ok = 0, true
+		}
 		if !ok {
 			break
 		}
 		s.now = t
 		for len(s.events) > 0 && s.events[0].at == t {
-			s.handle(s.events.pop())
+			if s.handle(s.events.pop()) {
+				s.last = t
+			}
 		}
 		for s.next < len(s.jobs) && s.jobs[s.next].submit == t {
 			s.arrive(&s.jobs[s.next])
 			s.next++
+			s.last = t
 		}
 		// Reconciling may touch clusters again (an evicted node removed
 		// frees cores for a cluster that waits for quota): repeat until
@@ -389,6 +401,9 @@ func (s *sim) run() error {
 		}
 		s.record()
 	}
+	// The run ends with the last event that changed anything (stale ones,
+	// such as the end of an attempt cut by eviction, do not count).
+	s.now = s.last
 	for _, c := range s.clusters {
 		for _, n := range c.nodes {
 			s.count(n)
@@ -477,17 +492,11 @@ func (s *sim) count(n *node) {
 		u.prep += d
 	default:
 		u.idle += d
-		if hourOn {
-			hourIdle[int(n.since.Hours())%24] += d
-		}
 	}
 }
 
-var hourIdle, hourDelay [24]float64
-var hourJobs [24]int
-var hourOn = true
-
-func (s *sim) handle(e event) {
+// handle applies an event; it reports false for a stale one.
+func (s *sim) handle(e event) bool {
 	switch e.kind {
 	case evDeleted:
 		s.quotaAdd(-1)
@@ -495,7 +504,7 @@ func (s *sim) handle(e event) {
 	case evEnd:
 		j := e.job
 		if j.state != jobRunning || e.gen != j.attempt {
-			return // an attempt cut by eviction
+			return false // an attempt cut by eviction
 		}
 		j.state = jobDone
 		c := j.cl
@@ -504,19 +513,15 @@ func (s *sim) handle(e event) {
 			c.m.ColdStarts++
 		}
 		c.delays = append(c.delays, j.waited.Seconds())
-		if hourOn {
-			hourDelay[int(j.submit.Hours())%24] += j.waited.Seconds()
-			hourJobs[int(j.submit.Hours())%24]++
-		}
 		s.demand -= j.nodes
 		s.release(j)
 		s.touch(c)
 	case evEvict:
-		s.evict(e.node)
+		return s.evict(e.node)
 	case evReady:
 		n := e.node
 		if n.pos < 0 || n.state != decide.NodePreparing {
-			return
+			return false // removed while it was being created
 		}
 		s.count(n)
 		n.state, n.idleSince = decide.NodeIdle, s.now
@@ -529,10 +534,12 @@ func (s *sim) handle(e event) {
 		}
 		s.touch(c)
 	case evWake:
-		if e.gen == e.cl.wakeGen {
-			s.touch(e.cl)
+		if e.gen != e.cl.wakeGen {
+			return false // a later plan moved it
 		}
+		s.touch(e.cl)
 	}
+	return true
 }
 
 // release frees the nodes of a job that stopped: running nodes become idle.
@@ -570,16 +577,18 @@ func (p lazyPolicy) RemovableAt(n *decide.Node, rank int) time.Time {
 // evict takes a low-priority node back: its job (every rank) is queued
 // again, or fails after MaxPreemptions; the node is preempted and no longer
 // billed, and the next plan removes it.
-func (s *sim) evict(n *node) {
+func (s *sim) evict(n *node) bool {
 	if n.pos < 0 || n.evicted || (n.state != decide.NodeIdle && n.state != decide.NodeRunning) {
-		return
+		return false // gone already
 	}
 	c := n.cl
 	s.count(n)
 	c.m.Evictions++
-	if j := n.job; j != nil {
+	j := n.job
+	n.state, n.job, n.evicted = decide.NodePreempted, nil, true
+	if j != nil {
 		c.use.lost += float64(j.nodes) * (s.now - j.started).Seconds()
-		s.release(j)
+		s.release(j) // its other nodes are idle again
 		j.preempts++
 		if s.cfg.MaxPreemptions > 0 && j.preempts >= s.cfg.MaxPreemptions {
 			j.state = jobFailed
@@ -589,8 +598,8 @@ func (s *sim) evict(n *node) {
 			s.enqueue(j)
 		}
 	}
-	n.state, n.job, n.evicted = decide.NodePreempted, nil, true
 	s.touch(c)
+	return true
 }
 
 func (s *sim) freeQuota() {
@@ -782,7 +791,7 @@ func (s *sim) result() *Result {
 		m.LostNodeHours = u.lost / 3600
 		m.BilledNodeHours = (u.busy + u.idle + u.prep + u.deleting) / 3600
 		m.Cost = m.BilledNodeHours * price
-		m.Hours = s.now.Hours()
+		m.Hours = s.last.Hours()
 		all = append(all, c.delays...)
 		m.QueueDelay = summarize(c.delays)
 		r.Total.add(m)
@@ -790,6 +799,6 @@ func (s *sim) result() *Result {
 	}
 	r.Total.QueueDelay = summarize(all)
 	r.Total.PeakNodes = s.peak
-	r.Total.Hours = s.now.Hours()
+	r.Total.Hours = s.last.Hours()
 	return r
 }

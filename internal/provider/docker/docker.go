@@ -129,7 +129,7 @@ const (
 )
 
 func (p *Provider) nodeDir(nodeID string) (string, error) {
-	if !validNodeID(nodeID) {
+	if !provider.ValidNodeID(nodeID) {
 		return "", fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", nodeID)
 	}
 	if p.o.BaseDir == "" {
@@ -544,17 +544,4 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-// validNodeID reports whether id is safe as a folder and container name.
-func validNodeID(id string) bool {
-	if id == "" || id == "." || id == ".." || len(id) > 200 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }

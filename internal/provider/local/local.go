@@ -70,7 +70,7 @@ func New(o Options) *Provider {
 func (p *Provider) Name() string { return "local" }
 
 func (p *Provider) nodeDir(nodeID string) (string, error) {
-	if !validNodeID(nodeID) {
+	if !provider.ValidNodeID(nodeID) {
 		return "", fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", nodeID)
 	}
 	if p.o.BaseDir == "" {
@@ -153,7 +153,7 @@ func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
 	}
 	var out []provider.Instance
 	for _, e := range ents {
-		if !e.IsDir() || !validNodeID(e.Name()) {
+		if !e.IsDir() || !provider.ValidNodeID(e.Name()) {
 			continue
 		}
 		in := provider.Instance{NodeID: e.Name()}
@@ -263,17 +263,4 @@ func isAgent(pid int, nodeID string) bool {
 		}
 	}
 	return false
-}
-
-// validNodeID reports whether id is safe as a folder name.
-func validNodeID(id string) bool {
-	if id == "" || id == "." || id == ".." || len(id) > 200 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }
