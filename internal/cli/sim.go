@@ -35,7 +35,7 @@ type simFlags struct {
 func newSimCmd(g *globals) *cobra.Command {
 	def := sim.DefaultConfig()
 	f := simFlags{
-		size: def.Size, tier: "dedicated", min: def.Min, max: def.Max, idle: def.IdleTimeout.String(), policy: def.Policy,
+		size: def.Size, tier: "dedicated", min: def.Min, max: def.Max, idle: fmt.Sprintf("%gs", def.IdleTimeout.Seconds()), policy: def.Policy,
 		delayWeight: def.Adaptive.DelayWeight, provisionDelay: def.Provision.String(), deletionDelay: def.Deletion.String(),
 		seed: def.Seed, jobs: 20000,
 	}
@@ -58,10 +58,11 @@ Billed node-hours run from a node's request until its deletion is done:
 provisioning + busy + idle + deleting. Queue delay is the time a completed
 job spent queued; a cold start is a job that started on a node created
 after it was queued. See docs/simulator.md.`,
-		Example: `  cumulus sim --trace traces/philly-2017-10-03_to_11-08.csv --size Standard_NC6s_v3 --max 400
-  cumulus sim --trace traces/philly-2017-10-03_to_11-08.csv --size Standard_NC6s_v3 --max 400 \
+		Example: `  cumulus sim --trace traces/philly-2017-10-03_to_11-08.csv --size Standard_NC6s_v3 --max 1000
+  cumulus sim --trace traces/philly-2017-10-03_to_11-08.csv --size Standard_NC6s_v3 --max 1000 \
       --provision-delay 240s±60s --sweep idle=0,60,120,300,600,1800,adaptive --plot tradeoff.svg
-  cumulus sim --trace synthetic:bursty --size Standard_NC6s_v3 --policy adaptive -o json`,
+  cumulus sim --trace synthetic:bursty --size Standard_NC6s_v3 --policy adaptive --plot timeline.svg -o json
+  cumulus sim generate bursty --jobs 100000 --seed 1 > bursty.csv`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSim(g, &f) },
 	}

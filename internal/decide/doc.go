@@ -58,8 +58,10 @@
 //     the live nodes left number maxNodeCount. A node with a job is never
 //     removed; a drained node is removed when its job ends.
 //   - Idle scale-down: an idle node whose IdleSince+IdleTimeout is not after
-//     now is removable. Removable nodes go, longest idle first, while the
-//     live nodes left exceed max(minNodeCount, wanted). Idle nodes that the
+//     now is removable (with Cluster.IdlePolicy set, the policy's
+//     RemovableAt replaces IdleSince+IdleTimeout; see IdlePolicy).
+//     Removable nodes go, longest idle first, while the live nodes left
+//     exceed max(minNodeCount, wanted). Idle nodes that the
 //     queue would use are never removed for idleness: the min(idle, demand)
 //     most recently idle nodes are kept, which covers idle nodes reserved by
 //     a gang job that waits while the cluster grows for it.

@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -102,23 +101,23 @@ func DefaultAdaptive() AdaptiveOptions {
 // history, the fixed timeout applies; a rank and silence with fewer than
 // MinSamples reference points is not kept.
 //
-// AdaptiveIdle caches answers, so it is not safe for concurrent use.
+// An AdaptiveIdle reads its IdleHistory as it is: what the history learns
+// changes its answers. Neither is safe for concurrent use.
 type AdaptiveIdle struct {
-	origin    time.Time // times below are nanoseconds since origin
-	at        []int64   // event times, ascending and distinct
-	arrivedN  []int     // per event: nodes asked for
-	releasedN []int     // per event: nodes released
-	refs      []int     // events with arrivals
-	nextArr   []int64   // per event: the next arrival after it; -1 if none
-	net       maxTree   // net[k]: node arrivals minus releases of events [0, k)
-	lastArr   int64
-	end       int64   // the last event
-	value     float64 // D + w·W, in seconds
-	fallback  time.Duration
-	opt       AdaptiveOptions
-	cache     map[keepKey]time.Duration
-	scratch   []sample
-	sums      []int
+	h        *IdleHistory
+	fallback time.Duration
+	opt      AdaptiveOptions
+	// Derived from h at version: the value of a reuse (D + w·W, seconds)
+	// and the answers given.
+	version uint64
+	value   float64
+	cache   map[keepKey]time.Duration
+	scratch []int64
+}
+
+type keepKey struct {
+	rank    int
+	silence int64
 }
 
 // DemandEvent is what happened to a cluster's demand at one time: nodes
@@ -129,158 +128,89 @@ type DemandEvent struct {
 	Released int
 }
 
-type keepKey struct {
-	rank    int
-	silence int64
-}
-
-// sample is the time until a node would have got work; censored when the
-// history ended first.
-type sample struct {
-	x        int64
-	censored bool
-}
-
 // NewAdaptiveIdle builds the policy from a cluster's recent demand events
 // (any order), the provisioning delay it has observed (<= 0:
 // opt.Provisioning) and the fixed timeout that applies while the history is
 // too short.
 func NewAdaptiveIdle(events []DemandEvent, provisioning, fallback time.Duration, opt AdaptiveOptions) *AdaptiveIdle {
-	a := &AdaptiveIdle{}
-	a.reset(events, provisioning, fallback, opt)
-	return a
+	events = slices.Clone(events)
+	slices.SortStableFunc(events, func(x, y DemandEvent) int { return x.At.Compare(y.At) })
+	h := &IdleHistory{Window: max(len(events), 1)}
+	for _, e := range events {
+		h.add(e.At, max(e.Arrived, 0), max(e.Released, 0))
+	}
+	if provisioning > 0 {
+		h.Provisioned(provisioning)
+	}
+	return h.Policy(fallback, opt)
 }
 
-// reset rebuilds a in place, reusing its memory.
-func (a *AdaptiveIdle) reset(events []DemandEvent, provisioning, fallback time.Duration, opt AdaptiveOptions) {
-	opt.DelayWeight = max(opt.DelayWeight, 0)
-	opt.MinSamples = max(opt.MinSamples, 1)
-	if provisioning <= 0 {
-		provisioning = opt.Provisioning
+// refresh derives the value of a reuse from the history, once per change.
+func (a *AdaptiveIdle) refresh() {
+	h := a.h
+	if a.cache != nil && a.version == h.version {
+		return
 	}
-	a.fallback, a.opt = max(fallback, 0), opt
 	if a.cache == nil {
 		a.cache = map[keepKey]time.Duration{}
 	}
 	clear(a.cache)
-	a.at, a.arrivedN, a.releasedN, a.refs, a.nextArr = a.at[:0], a.arrivedN[:0], a.releasedN[:0], a.refs[:0], a.nextArr[:0]
-	byTime := func(x, y DemandEvent) int { return x.At.Compare(y.At) }
-	if !slices.IsSortedFunc(events, byTime) {
-		events = slices.Clone(events)
-		slices.SortStableFunc(events, byTime)
+	a.version = h.version
+	d := h.Provisioning()
+	if d <= 0 {
+		d = a.opt.Provisioning
 	}
-	// Merge the events of one instant; net sums arrivals minus releases.
-	net := append(a.sums[:0], 0)
-	for _, e := range events {
-		arrived, released := max(e.Arrived, 0), max(e.Released, 0)
-		if arrived == 0 && released == 0 {
-			continue
-		}
-		if len(a.at) == 0 {
-			a.origin = e.At
-		}
-		t := int64(e.At.Sub(a.origin))
-		k := len(a.at) - 1
-		if k < 0 || a.at[k] != t {
-			a.at = append(a.at, t)
-			a.arrivedN = append(a.arrivedN, 0)
-			a.releasedN = append(a.releasedN, 0)
-			net = append(net, net[len(net)-1])
-			k++
-		}
-		net[k+1] += arrived - released
-		if arrived > 0 && a.arrivedN[k] == 0 {
-			a.refs = append(a.refs, k)
-		}
-		a.arrivedN[k] += arrived
-		a.releasedN[k] += released
-	}
-	a.sums = net
-	a.net.build(net)
-	a.value = provisioning.Seconds()
-	if len(a.at) == 0 {
-		return
-	}
-	a.end = a.at[len(a.at)-1]
-	a.nextArr = slices.Grow(a.nextArr, len(a.at))[:len(a.at)]
-	next := int64(-1)
-	for k := len(a.at) - 1; k >= 0; k-- {
-		a.nextArr[k] = next
-		if a.arrivedN[k] > 0 {
-			next = a.at[k]
-		}
-	}
-	if len(a.refs) > 0 {
-		a.lastArr = a.at[a.refs[len(a.refs)-1]]
-	}
-	a.value += opt.DelayWeight * a.waitSaved(provisioning).Seconds()
-}
-
-// waitSaved is how long work that finds no idle node waits on average: until
-// a running job releases a node or the provisioning delay d has passed,
-// whichever comes first (the mean over the history's arrival instants).
-func (a *AdaptiveIdle) waitSaved(d time.Duration) time.Duration {
-	if len(a.refs) == 0 {
-		return d
-	}
-	var sum time.Duration
-	nextRel := int64(-1) // the next release after the event looked at
-	for k := len(a.at) - 1; k >= 0; k-- {
-		if a.arrivedN[k] > 0 {
-			y := a.end - a.at[k] // censored: what was seen
-			if nextRel >= 0 {
-				y = nextRel - a.at[k]
-			}
-			sum += min(time.Duration(y), d)
-		}
-		if a.releasedN[k] > 0 {
-			nextRel = a.at[k]
-		}
-	}
-	return sum / time.Duration(len(a.refs))
+	a.value = d.Seconds() + a.opt.DelayWeight*h.waitSaved(d).Seconds()
 }
 
 // RemovableAt implements IdlePolicy.
 func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
-	if len(a.refs) < a.opt.MinSamples {
+	h := a.h
+	if h.arrivals() < a.opt.MinSamples {
 		return n.IdleSince.Add(a.fallback)
 	}
-	now := a.end
-	if t := int64(n.IdleSince.Sub(a.origin)); t > now {
+	now := h.at[len(h.at)-1] // the last event
+	if t := int64(n.IdleSince.Sub(h.origin)); t > now {
 		now = t
 	}
-	keep := a.Keep(max(rank, 0), time.Duration(now-a.lastArr))
-	return a.origin.Add(time.Duration(now) + keep)
+	keep := a.Keep(max(rank, 0), time.Duration(now-h.at[h.lastArr]))
+	return h.origin.Add(time.Duration(now) + keep)
 }
 
 // Keep is how long the policy keeps an idle node of the given rank, counted
 // from a time silence after the last arrival of the history.
 func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
+	a.refresh()
 	key := keepKey{rank, int64(silence)}
 	if k, ok := a.cache[key]; ok {
 		return k
 	}
+	h := a.h
 	sil := int64(silence)
+	end := h.at[len(h.at)-1]
+	// Samples: x<<1, plus 1 when censored, so that a plain sort puts
+	// events before censorings at the same time.
 	xs := a.scratch[:0]
-	for _, i := range a.refs {
-		t := a.at[i]
-		if next := a.nextArr[i]; next >= 0 && next-t <= sil {
+	s := h.start // the first event after start, advanced as refs go on
+	for _, i := range h.refs[h.refsStart:] {
+		t := h.at[i]
+		if next := h.nextArr[i]; next >= 0 && next-t <= sil {
 			continue // an arrival broke a silence this long
 		}
 		start := t + sil
-		if start >= a.end {
+		if start >= end {
 			continue // nothing was seen after it
 		}
 		// The first event after start, then the first event from there
 		// at which arrivals outnumber releases by rank+1.
-		s := i + 1
-		if sil > 0 {
-			s, _ = slices.BinarySearch(a.at, start+1)
+		s = max(s, i+1)
+		for h.at[s] <= start {
+			s++
 		}
-		if k := a.net.first(s+1, a.net.at(s)+rank+1); k >= 0 {
-			xs = append(xs, sample{x: a.at[k-1] - start})
+		if k := h.tree.first(s, h.cum[s-1]+rank+1); k >= 0 {
+			xs = append(xs, (h.at[k]-start)<<1)
 		} else {
-			xs = append(xs, sample{x: a.end - start, censored: true})
+			xs = append(xs, (end-start)<<1|1)
 		}
 	}
 	a.scratch = xs
@@ -298,31 +228,22 @@ func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
 // bestKeep returns the K among 0 and the observed sample times that
 // maximizes value·F(K) − ∫₀ᴷ S(t) dt, where S = 1 − F is the Kaplan–Meier
 // survival of the samples (the integral is E[min(x, K)]); value is in
-// seconds. It sorts xs.
-func bestKeep(xs []sample, value float64) time.Duration {
-	slices.SortFunc(xs, func(p, q sample) int {
-		if c := cmp.Compare(p.x, q.x); c != 0 {
-			return c
-		}
-		switch {
-		case p.censored == q.censored:
-			return 0
-		case !p.censored:
-			return -1 // events before censorings at the same time
-		}
-		return 1
-	})
+// seconds. A sample is its time in nanoseconds shifted left by one, plus 1
+// when censored. It sorts xs.
+func bestKeep(xs []int64, value float64) time.Duration {
+	slices.Sort(xs)
 	atRisk := float64(len(xs))
 	surv, area, prev := 1.0, 0.0, int64(0)
 	var best float64
 	var keep int64
 	for _, p := range xs {
-		area += surv * float64(p.x-prev) / 1e9
-		prev = p.x
-		if !p.censored {
+		x := p >> 1
+		area += surv * float64(x-prev) / 1e9
+		prev = x
+		if p&1 == 0 {
 			surv *= 1 - 1/atRisk
 			if gain := value*(1-surv) - area; gain > best {
-				best, keep = gain, p.x
+				best, keep = gain, x
 			}
 		}
 		atRisk--
@@ -331,17 +252,16 @@ func bestKeep(xs []sample, value float64) time.Duration {
 }
 
 // maxTree answers "the first index from lo whose value is at least v" in
-// O(log n) over an array of ints.
+// O(log n) over an array of ints, with point updates in O(log n).
 type maxTree struct {
 	size int   // leaves, a power of two
-	n    int   // values
 	t    []int // t[1] is the root; the leaves start at t[size]
 }
 
-// build makes the tree over vals, reusing the tree's memory.
-func (m *maxTree) build(vals []int) {
-	m.n, m.size = len(vals), 1
-	for m.size < len(vals) {
+// reset makes the tree hold vals, with room for size leaves.
+func (m *maxTree) reset(vals []int, size int) {
+	m.size = 1
+	for m.size < max(size, len(vals)) {
 		m.size *= 2
 	}
 	m.t = slices.Grow(m.t[:0], 2*m.size)[:2*m.size]
@@ -355,91 +275,159 @@ func (m *maxTree) build(vals []int) {
 	}
 }
 
-func (m *maxTree) at(i int) int { return m.t[m.size+i] }
+// set changes the value at i.
+func (m *maxTree) set(i, v int) {
+	i += m.size
+	m.t[i] = v
+	for i > 1 {
+		i /= 2
+		m.t[i] = max(m.t[2*i], m.t[2*i+1])
+	}
+}
 
 // first returns the smallest i >= lo with value >= v, or -1.
 func (m *maxTree) first(lo, v int) int {
-	if lo >= m.n {
+	if lo < 0 || lo >= m.size {
 		return -1
 	}
-	return m.descend(1, 0, m.size-1, lo, v)
-}
-
-func (m *maxTree) descend(node, l, r, lo, v int) int {
-	if r < lo || m.t[node] < v {
-		return -1
+	i := lo + m.size
+	for m.t[i] < v {
+		// Climb while i is a right child, then move to the subtree on
+		// its right.
+		for i&1 == 1 {
+			i /= 2
+			if i == 0 {
+				return -1
+			}
+		}
+		i++
 	}
-	if l == r {
-		return l
+	for i < m.size {
+		i *= 2
+		if m.t[i] < v {
+			i++
+		}
 	}
-	mid := (l + r) / 2
-	if i := m.descend(2*node, l, mid, lo, v); i >= 0 {
-		return i
-	}
-	return m.descend(2*node+1, mid+1, r, lo, v)
+	return i - m.size
 }
 
 // IdleHistory gathers what AdaptiveIdle learns from as a cluster runs: its
 // recent demand events and the provisioning delays it has observed. The
-// zero value is ready to use.
+// zero value is ready to use. Recording an event costs O(log Window)
+// amortized.
 type IdleHistory struct {
 	// Window is how many demand events (distinct times) are remembered;
-	// <= 0: 1024.
+	// <= 0: 1024. Set it before the first event.
 	Window int
 
-	events  []DemandEvent // ring, oldest at next once full
-	next    int
-	delays  [16]time.Duration // ring of observed provisioning delays
-	nd      int
-	changed bool
-	policy  AdaptiveIdle
-	built   bool // policy was built with fallback and opt
-	fb      time.Duration
-	opt     AdaptiveOptions
-	ordered []DemandEvent
+	origin    time.Time // times below are nanoseconds since origin
+	at        []int64   // event times, ascending and distinct; the window is [start:]
+	arrivedN  []int     // per event: nodes asked for
+	cum       []int     // per event: node arrivals minus releases up to and including it
+	nextArr   []int64   // per event: the next arrival after it; -1 if none yet
+	released  []bool    // per event: were nodes released
+	refs      []int     // events with arrivals; the window's are [refsStart:]
+	refsStart int
+	start     int
+	lastArr   int // the last event with arrivals; -1 if none
+	tree      maxTree
+	delays    [16]time.Duration // ring of observed provisioning delays
+	nd        int
+	version   uint64
+	policy    AdaptiveIdle
 }
 
-func (h *IdleHistory) add(e DemandEvent) {
-	h.changed = true
-	w := h.Window
-	if w <= 0 {
-		w = 1024
+func (h *IdleHistory) window() int {
+	if h.Window <= 0 {
+		return 1024
 	}
-	if n := len(h.events); n > 0 {
-		// The newest event: the last one until the ring is full, then the
-		// one before next.
-		if last := &h.events[(h.next+n-1)%n]; last.At.Equal(e.At) {
-			last.Arrived += e.Arrived
-			last.Released += e.Released
-			return
-		}
-	}
-	if len(h.events) < w {
-		h.events = append(h.events, e)
+	return h.Window
+}
+
+// add records an event; events come in time order (an earlier one counts
+// at the time of the last).
+func (h *IdleHistory) add(t time.Time, arrived, released int) {
+	if arrived == 0 && released == 0 {
 		return
 	}
-	h.events[h.next] = e
-	h.next = (h.next + 1) % w
+	h.version++
+	if len(h.at) == 0 {
+		h.origin, h.lastArr = t, -1
+	}
+	ts := max(int64(t.Sub(h.origin)), 0)
+	k := len(h.at) - 1
+	if k < h.start || h.at[k] < ts {
+		if len(h.at) == 2*h.window() {
+			h.compact()
+			k = len(h.at) - 1
+		}
+		prev := 0
+		if k >= 0 {
+			prev = h.cum[k]
+		}
+		h.at = append(h.at, ts)
+		h.arrivedN = append(h.arrivedN, 0)
+		h.cum = append(h.cum, prev)
+		h.nextArr = append(h.nextArr, -1)
+		h.released = append(h.released, false)
+		k++
+		if len(h.at)-h.start > h.window() {
+			h.start++
+			for h.refsStart < len(h.refs) && h.refs[h.refsStart] < h.start {
+				h.refsStart++
+			}
+		}
+		if h.tree.size < len(h.at) {
+			h.tree.reset(h.cum, 2*h.window())
+		}
+	}
+	if arrived > 0 && h.arrivedN[k] == 0 {
+		// The events since the previous arrival learn their next one.
+		for j := max(h.lastArr, h.start); j < k; j++ {
+			h.nextArr[j] = h.at[k]
+		}
+		h.refs = append(h.refs, k)
+		h.lastArr = k
+	}
+	h.arrivedN[k] += arrived
+	h.released[k] = h.released[k] || released > 0
+	h.cum[k] += arrived - released
+	h.tree.set(k, h.cum[k])
 }
 
-// Arrive records a job of nodes nodes (at least 1) submitted at t.
-func (h *IdleHistory) Arrive(t time.Time, nodes int) {
-	h.add(DemandEvent{At: t, Arrived: max(nodes, 1)})
+// compact drops the events before the window, keeping the memory.
+func (h *IdleHistory) compact() {
+	s := h.start
+	h.at = append(h.at[:0], h.at[s:]...)
+	h.arrivedN = append(h.arrivedN[:0], h.arrivedN[s:]...)
+	h.cum = append(h.cum[:0], h.cum[s:]...)
+	h.nextArr = append(h.nextArr[:0], h.nextArr[s:]...)
+	h.released = append(h.released[:0], h.released[s:]...)
+	refs := h.refs[h.refsStart:]
+	for i := range refs {
+		refs[i] -= s
+	}
+	h.refs = append(h.refs[:0], refs...)
+	h.refsStart, h.start = 0, 0
+	h.lastArr -= s
+	h.tree.reset(h.cum, 2*h.window())
 }
+
+// arrivals is how many arrival instants the window holds.
+func (h *IdleHistory) arrivals() int { return len(h.refs) - h.refsStart }
+
+// Arrive records a job of nodes nodes (at least 1) submitted at t.
+func (h *IdleHistory) Arrive(t time.Time, nodes int) { h.add(t, max(nodes, 1), 0) }
 
 // Release records nodes nodes that became idle at t because their job
 // ended (not nodes that just finished provisioning).
-func (h *IdleHistory) Release(t time.Time, nodes int) {
-	if nodes > 0 {
-		h.add(DemandEvent{At: t, Released: nodes})
-	}
-}
+func (h *IdleHistory) Release(t time.Time, nodes int) { h.add(t, 0, max(nodes, 0)) }
 
 // Provisioned records that a node took d from request to ready.
 func (h *IdleHistory) Provisioned(d time.Duration) {
 	h.delays[h.nd%len(h.delays)] = d
 	h.nd++
-	h.changed = true
+	h.version++
 }
 
 // Provisioning is the mean of the recent provisioning delays observed; 0 if
@@ -456,14 +444,41 @@ func (h *IdleHistory) Provisioning() time.Duration {
 	return sum / time.Duration(n)
 }
 
-// Policy returns the adaptive policy for the history as it is now. The
-// history owns it: it is rebuilt in place when the history has changed, so
-// a policy from an earlier call must not be used after this one.
-func (h *IdleHistory) Policy(fallback time.Duration, opt AdaptiveOptions) *AdaptiveIdle {
-	if h.changed || !h.built || h.fb != fallback || h.opt != opt {
-		h.ordered = append(append(h.ordered[:0], h.events[h.next:]...), h.events[:h.next]...)
-		h.policy.reset(h.ordered, h.Provisioning(), fallback, opt)
-		h.changed, h.built, h.fb, h.opt = false, true, fallback, opt
+// waitSaved is how long work that finds no idle node waits on average: until
+// a running job releases a node or the provisioning delay d has passed,
+// whichever comes first (the mean over the window's arrival instants).
+func (h *IdleHistory) waitSaved(d time.Duration) time.Duration {
+	if h.arrivals() == 0 {
+		return d
 	}
-	return &h.policy
+	var sum time.Duration
+	end := h.at[len(h.at)-1]
+	nextRel := int64(-1) // the next release after the event looked at
+	for k := len(h.at) - 1; k >= h.start; k-- {
+		if h.arrivedN[k] > 0 {
+			y := end - h.at[k] // censored: what was seen
+			if nextRel >= 0 {
+				y = nextRel - h.at[k]
+			}
+			sum += min(time.Duration(y), d)
+		}
+		if h.released[k] {
+			nextRel = h.at[k]
+		}
+	}
+	return sum / time.Duration(h.arrivals())
+}
+
+// Policy returns the adaptive policy over this history. The history owns
+// it; it reads the history as it is when asked.
+func (h *IdleHistory) Policy(fallback time.Duration, opt AdaptiveOptions) *AdaptiveIdle {
+	opt.DelayWeight = max(opt.DelayWeight, 0)
+	opt.MinSamples = max(opt.MinSamples, 1)
+	fallback = max(fallback, 0)
+	p := &h.policy
+	if p.h != h || p.fallback != fallback || p.opt != opt {
+		p.h, p.fallback, p.opt = h, fallback, opt
+		p.cache = nil // recompute
+	}
+	return p
 }

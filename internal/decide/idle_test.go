@@ -53,9 +53,9 @@ func TestIdlePolicy(t *testing.T) {
 			want: Plan{Remove: []string{"i1"}, Target: 2},
 		},
 		{
-			name: "rank counts past the nodes the queue keeps",
-			// A gang job of 4 waits: it keeps i3 and i2 (its reserved
-			// nodes) and... all three idle nodes; nothing goes.
+			name: "nodes reserved for a waiting gang job are kept",
+			// A gang job of 4 waits for a fourth node: the three idle
+			// nodes are reserved for it, whatever the policy says.
 			c:    Cluster{Max: 5, Headroom: -1, Nodes: three, Queued: []Job{gang("g", 4, 1)}, IdlePolicy: rankKeep{0}},
 			now:  t0.Add(3 * time.Minute),
 			want: Plan{Create: 1, Target: 4},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"time"
 )
 
 // Plot geometry, in SVG user units.
@@ -29,9 +30,7 @@ func (s *svg) printf(format string, args ...any) {
 }
 
 func (s *svg) text(x, y float64, anchor, class, text string) {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(text))
-	s.printf(`<text x="%.1f" y="%.1f" text-anchor="%s" class="%s">%s</text>`+"\n", x, y, anchor, class, b.String())
+	s.printf(`<text x="%.1f" y="%.1f" text-anchor="%s" class="%s">%s</text>`+"\n", x, y, anchor, class, escape(text))
 }
 
 func (s *svg) begin(title string) {
@@ -172,16 +171,17 @@ func PlotTimeline(w io.Writer, title string, r *Result) error {
 	s.printf(`<rect x="%.1f" y="32" width="14" height="10" fill="#f4a261" fill-opacity="0.45"/>`+"\n", lx)
 	s.text(lx+18, 41, "start", "s", "demand (nodes queued + running jobs need)")
 	s.printf(`<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#1d3557" stroke-width="2"/>`+"\n", lx-120, lx-106, 37, 37)
-	s.text(lx-102, 41, "start", "s", "nodes (billed)")
+	s.text(lx-102, 41, "start", "s", "nodes")
 	m := r.Total
-	s.text(padL, plotH-2, "start", "s", fmt.Sprintf("%d jobs · billed %.0f node-h (idle %.0f) · $%.0f · mean queue delay %.0f s · peak %d nodes · max per %.1f h column",
-		m.Jobs, m.BilledNodeHours, m.IdleNodeHours, m.Cost, m.QueueDelay.Mean, m.PeakNodes, end/timelineColumns/3600))
+	column := time.Duration(end / timelineColumns * float64(time.Second)).Round(time.Second)
+	s.text(padL, plotH-2, "start", "s", fmt.Sprintf("%d jobs · billed %.0f node-h (idle %.0f) · $%.0f · mean queue delay %.0f s · peak %d nodes · each column the maximum over %v",
+		m.Jobs, m.BilledNodeHours, m.IdleNodeHours, m.Cost, m.QueueDelay.Mean, m.PeakNodes, column))
 	return s.end()
 }
 
 // PlotTradeoff draws cost against mean queue delay for the settings of a
 // sweep: the fixed idle timeouts joined in sweep order, the adaptive policy
-// marked apart.
+// marked apart. Both axes are zoomed to the points.
 func PlotTradeoff(w io.Writer, title string, results []*Result) error {
 	s := &svg{w: bufio.NewWriter(w)}
 	s.begin(title + " — cost against mean queue delay")
@@ -189,25 +189,19 @@ func PlotTradeoff(w io.Writer, title string, results []*Result) error {
 		s.text(plotW/2, plotH/2, "middle", "", "no results")
 		return s.end()
 	}
-	maxX, maxY, minY := 0.0, 0.0, math.Inf(1)
+	x0, x1, y0, y1 := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, r := range results {
-		maxX = max(maxX, r.Total.QueueDelay.Mean)
-		maxY = max(maxY, r.Total.Cost)
-		minY = min(minY, r.Total.Cost)
+		x0, x1 = min(x0, r.Total.QueueDelay.Mean), max(x1, r.Total.QueueDelay.Mean)
+		y0, y1 = min(y0, r.Total.Cost), max(y1, r.Total.Cost)
 	}
-	// Start the cost axis near the cheapest setting: the differences are
-	// what matters.
-	lo := 0.0
-	if pad := (maxY - minY) * 0.15; minY-pad > 0 {
-		t := ticks(minY-pad, maxY)
-		lo = t[0]
-		if lo > minY-pad && len(t) > 1 {
-			lo -= t[1] - t[0]
-		}
+	pad := func(lo, hi float64) (float64, float64) {
+		span := max(hi-lo, math.Abs(hi)*0.01, 1)
+		return lo - 0.1*span, hi + 0.12*span
 	}
-	hi := maxY + (maxY-lo)*0.08
-	a := axes{0, niceMax(maxX * 1.1), lo, hi}
-	a.draw(s, "mean queue delay (s)", "cost (USD)", number, func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	x0, x1 = pad(x0, x1)
+	y0, y1 = pad(y0, y1)
+	a := axes{max(x0, 0), x1, max(y0, 0), y1}
+	a.draw(s, "mean queue delay (s)", "cost (USD)", number, dollars)
 
 	var line strings.Builder
 	for _, r := range results {
@@ -216,20 +210,44 @@ func PlotTradeoff(w io.Writer, title string, results []*Result) error {
 		}
 	}
 	s.printf(`<polyline fill="none" stroke="#1d3557" stroke-width="1.5" points="%s"/>`+"\n", line.String())
-	for i, r := range results {
+	// Labels to the right of their points, moved down past the labels
+	// already placed that they would overlap.
+	type box struct{ x, y float64 }
+	var placed []box
+	for _, r := range results {
 		x, y := a.px(r.Total.QueueDelay.Mean), a.py(r.Total.Cost)
-		dy := -8.0
-		if i%2 == 1 {
-			dy = 16
+		ly := y + 4
+		for moved := true; moved; {
+			moved = false
+			for _, b := range placed {
+				if math.Abs(b.x-(x+8)) < 80 && math.Abs(b.y-ly) < 13 {
+					ly, moved = b.y+13, true
+				}
+			}
 		}
+		placed = append(placed, box{x + 8, ly})
 		if r.Settings.Policy == PolicyAdaptive {
 			s.printf(`<path d="M%.1f %.1f l7 7 l-7 7 l-7 -7 z" fill="#e63946"/>`+"\n", x, y-7)
-			s.text(x+9, y-9, "start", "", r.Label)
+			s.printf(`<text x="%.1f" y="%.1f" class="s" style="fill:#e63946;font-weight:bold">%s</text>`+"\n", x+8, ly, escape(r.Label))
 			continue
 		}
 		s.printf(`<circle cx="%.1f" cy="%.1f" r="4" fill="#1d3557"/>`+"\n", x, y)
-		s.text(x+6, y+dy, "start", "s", r.Label)
+		s.text(x+8, ly, "start", "s", r.Label)
 	}
 	s.text(padL, plotH-2, "start", "s", "circles: fixed idle timeouts (joined in sweep order); diamond: adaptive policy. Lower left is better.")
 	return s.end()
+}
+
+func escape(text string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(text))
+	return b.String()
+}
+
+// dollars writes an amount for an axis: thousands as k past 10,000.
+func dollars(v float64) string {
+	if math.Abs(v) >= 10000 {
+		return fmt.Sprintf("%sk", number(v/1000))
+	}
+	return number(v)
 }

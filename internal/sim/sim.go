@@ -526,7 +526,9 @@ func (s *sim) handle(e event) bool {
 		s.count(n)
 		n.state, n.idleSince = decide.NodeIdle, s.now
 		c := n.cl
-		c.hist.Provisioned(s.now - n.created)
+		if s.cfg.Policy == PolicyAdaptive {
+			c.hist.Provisioned(s.now - n.created)
+		}
 		if s.cfg.LowPriority {
 			if d := s.prov.EvictAfter(n.ref()); d >= 0 {
 				s.push(event{at: s.now + d, kind: evEvict, node: n})
@@ -560,18 +562,6 @@ func (s *sim) release(j *job) {
 	if c := j.cl; freed > 0 && s.cfg.Policy == PolicyAdaptive {
 		c.hist.Release(at(s.now), freed)
 	}
-}
-
-// lazyPolicy builds a cluster's adaptive policy when a decision first asks
-// it about a node since the history changed (most decisions never do);
-// IdleHistory.Policy rebuilds only then.
-type lazyPolicy struct {
-	c *cluster
-	s *sim
-}
-
-func (p lazyPolicy) RemovableAt(n *decide.Node, rank int) time.Time {
-	return p.c.hist.Policy(p.s.cfg.IdleTimeout, p.s.cfg.Adaptive).RemovableAt(n, rank)
 }
 
 // evict takes a low-priority node back: its job (every rank) is queued
@@ -634,7 +624,9 @@ func (s *sim) reconcile(c *cluster) error {
 		snap.Headroom, _ = quota.Headroom(s.limits, s.usage, s.size.Name, s.cfg.LowPriority)
 	}
 	if s.cfg.Policy == PolicyAdaptive {
-		snap.IdlePolicy = lazyPolicy{c, s}
+		// The policy reads the history as it is; it does its work only
+		// when the decision asks about an idle node.
+		snap.IdlePolicy = c.hist.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive)
 	}
 	p := decide.Decide(snap, at(s.now))
 	s.nodeBuf, s.jobBuf = snap.Nodes[:0], snap.Queued[:0]
