@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cumulus-ml/cumulus/internal/sim"
 )
@@ -69,6 +70,13 @@ after it was queued. See docs/simulator.md.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.trace, "trace", "", "trace CSV file, or synthetic:bursty[:N] / synthetic:diurnal[:N] (required)")
 	fl.IntVar(&f.jobs, "jobs", f.jobs, "jobs in a synthetic trace without :N")
+	f.register(fl)
+	cmd.AddCommand(newSimGenerateCmd(g))
+	return cmd
+}
+
+// register adds the settings flags shared by 'sim' and 'compute simulate'.
+func (f *simFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.size, "size", f.size, "VM size of every cluster (cumulus compute list-sizes)")
 	fl.StringVar(&f.tier, "tier", f.tier, "dedicated or low_priority")
 	fl.IntVar(&f.min, "min", f.min, "minNodeCount of each cluster")
@@ -86,8 +94,6 @@ after it was queued. See docs/simulator.md.`,
 	fl.StringVar(&f.sweep, "sweep", "", "run several settings side by side: KEY=V1,V2,… (KEY: "+strings.Join(sim.SweepKeys, ", ")+"); idle also takes 'adaptive'")
 	fl.StringVar(&f.plot, "plot", "", "write an SVG: nodes against demand over time, or for a sweep cost against queue delay")
 	fl.BoolVar(&f.byCluster, "by-cluster", false, "a table row per cluster (vc) too")
-	cmd.AddCommand(newSimGenerateCmd(g))
-	return cmd
 }
 
 // config turns the flags into a sim.Config.

@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // cli runs the cumulus binary against the server and returns its output
@@ -114,5 +118,42 @@ experiment_name: cli-test
 	out, _, _ = s.cli(dir, "job", "list")
 	if !strings.Contains(out, "yaml-job") || !strings.Contains(out, "Completed") || !strings.Contains(out, "Failed") {
 		t.Fatalf("job list = %q", out)
+	}
+}
+
+// 'compute simulate' replays the cluster's own finished jobs under other
+// settings.
+func TestComputeSimulateReplaysHistory(t *testing.T) {
+	s := startServer(t)
+	s.createCompute("hist", 0, 2, "PT30S")
+	for i := 0; i < 3; i++ {
+		s.submit(fmt.Sprintf("h-%d", i), "hist", "sleep 0.2")
+	}
+	for i := 0; i < 3; i++ {
+		s.waitJob(fmt.Sprintf("h-%d", i), api.JobCompleted, 60*time.Second)
+	}
+	dir := t.TempDir()
+	out, errOut, code := s.cli(dir, "compute", "simulate", "-n", "hist", "--idle", "600s", "--provision-delay", "60s", "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Settings struct {
+			Max  int     `json:"maxNodeCount"`
+			Idle float64 `json:"idleTimeoutSeconds"`
+		} `json:"settings"`
+		Total struct {
+			Jobs      int `json:"jobs"`
+			Completed int `json:"completed"`
+		} `json:"total"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if r.Total.Jobs != 3 || r.Total.Completed != 3 || r.Settings.Max != 2 || r.Settings.Idle != 600 {
+		t.Fatalf("simulate result = %+v, want the 3 jobs replayed with max 2 from the cluster and idle 600 s from the flag", r)
+	}
+	if _, errOut, code := s.cli(dir, "compute", "simulate", "-n", "nosuch"); code == 0 || !strings.HasPrefix(errOut, "error: ") {
+		t.Fatalf("simulate of a missing compute: exit %d %q", code, errOut)
 	}
 }

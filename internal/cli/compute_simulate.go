@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/sim"
+)
+
+// newComputeSimulateCmd replays a cluster's own job history under other
+// settings: "what would this cluster have cost with idle 600 s or max 8?"
+func newComputeSimulateCmd(g *globals) *cobra.Command {
+	def := sim.DefaultConfig()
+	f := simFlags{tier: "dedicated", policy: def.Policy, delayWeight: def.Adaptive.DelayWeight,
+		provisionDelay: def.Provision.String(), deletionDelay: def.Deletion.String(), seed: def.Seed}
+	var name string
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Replay a cluster's own job history under other settings (cost and queue delay)",
+		Long: `Replay the jobs that ran on a cluster through the same scheduler and
+autoscaler on a virtual clock, with the cluster's settings unless flags
+change them, and report cost and queue delay (see 'cumulus sim').`,
+		Example: `  cumulus compute simulate -n cpu-cluster --sweep idle=0,120,600
+  cumulus compute simulate -n cpu-cluster --max 8 --provision-delay 240s±60s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			comp, err := c.GetCompute(cmd.Context(), name)
+			if err != nil {
+				return err
+			}
+			jobs, err := c.ListJobs(cmd.Context(), "")
+			if err != nil {
+				return err
+			}
+			csv, n := historyTrace(comp, jobs)
+			if n == 0 {
+				return fmt.Errorf("compute %s has no finished jobs to replay", name)
+			}
+			dir, err := os.MkdirTemp("", "cumulus-history")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			f.trace = filepath.Join(dir, name+".csv")
+			if err := os.WriteFile(f.trace, []byte(csv), 0o600); err != nil {
+				return err
+			}
+			set := cmd.Flags().Changed
+			min, max, idle := comp.Scale()
+			if !set("size") {
+				f.size = comp.Aml().VMSize
+			}
+			if !set("tier") && comp.Aml().VMPriority == api.PriorityLowPriority {
+				f.tier = "low_priority"
+			}
+			if !set("min") {
+				f.min = min
+			}
+			if !set("max") {
+				f.max = max
+			}
+			if !set("idle") {
+				f.idle = fmt.Sprintf("%gs", idle.Seconds())
+			}
+			f.oneCluster = true
+			fmt.Fprintf(g.stderr, "Replaying %d jobs of compute %s\n", n, name)
+			return runSim(g, &f)
+		},
+	}
+	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
+	f.register(cmd.Flags())
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// historyTrace turns a compute's finished jobs into a trace CSV: when each
+// was queued (seconds from the first), how long it ran, on how many nodes.
+func historyTrace(comp api.Compute, jobs []api.Job) (string, int) {
+	type row struct {
+		submit time.Time
+		dur    time.Duration
+		nodes  int
+	}
+	var rows []row
+	for _, j := range jobs {
+		p := j.Properties
+		if !strings.EqualFold(p.ComputeID, comp.ID) || p.StartTime == nil || p.EndTime == nil || len(p.History) == 0 {
+			continue
+		}
+		submit := p.History[0].Time
+		dur := p.EndTime.Sub(*p.StartTime)
+		if a := p.Attempts; len(a) > 0 && a[len(a)-1].Started != nil && a[len(a)-1].Ended != nil {
+			dur = a[len(a)-1].Ended.Sub(*a[len(a)-1].Started) // the run that finished, not the waits between attempts
+		}
+		rows = append(rows, row{submit, max(dur, time.Second), j.InstanceCount()})
+	}
+	sort.Slice(rows, func(i, k int) bool { return rows[i].submit.Before(rows[k].submit) })
+	var b strings.Builder
+	b.WriteString("submit_time_s,duration_s,nodes\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%.3f,%.3f,%d\n", r.submit.Sub(rows[0].submit).Seconds(), r.dur.Seconds(), r.nodes)
+	}
+	return b.String(), len(rows)
+}
