@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: vet, every test, and the race
-# detector on the packages with concurrency.
+# The whole test suite, as CI runs it: vet, every test, the race detector
+# on the packages with concurrency, and the studio in a real browser.
+# It first installs what the tests need (scripts/test-setup.sh; skip with
+# CUMULUS_TEST_SETUP=0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+if [ "${CUMULUS_TEST_SETUP:-1}" != 0 ]; then
+  bash scripts/test-setup.sh
+fi
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -10,5 +16,5 @@ fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
 go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/
-# The web studio end to end in Chromium (needs .ci/run's chromium and npm ci).
+# The web studio end to end in Chromium.
 bash test/ui/run.sh

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs and starts what the whole test suite needs on a Debian machine:
+# Docker (engine + CLI, started if not running), Debian's Chromium and
+# playwright-core for the studio's browser tests, OpenSSH's client, and
+# busybox-static for the tiny test image. Idempotent; scripts/test.sh runs
+# it first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+need_pkgs=()
+for p in git ca-certificates procps busybox-static; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1; then
+  need_pkgs+=(docker.io)
+fi
+dpkg -s chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
+command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
+command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "installing ${need_pkgs[*]}" >&2
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq "${need_pkgs[@]}"
+fi
+if ! docker info >/dev/null 2>&1; then
+  echo "starting dockerd" >&2
+  $sudo sh -c 'nohup dockerd >/tmp/dockerd.log 2>&1 &'
+  for _ in $(seq 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  if ! docker info >/dev/null 2>&1; then
+    echo "dockerd did not start within 60 s:" >&2
+    tail -n 30 /tmp/dockerd.log >&2 || true
+    exit 1
+  fi
+fi
+if [ ! -d test/ui/node_modules/playwright-core ]; then
+  (cd test/ui && npm ci --no-audit --no-fund)
+fi
