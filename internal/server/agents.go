@@ -438,24 +438,27 @@ func asUnauthorized(err error) error {
 }
 
 // nodeJob checks that a node takes part in a job and returns its rank and attempt.
-func (s *Server) nodeJob(r *http.Request, node store.Node, uid string) (store.Job, int, error) {
+// nodeJob authenticates the calling node and checks that it takes part in
+// the job of the path ({uid}); it returns the node, the job and its rank.
+func (s *Server) nodeJob(r *http.Request, p params) (store.Node, store.Job, int, error) {
+	node, err := s.nodeAuth(r)
+	if err != nil {
+		return node, store.Job{}, -1, asUnauthorized(err)
+	}
+	uid := p["uid"]
 	j, err := store.GetJobByUID(r.Context(), s.db.Q(), uid)
 	if err != nil {
-		return j, -1, api.NotFound("job %s is not known", uid)
+		return node, j, -1, api.NotFound("job %s is not known", uid)
 	}
 	rank := slices.Index(j.Nodes, node.ID)
 	if rank < 0 {
-		return j, -1, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: "node " + node.ID + " does not run job " + uid + " now"}
+		return node, j, -1, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: "node " + node.ID + " does not run job " + uid + " now"}
 	}
-	return j, rank, nil
+	return node, j, rank, nil
 }
 
 func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request, p params) error {
-	node, err := s.nodeAuth(r)
-	if err != nil {
-		return asUnauthorized(err)
-	}
-	j, rank, err := s.nodeJob(r, node, p["uid"])
+	_, j, rank, err := s.nodeJob(r, p)
 	if err != nil {
 		return err
 	}
@@ -476,11 +479,7 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request, p params) err
 }
 
 func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) error {
-	node, err := s.nodeAuth(r)
-	if err != nil {
-		return asUnauthorized(err)
-	}
-	j, _, err := s.nodeJob(r, node, p["uid"])
+	_, j, _, err := s.nodeJob(r, p)
 	if err != nil {
 		return err
 	}
@@ -589,11 +588,7 @@ func (s *Server) preemptGrace(ctx context.Context, n store.Node) time.Duration {
 
 // agentCheckpoint serves the checkpoint an earlier attempt of a job saved.
 func (s *Server) agentCheckpoint(w http.ResponseWriter, r *http.Request, p params) error {
-	node, err := s.nodeAuth(r)
-	if err != nil {
-		return asUnauthorized(err)
-	}
-	j, _, err := s.nodeJob(r, node, p["uid"])
+	_, j, _, err := s.nodeJob(r, p)
 	if err != nil {
 		return err
 	}

@@ -83,19 +83,15 @@ func (s *Server) computeOfJob(ctx context.Context, j store.Job) (api.Compute, er
 // agentToken signs a token for a running job: only for an identity of the
 // cluster the job runs on, only while the job runs on the asking node.
 func (s *Server) agentToken(w http.ResponseWriter, r *http.Request, p params) error {
-	node, err := s.nodeAuth(r)
+	node, j, _, err := s.nodeJob(r, p)
 	if err != nil {
-		return asUnauthorized(err)
+		return err
 	}
 	if s.identity == nil {
 		return api.NotFound("this server issues no identity tokens")
 	}
 	var req agentapi.TokenRequest
 	if err := decode(r, &req); err != nil {
-		return err
-	}
-	j, _, err := s.nodeJob(r, node, p["uid"])
-	if err != nil {
 		return err
 	}
 	if st := j.Doc.Properties.Status; api.JobTerminal(st) || node.JobID != j.UID {
