@@ -6,17 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
@@ -88,52 +84,12 @@ func requireDocker(t *testing.T) {
 	}
 }
 
-// stubServer accepts registrations and holds polls briefly, so that agents
-// stay alive without a control plane; it records the join tokens agents
-// registered with. Host networking lets node containers reach it on
-// 127.0.0.1.
-type stubServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	tokens map[string]string // node id → join token
-}
-
-func newStubServer(t *testing.T) *stubServer {
-	s := &stubServer{tokens: map[string]string{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case agentapi.Prefix + "/register":
-			var req agentapi.RegisterRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			s.mu.Lock()
-			s.tokens[req.NodeID] = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-			s.mu.Unlock()
-			json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: req.NodeID, NodeToken: "node-token",
-				HeartbeatInterval: time.Second, PollTimeout: 200 * time.Millisecond})
-		case agentapi.Prefix + "/poll":
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-			json.NewEncoder(w).Encode(agentapi.PollResponse{})
-		default:
-			w.WriteHeader(http.StatusNoContent)
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
 // registered waits for the node's agent to register and returns the join
 // token it used.
-func (s *stubServer) registered(t *testing.T, node string) string {
+func registered(t *testing.T, s *providertest.StubServer, node string) string {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		s.mu.Lock()
-		tok, ok := s.tokens[node]
-		s.mu.Unlock()
-		if ok {
+		if tok := s.JoinToken(node); tok != "" {
 			return tok
 		}
 	}
@@ -166,7 +122,7 @@ func cleanup(t *testing.T, p *Provider, ids ...string) {
 
 func TestConformance(t *testing.T) {
 	requireDocker(t)
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	providertest.Run(t,
 		func(t *testing.T) provider.Provider { return newTestProvider(t) },
 		func(id string) provider.NodeSpec {
@@ -236,7 +192,7 @@ func host(t *testing.T) hostFacts {
 }
 
 func TestNodeContainer(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	h := host(t)
@@ -257,7 +213,7 @@ func TestNodeContainer(t *testing.T) {
 		}
 	}
 	// The agent got the join token, through the environment.
-	if got := srv.registered(t, big.NodeID); got != secret {
+	if got := registered(t, srv, big.NodeID); got != secret {
 		t.Errorf("agent registered with join token %q; want %q", got, secret)
 	}
 
@@ -351,7 +307,7 @@ func containsEnv(env []string, kv string) bool {
 }
 
 func TestDeleteRemovesJobContainers(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	id := "dtest-jobs"
@@ -387,7 +343,7 @@ func TestDeleteRemovesJobContainers(t *testing.T) {
 }
 
 func TestKilledAndStoppedNodes(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	killed, stopped := "dtest-killed", "dtest-stopped"
@@ -396,7 +352,7 @@ func TestKilledAndStoppedNodes(t *testing.T) {
 		if _, err := p.Create(ctx, provider.NodeSpec{NodeID: id, VCPUs: 1, MemoryGB: 0.5, ServerURL: srv.URL, JoinToken: "j"}); err != nil {
 			t.Fatal(err)
 		}
-		srv.registered(t, id)
+		registered(t, srv, id)
 	}
 	dockerOut(t, "kill", ContainerName(killed))
 	// docker stop with the container's own timeout: the agent gets SIGTERM
@@ -434,7 +390,7 @@ func TestKilledAndStoppedNodes(t *testing.T) {
 // A control plane restarted on the same data dir finds its nodes by label;
 // another control plane on the same engine does not see them.
 func TestListAfterRestartSeesOnlyOwnNodes(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	id := "dtest-restart"

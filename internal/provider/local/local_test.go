@@ -2,12 +2,8 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,66 +58,6 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// stubServer accepts registrations and holds polls briefly, so that agents
-// stay alive without a control plane. It hands out the assignments queued
-// in assign (one per poll) and records job events.
-type stubServer struct {
-	*httptest.Server
-	assign chan agentapi.Assignment
-	events chan agentapi.JobEvent
-}
-
-func newStubServer(t *testing.T) *stubServer {
-	s := &stubServer{assign: make(chan agentapi.Assignment, 10), events: make(chan agentapi.JobEvent, 100)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.URL.Path == agentapi.Prefix+"/register":
-			var req agentapi.RegisterRequest
-			json.NewDecoder(r.Body).Decode(&req)
-			json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: req.NodeID, NodeToken: "node-token",
-				HeartbeatInterval: time.Second, PollTimeout: 200 * time.Millisecond})
-		case r.URL.Path == agentapi.Prefix+"/poll":
-			var resp agentapi.PollResponse
-			select {
-			case a := <-s.assign:
-				resp.Assign = &a
-			case <-time.After(200 * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-			json.NewEncoder(w).Encode(resp)
-		case strings.HasSuffix(r.URL.Path, "/events"):
-			var ev agentapi.JobEvent
-			json.NewDecoder(r.Body).Decode(&ev)
-			s.events <- ev
-			w.WriteHeader(http.StatusNoContent)
-		case strings.HasSuffix(r.URL.Path, "/logs"):
-			// Takes every chunk: one job per test, sent in order.
-			b, _ := io.ReadAll(r.Body)
-			off, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
-			json.NewEncoder(w).Encode(agentapi.LogAck{Size: off + int64(len(b))})
-		case strings.Contains(r.URL.Path, "/outputs/"):
-			w.WriteHeader(http.StatusNoContent)
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-// event waits for the next job event.
-func (s *stubServer) event(t *testing.T) agentapi.JobEvent {
-	t.Helper()
-	select {
-	case ev := <-s.events:
-		return ev
-	case <-time.After(15 * time.Second):
-		t.Fatal("no job event within 15s")
-		return agentapi.JobEvent{}
-	}
-}
-
 func newTestProvider(t *testing.T) *Provider {
 	return New(Options{
 		BaseDir:      t.TempDir(),
@@ -132,7 +68,7 @@ func newTestProvider(t *testing.T) *Provider {
 }
 
 func TestConformance(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	providertest.Run(t,
 		func(t *testing.T) provider.Provider { return newTestProvider(t) },
 		func(id string) provider.NodeSpec {
@@ -140,7 +76,7 @@ func TestConformance(t *testing.T) {
 		})
 }
 
-func spec(srv *stubServer, id string) provider.NodeSpec {
+func spec(srv *providertest.StubServer, id string) provider.NodeSpec {
 	return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 1.5, GPUs: 1, ServerURL: srv.URL, JoinToken: "join-secret"}
 }
 
@@ -192,15 +128,15 @@ func jobPgid(t *testing.T, p *Provider, node, uid string) int {
 }
 
 func TestDeleteStopsTheRunningJob(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	if _, err := p.Create(ctx, spec(srv, "n1")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Delete(ctx, "n1") })
-	srv.assign <- agentapi.Assignment{UID: "j1", Attempt: 1, Command: "echo $CUMULUS_VCPUS $CUMULUS_MEMORY_MB; sleep 30", Grace: 2 * time.Second}
-	if ev := srv.event(t); ev.Phase != agentapi.PhaseRunning {
+	srv.Assign <- agentapi.Assignment{UID: "j1", Attempt: 1, Command: "echo $CUMULUS_VCPUS $CUMULUS_MEMORY_MB; sleep 30", Grace: 2 * time.Second}
+	if ev := srv.Event(t); ev.Phase != agentapi.PhaseRunning {
 		t.Fatalf("first event = %+v", ev)
 	}
 	pgid := jobPgid(t, p, "n1", "j1")
@@ -217,7 +153,7 @@ func TestDeleteStopsTheRunningJob(t *testing.T) {
 	if err := p.Delete(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	ev := srv.event(t)
+	ev := srv.Event(t)
 	if ev.Phase != agentapi.PhaseExited || ev.Reason != "the node agent was stopped" || ev.ExitCode != 143 {
 		t.Errorf("exit event = %+v; want the job stopped by SIGTERM", ev)
 	}
@@ -233,15 +169,15 @@ func TestDeleteStopsTheRunningJob(t *testing.T) {
 }
 
 func TestDeleteKillsJobsOfADeadAgent(t *testing.T) {
-	srv := newStubServer(t)
+	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
 	if _, err := p.Create(ctx, spec(srv, "n2")); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Delete(ctx, "n2") })
-	srv.assign <- agentapi.Assignment{UID: "j2", Attempt: 1, Command: "sleep 30"}
-	srv.event(t)
+	srv.Assign <- agentapi.Assignment{UID: "j2", Attempt: 1, Command: "sleep 30"}
+	srv.Event(t)
 	pgid := jobPgid(t, p, "n2", "j2")
 	// The agent dies without a chance to stop its job; the job lives on
 	// in its own process group.
