@@ -48,6 +48,9 @@ type AmlComputeProperties struct {
 	// how long a job on a preempted low-priority node gets between SIGTERM
 	// and SIGKILL. ISO-8601, default PT30S.
 	PreemptionGracePeriod string `json:"preemptionGracePeriod,omitempty"`
+	// Kubernetes (Cumulus extension, ignored by Azure clients) places the
+	// cluster's node pods when the server runs --provider kubernetes.
+	Kubernetes *KubernetesPlacement `json:"kubernetes,omitempty"`
 
 	// Read-only: computed from the nodes on every read.
 	AllocationState               string          `json:"allocationState,omitempty"`

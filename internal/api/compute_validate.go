@@ -44,6 +44,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	prepareSize(&v, a)
 	prepareScale(&v, a)
 	preparePreemption(&v, a)
+	prepareKubernetes(&v, a.Kubernetes)
 	prepareNetwork(&v, a)
 	prepareCredentials(&v, a)
 	if existing != nil {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"strconv"
 	"syscall"
@@ -41,6 +43,15 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 			pick(&cfg.NodeID, "node-id", "CUMULUS_NODE_ID")
 			pick(&cfg.WorkDir, "work-dir", "CUMULUS_WORK_DIR")
 			pick(&cfg.CAFile, "ca-file", "CUMULUS_CA_FILE")
+			pick(&cfg.Address, "address", "CUMULUS_ADDRESS")
+			if pem := os.Getenv("CUMULUS_CA_PEM"); pem != "" && cfg.CAFile == "" {
+				// The CA as text (a Kubernetes node pod reads it from its secret).
+				path, err := writeCA(cfg.WorkDir, pem)
+				if err != nil {
+					return err
+				}
+				cfg.CAFile = path
+			}
 			cfg.ServerURL = server
 			var err error
 			if cfg.VCPUs, err = envInt("CUMULUS_VCPUS"); err != nil {
@@ -66,12 +77,25 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&cfg.JoinToken, "join-token", "", "token to join with (env CUMULUS_JOIN_TOKEN)")
 	fl.StringVar(&cfg.NodeID, "node-id", "", "node id the control plane gave this node (env CUMULUS_NODE_ID; empty: assigned at registration)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "directory for the node identity and job folders (env CUMULUS_WORK_DIR)")
-	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE)")
-	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at (default: the first non-loopback IPv4)")
+	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE, or the PEM itself in CUMULUS_CA_PEM)")
+	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at (env CUMULUS_ADDRESS; default: the first non-loopback IPv4)")
 	fl.StringVar(&cfg.Docker, "container-runtime", cfg.Docker, "docker CLI for jobs that name an image; none runs every job as plain processes")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
+}
+
+// writeCA keeps a CA given as text in the work directory, for the agent's
+// TLS client.
+func writeCA(workDir, pem string) (string, error) {
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return "", fmt.Errorf("CUMULUS_CA_PEM: %w", err)
+	}
+	path := filepath.Join(workDir, "server-ca.crt")
+	if err := os.WriteFile(path, []byte(pem), 0o600); err != nil {
+		return "", fmt.Errorf("CUMULUS_CA_PEM: %w", err)
+	}
+	return path, nil
 }
 
 // envInt reads a whole number from an environment variable (0 when unset).

@@ -72,9 +72,11 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
 	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
 	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
-	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine) or docker (a container per node) or sim (simulated in-process agents, for benchmarks)")
+	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node) or sim (simulated in-process agents, for benchmarks)")
 	fl.DurationVar(&o.SimJobDuration, "sim-job-duration", o.SimJobDuration, "with --provider sim: how long a simulated job runs (a job's environment variable SIM_JOB_DURATION overrides it)")
-	fl.StringVar(&o.NodeImage, "node-image", o.NodeImage, "with --provider docker: the node image, built from this binary at start if missing (see 'cumulus node-image build')")
+	fl.StringVar(&o.NodeImage, "node-image", o.NodeImage, "with --provider docker: the node image, built from this binary at start if missing (see 'cumulus node-image build'); with --provider kubernetes: the image node pods run, pulled by the cluster")
+	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --provider kubernetes: kubeconfig file (env CUMULUS_KUBECONFIG; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)")
+	fl.StringVar(&o.KubeNamespace, "kube-namespace", "", "with --provider kubernetes: namespace of the node pods (env CUMULUS_KUBE_NAMESPACE; default: the kubeconfig's)")
 	fl.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a node not heard from for this long becomes unusable and its job is requeued")
 	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
 	fl.IntVar(&o.MaxAttempts, "max-attempts", o.MaxAttempts, "times a job is started before a node failure makes it fail")
@@ -92,6 +94,12 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
 		o.DataDir = v
+	}
+	if v := os.Getenv("CUMULUS_KUBECONFIG"); v != "" && !cmd.Flags().Changed("kubeconfig") {
+		o.Kubeconfig = v
+	}
+	if v := os.Getenv("CUMULUS_KUBE_NAMESPACE"); v != "" && !cmd.Flags().Changed("kube-namespace") {
+		o.KubeNamespace = v
 	}
 }
 

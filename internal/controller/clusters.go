@@ -432,7 +432,8 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now 
 		}
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
-			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok}
+			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
+			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes}
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
 			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
@@ -457,6 +458,10 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now 
 	}
 	return made, nil
 }
+
+// reportMargin is what a node's machine gets beyond the job's preemption
+// grace when it is stopped: time for the agent to report and exit.
+const reportMargin = 10 * time.Second
 
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()
@@ -532,6 +537,9 @@ func (c *Clusters) statusErrors(compute string, plan decide.Plan, short *shortfa
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeQuotaExceeded, Message: quotaError(plan, *short)}})
 	}
 	for _, n := range nodes {
+		if n.State == api.NodePreparing && n.Reason != "" {
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeNotReady", Message: n.ID + ": " + n.Reason}})
+		}
 		if n.State == api.NodeUnusable && n.Reason != "" {
 			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeUnusable", Message: n.ID + ": " + n.Reason}})
 		}

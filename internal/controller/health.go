@@ -24,6 +24,9 @@ func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time
 		case api.NodePreparing:
 			deadline = n.Created.Add(c.ProvisionTimeout)
 			reason = fmt.Sprintf("provisioning timed out: the node's agent did not register within %s", c.ProvisionTimeout)
+			if n.Reason != "" {
+				reason += "; last seen: " + n.Reason // the provider's word, e.g. the pod is unschedulable
+			}
 		case api.NodeIdle, api.NodeRunning, api.NodeLeaving:
 			if n.State == api.NodeLeaving && n.JobID == "" {
 				continue // on its way out already
@@ -135,7 +138,7 @@ func (c *Clusters) Reconcile(ctx context.Context) error {
 	for _, n := range nodes {
 		known[n.ID] = n
 	}
-	running := map[string]bool{}
+	alive := map[string]bool{} // running, or on its way (a pod waiting for a machine)
 	var errs []error
 	for _, in := range insts {
 		if _, ok := known[in.NodeID]; !ok {
@@ -145,11 +148,11 @@ func (c *Clusters) Reconcile(ctx context.Context) error {
 			}
 			continue
 		}
-		running[in.NodeID] = in.Running
+		alive[in.NodeID] = in.Running || in.Starting
 	}
 	now := c.Clock.Now().UTC()
 	for _, n := range nodes {
-		if n.Provider != c.Provider.Name() || running[n.ID] {
+		if n.Provider != c.Provider.Name() || alive[n.ID] {
 			continue
 		}
 		switch n.State {

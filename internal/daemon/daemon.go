@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/docker"
+	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -56,6 +58,8 @@ type Options struct {
 	Provider         string
 	AgentCommand     []string
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
+	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
+	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
@@ -102,13 +106,13 @@ func (o *Options) Validate() error {
 		return errors.New("--eviction-rate may not be negative")
 	}
 	switch o.Provider {
-	case "local", "sim":
+	case "local", "sim", "kubernetes":
 	case "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
 	default:
-		return fmt.Errorf("--provider %q is not one of: local, docker, sim", o.Provider)
+		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, sim", o.Provider)
 	}
 	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
 		// An agent's held poll must come back well inside the heartbeat timeout.
@@ -137,6 +141,7 @@ type Daemon struct {
 	srv    *http.Server
 	hub    *hub.Hub
 	ln     net.Listener
+	prov   provider.Provider
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	log    *slog.Logger
@@ -216,7 +221,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	h := hub.New()
 	d.hub = h
-	prov, err := newProvider(ctx, o)
+	prov, err := newProvider(ctx, o, d.CAFile)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -247,7 +252,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
-	d.wg.Add(4)
+	d.prov = prov
+	d.wg.Add(5)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -272,6 +278,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			o.Log.Error("reconcile nodes with the provider", "err", err)
 		}
 		clusters.Run(runCtx)
+	}()
+	go func() {
+		defer d.wg.Done()
+		if err := clusters.WatchProvider(runCtx); err != nil {
+			o.Log.Error("watch the provider's nodes", "err", err)
+		}
 	}()
 	go func() {
 		defer d.wg.Done()
@@ -326,6 +338,11 @@ func (d *Daemon) Close(ctx context.Context) error {
 	err := d.srv.Shutdown(ctx)
 	d.cancel()
 	d.wg.Wait()
+	if c, ok := d.prov.(io.Closer); ok {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if cerr := d.DB.Close(); err == nil {
 		err = cerr
 	}
@@ -334,7 +351,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
-func newProvider(ctx context.Context, o Options) (provider.Provider, error) {
+func newProvider(ctx context.Context, o Options, caFile string) (provider.Provider, error) {
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
@@ -345,6 +362,8 @@ func newProvider(ctx context.Context, o Options) (provider.Provider, error) {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
 		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log}), nil
+	case "kubernetes":
+		return newKubernetesProvider(ctx, o, caFile, log)
 	case "sim":
 		ca := ""
 		if o.TLSSelfSigned {
@@ -353,4 +372,27 @@ func newProvider(ctx context.Context, o Options) (provider.Provider, error) {
 		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, Log: log})
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
+}
+
+// newKubernetesProvider connects to the Kubernetes API server and hands
+// agents the control plane's CA (when it has its own) through node secrets.
+func newKubernetesProvider(ctx context.Context, o Options, caFile string, log *slog.Logger) (provider.Provider, error) {
+	cfg, ns, err := kubernetes.LoadConfig(o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: %w", err)
+	}
+	if o.KubeNamespace != "" {
+		ns = o.KubeNamespace
+	}
+	var ca []byte
+	if caFile != "" {
+		if ca, err = os.ReadFile(caFile); err != nil {
+			return nil, fmt.Errorf("kubernetes provider: CA for agents: %w", err)
+		}
+	}
+	owner, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(ctx, kubernetes.Options{Config: cfg, Namespace: ns, Image: o.NodeImage, Owner: owner, CAPEM: ca, Log: log})
 }

@@ -186,7 +186,7 @@ func TestOptionsValidate(t *testing.T) {
 		"negative quota":              func(o *daemon.Options) { o.Quotas.TotalCores = -1 },
 		"negative family quota":       func(o *daemon.Options) { o.Quotas.FamilyCores = -1 },
 		"negative low priority quota": func(o *daemon.Options) { o.Quotas.LowPriorityCores = -1 },
-		"unknown provider":            func(o *daemon.Options) { o.Provider = "kubernetes" },
+		"unknown provider":            func(o *daemon.Options) { o.Provider = "nomad" },
 		"docker without a node image": func(o *daemon.Options) { o.Provider, o.NodeImage = "docker", "" },
 	}
 	for name, mut := range cases {

@@ -6,6 +6,9 @@ package provider
 import (
 	"context"
 	"errors"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // ErrNotFound is returned (wrapped) when a provider has no such node.
@@ -23,6 +26,12 @@ type NodeSpec struct {
 	ServerURL   string // where the agent reaches the control plane
 	CAFile      string // CA the agent trusts for ServerURL ("" for plain HTTP or system roots)
 	JoinToken   string // one-time token the agent registers with
+	// GracePeriod is how long the node's agent has between SIGTERM and
+	// SIGKILL when its machine goes away (the cluster's preemption grace
+	// plus time to report); 0: the provider's default.
+	GracePeriod time.Duration
+	// Kubernetes places the node's pod (kubernetes provider only).
+	Kubernetes *api.KubernetesPlacement
 }
 
 // Instance is a node as the provider sees it.
@@ -30,6 +39,39 @@ type Instance struct {
 	NodeID     string
 	ProviderID string
 	Running    bool
+	// Starting: not running yet but on its way (e.g. a pod waiting for a
+	// machine); a restarted control plane keeps such nodes.
+	Starting bool
+}
+
+// EventKind is what a provider saw happen to a node.
+type EventKind string
+
+const (
+	// EventPending: the node still waits for a machine, and Reason says
+	// why (e.g. the Kubernetes scheduler's "Unschedulable: 0/3 nodes are
+	// available: 3 Insufficient nvidia.com/gpu").
+	EventPending EventKind = "Pending"
+	// EventTerminating: the node's machine was told to stop from outside
+	// (a pod deleted or evicted); its agent has the grace period to finish.
+	EventTerminating EventKind = "Terminating"
+	// EventGone: the node's machine is gone or failed.
+	EventGone EventKind = "Gone"
+)
+
+// Event is something a provider saw happen to one of its nodes. Events may
+// repeat and may be about nodes the controller already removed.
+type Event struct {
+	NodeID string
+	Kind   EventKind
+	Reason string
+}
+
+// Watcher is a provider that reports node events as they happen, instead
+// of leaving them to heartbeat timeouts. Watch calls fn for each event
+// until ctx ends; fn must not block for long.
+type Watcher interface {
+	Watch(ctx context.Context, fn func(Event)) error
 }
 
 // Provider creates and deletes nodes. Every method is idempotent: Create

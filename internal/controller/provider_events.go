@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// WatchProvider applies the events of a provider that reports them (see
+// provider.Watcher) until ctx ends; for other providers it returns at once
+// and heartbeat timeouts notice lost machines instead.
+func (c *Clusters) WatchProvider(ctx context.Context) error {
+	w, ok := c.Provider.(provider.Watcher)
+	if !ok {
+		return nil
+	}
+	return w.Watch(ctx, func(ev provider.Event) {
+		if err := c.HandleProviderEvent(ctx, ev); err != nil && ctx.Err() == nil {
+			c.Log.Error("provider event", "node", ev.NodeID, "event", ev.Kind, "err", err)
+		}
+	})
+}
+
+// HandleProviderEvent applies one provider event to its node:
+//   - Pending: a preparing node records why it still waits (shown on the
+//     cluster, and in the provisioning timeout's reason);
+//   - Terminating: a low-priority node gets its preemption notice (its job
+//     has the grace period to stop and is requeued);
+//   - Gone: a low-priority node is preempted (job requeued, no retry
+//     used); any other node becomes unusable (job requeued) and is replaced.
+//
+// Nodes the controller is removing itself, and nodes already lost, are
+// left alone, so repeated and late events change nothing.
+func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) error {
+	now := c.Clock.Now().UTC()
+	changed := false
+	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		n, err := store.GetNode(ctx, q, ev.NodeID)
+		if err != nil {
+			return err
+		}
+		switch n.State {
+		case api.NodeLeaving, api.NodeUnusable, api.NodePreempted:
+			return nil
+		}
+		lowPriority := n.Priority == api.PriorityLowPriority
+		switch ev.Kind {
+		case provider.EventPending:
+			if n.State != api.NodePreparing || n.Reason == ev.Reason {
+				return nil
+			}
+			n.Reason, changed = ev.Reason, true
+			return store.PutNode(ctx, q, n)
+		case provider.EventTerminating:
+			if !lowPriority || !n.Evicted.IsZero() {
+				return nil
+			}
+			changed = true
+			_, err := lifecycle.Evict(ctx, q, n.ID, now)
+			return err
+		case provider.EventGone:
+			changed = true
+			if lowPriority {
+				return lifecycle.Preempted(ctx, q, n.ID, c.MaxPreemptions, now)
+			}
+			return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, ev.Reason, c.MaxAttempts, now)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // a node already removed
+	}
+	if err != nil {
+		return err
+	}
+	if changed {
+		c.Log.Info("provider event", "node", ev.NodeID, "event", ev.Kind, "reason", ev.Reason)
+		c.Hub.Wake(ev.NodeID) // a held poll hears of an eviction now
+		c.Notify()
+	}
+	return nil
+}

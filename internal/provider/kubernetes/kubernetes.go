@@ -1,0 +1,360 @@
+// Package kubernetes is the provider whose nodes are pods on an existing
+// Kubernetes cluster, each running `cumulus agent` from the node image with
+// the VM size's CPU, memory and nvidia.com/gpu as requests and limits. The
+// cluster's own autoscaler (cluster-autoscaler, Karpenter) adds machines
+// under the pods. The provider watches its pods through an informer and
+// reports what it sees (unschedulable, deleted from outside, failed) as
+// provider events; it acts, it never decides.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	k8s "k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cumulus-ml/cumulus/internal/nodeimage"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+)
+
+// DefaultLowPriorityClass is the PriorityClass of low-priority node pods;
+// the provider creates it (value -100, never preempting) when missing.
+const DefaultLowPriorityClass = "cumulus-low-priority"
+
+// Options configure the provider.
+type Options struct {
+	Config    *rest.Config // the API server (see LoadConfig)
+	Namespace string       // where node pods live
+	// Image is the node image: it must hold the cumulus binary at
+	// nodeimage.BinaryPath (`cumulus node-image build`, pushed to a
+	// registry the cluster pulls from).
+	Image      string
+	PullPolicy corev1.PullPolicy // default IfNotPresent
+	// Owner tells this control plane's pods from others' in the same
+	// namespace; List and so Reconcile see only these.
+	Owner string
+	// CAPEM is the control plane's CA, handed to agents through the
+	// node's secret (self-signed TLS); nil for plain HTTP or public roots.
+	CAPEM []byte
+	// StopGrace is the pods' termination grace period when a node spec
+	// gives none. Default 40 s.
+	StopGrace        time.Duration
+	LowPriorityClass string // default DefaultLowPriorityClass
+	Log              *slog.Logger
+}
+
+// Provider runs nodes as pods.
+type Provider struct {
+	o          Options
+	client     k8s.Interface
+	ownerLabel string
+	pods       listersv1.PodLister
+	informer   cache.SharedIndexInformer
+	stop       context.CancelFunc
+
+	mu        sync.Mutex
+	classDone bool                      // the low-priority class exists
+	last      map[string]provider.Event // last event reported per node (dedupe)
+}
+
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Watcher  = (*Provider)(nil)
+)
+
+// New connects to the API server and starts watching this owner's pods;
+// it returns once the pod cache is synced. Close stops the watch.
+func New(ctx context.Context, o Options) (*Provider, error) {
+	if o.Config == nil {
+		return nil, errors.New("kubernetes provider: no API server config")
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.Image == "" {
+		o.Image = nodeimage.DefaultTag
+	}
+	if o.PullPolicy == "" {
+		o.PullPolicy = corev1.PullIfNotPresent
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 40 * time.Second
+	}
+	if o.LowPriorityClass == "" {
+		o.LowPriorityClass = DefaultLowPriorityClass
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg := rest.CopyConfig(o.Config)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "cumulus"
+	}
+	client, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: %w", err)
+	}
+	p := &Provider{o: o, client: client, ownerLabel: labelValue(shortHash(o.Owner) + shortHash("owner:"+o.Owner)),
+		last: map[string]provider.Event{}}
+	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy, LabelOwner: p.ownerLabel}).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.Namespace),
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
+	podInformer := factory.Core().V1().Pods()
+	p.informer, p.pods = podInformer.Informer(), podInformer.Lister()
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p.stop = cancel
+	factory.Start(runCtx.Done())
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), p.informer.HasSynced) {
+		cancel()
+		factory.Shutdown()
+		return nil, fmt.Errorf("kubernetes provider: could not list pods in namespace %s of %s within a minute (is the API server reachable, and may this identity list pods there?)",
+			o.Namespace, cfg.Host)
+	}
+	go func() {
+		<-runCtx.Done()
+		factory.Shutdown()
+	}()
+	return p, nil
+}
+
+// Close stops watching pods.
+func (p *Provider) Close() error {
+	p.stop()
+	return nil
+}
+
+// Name is "kubernetes".
+func (p *Provider) Name() string { return "kubernetes" }
+
+// Timeouts of API calls and of waits on pods.
+const (
+	callTimeout = 30 * time.Second
+	waitMargin  = 30 * time.Second // beyond a pod's grace period, for the kubelet to report
+)
+
+// Create makes the node's secret and pod. A pod of that node that is
+// still terminating is waited out first.
+func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, error) {
+	if !provider.ValidNodeID(spec.NodeID) {
+		return "", fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", spec.NodeID)
+	}
+	if spec.LowPriority {
+		if err := p.ensureLowPriorityClass(ctx); err != nil {
+			return "", err
+		}
+	}
+	pod, secret := p.podFor(spec, p.o.CAPEM)
+	pods := p.client.CoreV1().Pods(p.o.Namespace)
+	secrets := p.client.CoreV1().Secrets(p.o.Namespace)
+
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	cur, err := pods.Get(cctx, pod.Name, metav1.GetOptions{})
+	cancel()
+	switch {
+	case err == nil && cur.DeletionTimestamp == nil:
+		return string(cur.UID), nil // created before: Create is idempotent
+	case err == nil:
+		if err := p.waitGone(ctx, pod.Name, graceOf(cur)+waitMargin); err != nil {
+			return "", err
+		}
+	case !apierrors.IsNotFound(err):
+		return "", fmt.Errorf("get pod %s: %w", pod.Name, err)
+	}
+
+	cctx, cancel = context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := secrets.Create(cctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = secrets.Update(cctx, secret, metav1.UpdateOptions{})
+		if err != nil {
+			return "", fmt.Errorf("update secret %s: %w", secret.Name, err)
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("create secret %s: %w", secret.Name, err)
+	}
+	made, err := pods.Create(cctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		made, err = pods.Get(cctx, pod.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		_ = secrets.Delete(cctx, secret.Name, metav1.DeleteOptions{})
+		return "", fmt.Errorf("create pod %s: %w", pod.Name, err)
+	}
+	// The pod owns its secret: Kubernetes' garbage collector removes the
+	// secret with the pod even if this control plane never gets to.
+	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: made.Name, UID: made.UID}}
+	if cur, err := secrets.Get(cctx, secret.Name, metav1.GetOptions{}); err == nil {
+		cur.OwnerReferences = secret.OwnerReferences
+		if _, err := secrets.Update(cctx, cur, metav1.UpdateOptions{}); err != nil {
+			p.o.Log.Warn("could not make the node pod own its secret", "secret", secret.Name, "err", err)
+		}
+	}
+	p.o.Log.Info("node pod created", "node", spec.NodeID, "pod", made.Name, "namespace", p.o.Namespace, "uid", made.UID)
+	return string(made.UID), nil
+}
+
+// ensureLowPriorityClass creates the low-priority PriorityClass once.
+func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
+	p.mu.Lock()
+	done := p.classDone
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	classes := p.client.SchedulingV1().PriorityClasses()
+	_, err := classes.Get(ctx, p.o.LowPriorityClass, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		never := corev1.PreemptNever
+		_, err = classes.Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta:       metav1.ObjectMeta{Name: p.o.LowPriorityClass, Labels: map[string]string{LabelManagedBy: managedBy}},
+			Value:            -100,
+			PreemptionPolicy: &never,
+			Description:      "Cumulus low-priority cluster nodes: preempted first, never preempt others.",
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("PriorityClass %s for low-priority nodes (create it, or let this identity create priorityclasses): %w",
+			p.o.LowPriorityClass, err)
+	}
+	p.mu.Lock()
+	p.classDone = true
+	p.mu.Unlock()
+	return nil
+}
+
+// Delete deletes the node's pod (its agent gets SIGTERM and the grace
+// period) and secret, and returns once the pod no longer counts in List.
+func (p *Provider) Delete(ctx context.Context, nodeID string) error {
+	name := PodName(nodeID)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	bg := metav1.DeletePropagationBackground
+	err := p.client.CoreV1().Pods(p.o.Namespace).Delete(cctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete pod %s: %w", name, err)
+	}
+	err = p.client.CoreV1().Secrets(p.o.Namespace).Delete(cctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete secret %s: %w", name, err)
+	}
+	return p.waitCache(ctx, name, func(pod *corev1.Pod) bool { return pod == nil || pod.DeletionTimestamp != nil }, callTimeout)
+}
+
+// waitGone waits until the API server no longer has the pod.
+func (p *Provider) waitGone(ctx context.Context, name string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		_, err := p.client.CoreV1().Pods(p.o.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s is still terminating after %s: %w", name, limit, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitCache waits until the informer's copy of the pod satisfies ok (nil:
+// no such pod), so that List agrees with what was just done.
+func (p *Provider) waitCache(ctx context.Context, name string, ok func(*corev1.Pod) bool, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		pod, err := p.pods.Pods(p.o.Namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			pod, err = nil, nil
+		}
+		if err == nil && ok(pod) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pod %s: the watch did not show the change within %s: %w", name, limit, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// List reports this owner's node pods from the watch cache. Pods being
+// deleted are left out; a pod still waiting to run is Starting.
+func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
+	pods, err := p.pods.Pods(p.o.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]provider.Instance, 0, len(pods))
+	for _, pod := range pods {
+		id := pod.Annotations[AnnotationNode]
+		if id == "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, provider.Instance{NodeID: id, ProviderID: string(pod.UID),
+			Running: pod.Status.Phase == corev1.PodRunning, Starting: pod.Status.Phase == corev1.PodPending})
+	}
+	return out, nil
+}
+
+// Watch reports node events from the pod watch until ctx ends. Each
+// node's events are reported when they change, not on every pod update.
+func (p *Provider) Watch(ctx context.Context, fn func(provider.Event)) error {
+	report := func(ev provider.Event, ok bool) {
+		if !ok {
+			return
+		}
+		p.mu.Lock()
+		same := p.last[ev.NodeID] == ev
+		p.last[ev.NodeID] = ev
+		if ev.Kind == provider.EventGone {
+			delete(p.last, ev.NodeID)
+		}
+		p.mu.Unlock()
+		if !same {
+			fn(ev)
+		}
+	}
+	reg, err := p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { report(eventOf(asPod(obj), false)) },
+		UpdateFunc: func(_, obj any) { report(eventOf(asPod(obj), false)) },
+		DeleteFunc: func(obj any) { report(eventOf(asPod(obj), true)) },
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return p.informer.RemoveEventHandler(reg)
+}
+
+// asPod unwraps the informer's objects (deleted ones may come as a
+// tombstone when the watch missed the deletion).
+func asPod(obj any) *corev1.Pod {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return o
+	case cache.DeletedFinalStateUnknown:
+		pod, _ := o.Obj.(*corev1.Pod)
+		return pod
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cumulus-ml/cumulus/internal/nodeimage"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+)
+
+// Labels and annotations on node pods and their secrets. Labels select;
+// annotations carry the exact ids (labels cannot hold every id).
+const (
+	LabelManagedBy   = "app.kubernetes.io/managed-by" // always "cumulus"
+	LabelOwner       = "cumulus.dev/owner"            // hash of Options.Owner: which control plane
+	LabelNode        = "cumulus.dev/node"             // node id, made label-safe
+	LabelCompute     = "cumulus.dev/compute"          // compute name, made label-safe
+	LabelVMSize      = "cumulus.dev/vm-size"
+	LabelLowPriority = "cumulus.dev/low-priority" // "true" or "false"
+
+	AnnotationNode    = "cumulus.dev/node-id"
+	AnnotationCompute = "cumulus.dev/compute-id"
+	AnnotationOwner   = "cumulus.dev/owner"
+
+	managedBy = "cumulus"
+	// GPUResource is the extended resource NVIDIA's device plugin offers.
+	GPUResource = corev1.ResourceName("nvidia.com/gpu")
+	// WorkDir is where a node pod keeps its agent state and job folders
+	// (an emptyDir volume: the pod's life is the node's life).
+	WorkDir = "/var/lib/cumulus"
+	// AgentContainer is the name of the container running `cumulus agent`.
+	AgentContainer = "agent"
+
+	secretTokenKey = "join-token"
+	secretCAKey    = "ca.crt"
+)
+
+// PodName is the name of a node's pod (and of its secret): the node id
+// when it is a valid DNS label, else a sanitized form with a hash.
+func PodName(nodeID string) string {
+	name := "cumulus-" + strings.ToLower(nodeID)
+	clean := sanitize(name, 253)
+	if clean == name && !strings.ContainsAny(nodeID, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+		return name
+	}
+	return sanitize(name, 240) + "-" + shortHash(nodeID)
+}
+
+// sanitize keeps [a-z0-9-.] (other characters become '-'), trims to max
+// characters and makes it start and end with an alphanumeric.
+func sanitize(s string, max int) string {
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	if len(b) > max {
+		b = b[:max]
+	}
+	return strings.Trim(string(b), "-.")
+}
+
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:4])
+}
+
+// labelValue makes s a valid label value (63 characters, alphanumeric at
+// both ends), adding a hash when it had to change it.
+func labelValue(s string) string {
+	clean := []byte(s)
+	for i, c := range clean {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			clean[i] = '-'
+		}
+	}
+	v := strings.Trim(string(clean), "-_.")
+	if v == s && len(v) <= 63 {
+		return v
+	}
+	if len(v) > 54 {
+		v = strings.Trim(v[:54], "-_.")
+	}
+	return v + "-" + shortHash(s)
+}
+
+// computeName is the last segment of a compute's resource id.
+func computeName(id string) string {
+	if i := strings.LastIndexByte(id, '/'); i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
+
+// podSpec is the node pod and the secret it reads its join token (and the
+// control plane's CA) from. The secret is created first; Create then makes
+// the pod its owner so Kubernetes' garbage collector removes it too.
+func (p *Provider) podFor(spec provider.NodeSpec, caPEM []byte) (*corev1.Pod, *corev1.Secret) {
+	name := PodName(spec.NodeID)
+	labels := map[string]string{
+		LabelManagedBy:   managedBy,
+		LabelOwner:       p.ownerLabel,
+		LabelNode:        labelValue(spec.NodeID),
+		LabelCompute:     labelValue(computeName(spec.ComputeID)),
+		LabelVMSize:      labelValue(spec.VMSize),
+		LabelLowPriority: strconv.FormatBool(spec.LowPriority),
+	}
+	annotations := map[string]string{
+		AnnotationNode:    spec.NodeID,
+		AnnotationCompute: spec.ComputeID,
+		AnnotationOwner:   p.o.Owner,
+	}
+	meta := metav1.ObjectMeta{Name: name, Namespace: p.o.Namespace, Labels: labels, Annotations: annotations}
+
+	secret := &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{secretTokenKey: []byte(spec.JoinToken)}}
+	if len(caPEM) > 0 {
+		secret.Data[secretCAKey] = caPEM
+	}
+
+	grace := spec.GracePeriod
+	if grace <= 0 {
+		grace = p.o.StopGrace
+	}
+	graceSec := int64(math.Ceil(grace.Seconds()))
+	memMiB := int64(math.Round(spec.MemoryGB * 1024))
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.VCPUs), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(memMiB<<20, resource.BinarySI),
+	}
+	if spec.GPUs > 0 {
+		res[GPUResource] = *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI)
+	}
+	fromSecret := func(key string, optional bool) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
+	}
+	env := []corev1.EnvVar{
+		{Name: "CUMULUS_JOIN_TOKEN", ValueFrom: fromSecret(secretTokenKey, false)},
+		{Name: "CUMULUS_ADDRESS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "CUMULUS_NODE_POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "CUMULUS_WORK_DIR", Value: WorkDir},
+		{Name: "CUMULUS_VCPUS", Value: strconv.Itoa(spec.VCPUs)},
+		{Name: "CUMULUS_MEMORY_MB", Value: strconv.FormatInt(memMiB, 10)},
+		{Name: "CUMULUS_GPUS", Value: strconv.Itoa(spec.GPUs)},
+	}
+	if len(caPEM) > 0 {
+		env = append(env, corev1.EnvVar{Name: "CUMULUS_CA_PEM", ValueFrom: fromSecret(secretCAKey, false)})
+	}
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: meta,
+		Spec: corev1.PodSpec{
+			// The pod is the node: when the agent exits, the node is gone.
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: &graceSec,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			Containers: []corev1.Container{{
+				Name:            AgentContainer,
+				Image:           p.o.Image,
+				ImagePullPolicy: p.o.PullPolicy,
+				Command:         []string{nodeimage.BinaryPath, "agent"},
+				Args:            []string{"--server", spec.ServerURL, "--node-id", spec.NodeID, "--container-runtime", "none"},
+				Env:             env,
+				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: WorkDir}},
+			}},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	}
+	if spec.LowPriority {
+		pod.Spec.PriorityClassName = p.o.LowPriorityClass
+	}
+	if k := spec.Kubernetes; k != nil {
+		pod.Spec.NodeSelector = k.NodeSelector
+		for _, t := range k.Tolerations {
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: t.Key,
+				Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+				Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds})
+		}
+	}
+	return pod, secret
+}
+
+// graceOf is a pod's termination grace period.
+func graceOf(pod *corev1.Pod) time.Duration {
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		return time.Duration(*g) * time.Second
+	}
+	return 30 * time.Second
+}

@@ -1,0 +1,189 @@
+package kubernetes
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+)
+
+func TestPodNameIsValidAndDistinct(t *testing.T) {
+	ids := []string{"tvm-gpu-1a2b3c4d_20261121t101500z", "ptest-00ff", "Node_A", "node_a", "a.b-c", strings.Repeat("x", 200)}
+	seen := map[string]string{}
+	for _, id := range ids {
+		name := PodName(id)
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			t.Errorf("PodName(%q) = %q: not a valid pod name: %v", id, name, errs)
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("PodName(%q) = PodName(%q) = %q", id, other, name)
+		}
+		seen[name] = id
+		if PodName(id) != name {
+			t.Errorf("PodName(%q) is not stable", id)
+		}
+	}
+	if got := PodName("ptest-00ff"); got != "cumulus-ptest-00ff" {
+		t.Errorf("a DNS-safe node id should be kept readable: got %q", got)
+	}
+}
+
+func TestLabelValueIsValid(t *testing.T) {
+	for _, s := range []string{"Standard_DS3_v2", "tvm-gpu-1_20261121t101500z", "/subscriptions/x/computes/gpu", strings.Repeat("a", 80), "-x-"} {
+		v := labelValue(s)
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("labelValue(%q) = %q: %v", s, v, errs)
+		}
+	}
+	if got := labelValue("Standard_DS3_v2"); got != "Standard_DS3_v2" {
+		t.Errorf("a valid label value should be kept: got %q", got)
+	}
+}
+
+func testProvider() *Provider {
+	return &Provider{o: Options{Namespace: "ml", Image: "registry.local/cumulus-node:1", PullPolicy: corev1.PullIfNotPresent,
+		Owner: "/var/lib/cumulus", StopGrace: 40 * time.Second, LowPriorityClass: DefaultLowPriorityClass}, ownerLabel: "o1"}
+}
+
+func TestPodForGPUSizeLowPriority(t *testing.T) {
+	p := testProvider()
+	secs := int64(60)
+	spec := provider.NodeSpec{NodeID: "tvm-gpu-1", ComputeID: "/subscriptions/s/resourceGroups/g/providers/Microsoft.MachineLearningServices/workspaces/w/computes/gpu",
+		VMSize: "Standard_NC6s_v3", VCPUs: 6, MemoryGB: 112, GPUs: 1, LowPriority: true, ServerURL: "https://cp:8787",
+		JoinToken: "secret-join-token", GracePeriod: 75 * time.Second,
+		Kubernetes: &api.KubernetesPlacement{NodeSelector: map[string]string{"pool": "gpu"},
+			Tolerations: []api.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}}}}
+	pod, secret := p.podFor(spec, []byte("CA PEM"))
+
+	c := pod.Spec.Containers[0]
+	for res, want := range map[corev1.ResourceName]string{corev1.ResourceCPU: "6", corev1.ResourceMemory: "112Gi", GPUResource: "1"} {
+		if q := c.Resources.Requests[res]; q.String() != want {
+			t.Errorf("request %s = %s; want %s", res, q.String(), want)
+		}
+		if q := c.Resources.Limits[res]; q.String() != want {
+			t.Errorf("limit %s = %s; want %s", res, q.String(), want)
+		}
+	}
+	if pod.Spec.PriorityClassName != DefaultLowPriorityClass {
+		t.Errorf("low-priority node pod has priority class %q", pod.Spec.PriorityClassName)
+	}
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 75 {
+		t.Errorf("terminationGracePeriodSeconds = %v; want 75 (the node's grace period)", g)
+	}
+	if pod.Spec.NodeSelector["pool"] != "gpu" || len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Key != "nvidia.com/gpu" ||
+		pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists || *pod.Spec.Tolerations[0].TolerationSeconds != 60 {
+		t.Errorf("placement not applied: selector %v tolerations %+v", pod.Spec.NodeSelector, pod.Spec.Tolerations)
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("restart policy %s; a node pod must not restart (the node is gone when its agent exits)", pod.Spec.RestartPolicy)
+	}
+	if pod.Annotations[AnnotationNode] != "tvm-gpu-1" || pod.Annotations[AnnotationCompute] != spec.ComputeID {
+		t.Errorf("annotations %v do not carry the node and compute ids", pod.Annotations)
+	}
+	if pod.Labels[LabelCompute] != "gpu" || pod.Labels[LabelOwner] != "o1" || pod.Labels[LabelLowPriority] != "true" {
+		t.Errorf("labels %v", pod.Labels)
+	}
+	// The join token and CA travel in the secret, never in the pod spec.
+	if string(secret.Data[secretTokenKey]) != "secret-join-token" || string(secret.Data[secretCAKey]) != "CA PEM" {
+		t.Errorf("secret data %v", secret.Data)
+	}
+	for _, e := range c.Env {
+		if strings.Contains(e.Value, "secret-join-token") {
+			t.Errorf("env %s holds the join token in the pod spec", e.Name)
+		}
+		if e.Name == "CUMULUS_JOIN_TOKEN" && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != pod.Name) {
+			t.Errorf("CUMULUS_JOIN_TOKEN should come from the node's secret: %+v", e)
+		}
+	}
+	if strings.Contains(strings.Join(c.Args, " "), "secret-join-token") {
+		t.Error("the join token is in the container's arguments")
+	}
+}
+
+func TestPodForCPUSizeDedicated(t *testing.T) {
+	p := testProvider()
+	pod, secret := p.podFor(provider.NodeSpec{NodeID: "n1", ComputeID: "c", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14, JoinToken: "j"}, nil)
+	c := pod.Spec.Containers[0]
+	if _, ok := c.Resources.Limits[GPUResource]; ok {
+		t.Error("a CPU size asks for nvidia.com/gpu")
+	}
+	if pod.Spec.PriorityClassName != "" {
+		t.Errorf("dedicated node pod has priority class %q", pod.Spec.PriorityClassName)
+	}
+	if g := *pod.Spec.TerminationGracePeriodSeconds; g != 40 {
+		t.Errorf("grace %d; want the provider default 40", g)
+	}
+	if _, ok := secret.Data[secretCAKey]; ok {
+		t.Error("secret has a CA though none was given")
+	}
+	for _, e := range c.Env {
+		if e.Name == "CUMULUS_CA_PEM" {
+			t.Error("CUMULUS_CA_PEM set without a CA")
+		}
+	}
+}
+
+func podWith(mut func(*corev1.Pod)) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cumulus-n1", Annotations: map[string]string{AnnotationNode: "n1"}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	mut(pod)
+	return pod
+}
+
+func TestEventOf(t *testing.T) {
+	now := metav1.Now()
+	cases := []struct {
+		name    string
+		pod     *corev1.Pod
+		deleted bool
+		kind    provider.EventKind
+		reason  string // substring
+		none    bool
+	}{
+		{name: "unschedulable", pod: podWith(func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+				Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}}
+		}), kind: provider.EventPending, reason: "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."},
+		{name: "image pull", pod: podWith(func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
+		}), kind: provider.EventPending, reason: "ImagePullBackOff"},
+		{name: "just pending", pod: podWith(func(*corev1.Pod) {}), kind: provider.EventPending, reason: ""},
+		{name: "running", pod: podWith(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), none: true},
+		{name: "being deleted", pod: podWith(func(p *corev1.Pod) {
+			p.Status.Phase, p.DeletionTimestamp = corev1.PodRunning, &now
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"}}
+		}), kind: provider.EventTerminating, reason: "PreemptionByScheduler"},
+		{name: "deleted", pod: podWith(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), deleted: true, kind: provider.EventGone, reason: "was deleted"},
+		{name: "evicted by kubelet", pod: podWith(func(p *corev1.Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		}), kind: provider.EventGone, reason: "Evicted: The node was low on resource: memory."},
+		{name: "agent crashed", pod: podWith(func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}
+		}), kind: provider.EventGone, reason: "exited with 2"},
+		{name: "not ours", pod: &corev1.Pod{}, none: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, ok := eventOf(tc.pod, tc.deleted)
+			if tc.none {
+				if ok {
+					t.Errorf("got event %+v; want none", ev)
+				}
+				return
+			}
+			if !ok || ev.Kind != tc.kind || ev.NodeID != "n1" || !strings.Contains(ev.Reason, tc.reason) || (tc.reason == "" && ev.Reason != "") {
+				t.Errorf("eventOf = %+v, %v; want kind %s with reason containing %q", ev, ok, tc.kind, tc.reason)
+			}
+		})
+	}
+}

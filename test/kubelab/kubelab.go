@@ -1,0 +1,241 @@
+// Package kubelab runs a real Kubernetes control plane on this machine for
+// the Kubernetes provider's tests: kube-apiserver (with embedded etcd),
+// kube-scheduler and kube-controller-manager from the kubetest tool
+// (test/kube), and kwok for fake nodes. kwok runs no containers, so Kubelet
+// plays that part of the kubelet: for each node pod kwok marks Running it
+// starts the real `cumulus agent` process with the pod's environment, sends
+// it SIGTERM when the pod is deleted (then removes the pod after the grace
+// period, as a kubelet does), and marks the pod failed when the process
+// dies. Everything but the container runtime is real.
+package kubelab
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Where the tools are: built by scripts/kube-tools.sh.
+const (
+	EnvTools = "CUMULUS_KUBE_TOOLS" // folder with kubetest, kwok and stages/
+)
+
+// ToolsDir is the folder holding kubetest, kwok and kwok's stages.
+func ToolsDir() string {
+	if d := os.Getenv(EnvTools); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "cumulus", "kube-tools")
+}
+
+// ErrNoTools is returned when the tools are not built.
+var ErrNoTools = errors.New("Kubernetes test tools not built (run scripts/kube-tools.sh)")
+
+// Lab is a running control plane with kwok.
+type Lab struct {
+	Dir        string
+	Kubeconfig string
+	Config     *rest.Config
+	Client     k8s.Interface
+
+	procs []*exec.Cmd
+}
+
+// Start brings up the control plane and kwok in dir; Close stops them.
+func Start(ctx context.Context, dir string) (*Lab, error) {
+	tools := ToolsDir()
+	kubetest, kwok := filepath.Join(tools, "kubetest"), filepath.Join(tools, "kwok")
+	for _, p := range []string{kubetest, kwok} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%w: %s missing", ErrNoTools, p)
+		}
+	}
+	l := &Lab{Dir: dir}
+	up := exec.Command(kubetest, "up", "--dir", filepath.Join(dir, "control-plane"))
+	logf, err := os.Create(filepath.Join(dir, "control-plane.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	up.Stderr = logf
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := up.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := up.Start(); err != nil {
+		return nil, err
+	}
+	l.procs = append(l.procs, up)
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "ready" {
+				ready <- f[2]
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case kc, ok := <-ready:
+		if !ok {
+			l.Close()
+			return nil, fmt.Errorf("kubetest up exited before it was ready; see %s", logf.Name())
+		}
+		l.Kubeconfig = kc
+	case <-time.After(3 * time.Minute):
+		l.Close()
+		return nil, fmt.Errorf("kubetest up not ready after 3 minutes; see %s", logf.Name())
+	case <-ctx.Done():
+		l.Close()
+		return nil, ctx.Err()
+	}
+	if l.Config, err = clientcmd.BuildConfigFromFlags("", l.Kubeconfig); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if l.Client, err = k8s.NewForConfig(l.Config); err != nil {
+		l.Close()
+		return nil, err
+	}
+
+	stages, _ := filepath.Glob(filepath.Join(tools, "stages", "*.yaml"))
+	if len(stages) == 0 {
+		l.Close()
+		return nil, fmt.Errorf("%w: no kwok stages in %s", ErrNoTools, filepath.Join(tools, "stages"))
+	}
+	args := []string{"--kubeconfig", l.Kubeconfig, "--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--node-ip=127.0.0.1", "--cidr=127.1.0.0/16", "--server-address=127.0.0.1:0"}
+	for _, s := range stages {
+		args = append(args, "-c", s)
+	}
+	kw := exec.Command(kwok, args...)
+	kwlog, err := os.Create(filepath.Join(dir, "kwok.log"))
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	defer kwlog.Close()
+	kw.Stdout, kw.Stderr = kwlog, kwlog
+	kw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := kw.Start(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.procs = append(l.procs, kw)
+	return l, nil
+}
+
+// Close stops kwok and the control plane.
+func (l *Lab) Close() {
+	for i := len(l.procs) - 1; i >= 0; i-- {
+		p := l.procs[i]
+		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	l.procs = nil
+}
+
+// NodeSpec is a fake node's capacity.
+type NodeSpec struct {
+	Name     string
+	CPUs     int
+	MemoryGi int
+	GPUs     int
+	Labels   map[string]string
+	PodCIDR  string // pods on it get IPs from here; use 127.x.y.0/24 so they are reachable
+}
+
+// AddNode registers a fake node that kwok manages, and waits until it is
+// Ready. It carries kwok's taint: pods must tolerate
+// kwok.x-k8s.io/node=fake:NoSchedule (Toleration).
+func (l *Lab) AddNode(ctx context.Context, n NodeSpec) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(n.CPUs), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(n.MemoryGi)<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
+	}
+	if n.GPUs > 0 {
+		capacity["nvidia.com/gpu"] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
+	}
+	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": "kwok"}
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: nonEmpty(n.PodCIDR),
+			Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+	if _, err := l.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", n.Name, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		cur, err := l.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err == nil && ready(cur) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("node %s not Ready and untainted after a minute (see %s and %s)", n.Name,
+		filepath.Join(l.Dir, "kwok.log"), filepath.Join(l.Dir, "control-plane.log"))
+}
+
+// ready: kwok reports the node Ready and the node lifecycle controller has
+// lifted the not-ready taint, so pods can be scheduled there.
+func ready(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// Toleration lets a pod run on kwok's fake nodes.
+var Toleration = corev1.Toleration{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+
+// CreateNamespace makes a namespace for one test.
+func (l *Lab) CreateNamespace(ctx context.Context, name string) error {
+	_, err := l.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
+}
