@@ -3,8 +3,8 @@ package cli
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
