@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopKubeLab()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
