@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what the whole test suite needs on a Debian machine:
 # Docker (engine + CLI, started if not running), Debian's Chromium and
-# playwright-core for the studio's browser tests, OpenSSH's client, and
-# busybox-static for the tiny test image. Idempotent; scripts/test.sh runs
+# playwright-core for the studio's browser tests, OpenSSH's client,
+# busybox-static for the tiny test image, and the Kubernetes test tools
+# (a kube-apiserver built from source, and kwok: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,4 @@ fi
 if [ ! -d test/ui/node_modules/playwright-core ]; then
   (cd test/ui && npm ci --no-audit --no-fund)
 fi
+bash scripts/kube-tools.sh

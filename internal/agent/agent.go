@@ -66,6 +66,10 @@ type Config struct {
 	Docker string
 	// PullTimeout bounds pulling a job's image that is not on the node.
 	PullTimeout time.Duration
+	// Image is the image this node itself runs in, when the provider made
+	// the node from a job's image (kubernetes): jobs of that image run here
+	// as plain processes, already inside it.
+	Image string
 }
 
 // DefaultConfig returns the defaults Run fills in for zero fields.

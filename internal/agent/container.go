@@ -46,6 +46,10 @@ func (j *job) chooseRuntime(ctx context.Context, logf io.Writer) error {
 	if img == "" {
 		return nil
 	}
+	if img == j.a.cfg.Image {
+		fmt.Fprintf(logf, "[cumulus] running in image %s: this node runs in it\n", img)
+		return nil
+	}
 	if !j.a.dockerAvailable(ctx) {
 		fmt.Fprintf(logf, "[cumulus] this node has no container runtime; running without image %s\n", img)
 		return nil

@@ -44,6 +44,7 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 			pick(&cfg.WorkDir, "work-dir", "CUMULUS_WORK_DIR")
 			pick(&cfg.CAFile, "ca-file", "CUMULUS_CA_FILE")
 			pick(&cfg.Address, "address", "CUMULUS_ADDRESS")
+			cfg.Image = os.Getenv("CUMULUS_NODE_IMAGE") // set by providers that make the node from a job's image
 			if pem := os.Getenv("CUMULUS_CA_PEM"); pem != "" && cfg.CAFile == "" {
 				// The CA as text (a Kubernetes node pod reads it from its secret).
 				path, err := writeCA(cfg.WorkDir, pem)

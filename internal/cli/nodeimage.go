@@ -11,7 +11,7 @@ import (
 func newNodeImageCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node-image",
-		Short: "Manage the container image of docker provider nodes",
+		Short: "Manage the container image of docker and kubernetes provider nodes",
 		Args:  cobra.NoArgs,
 	}
 	var o nodeimage.Options
@@ -49,6 +49,25 @@ host's Docker socket. Prints the image's tag.`,
 	fl.StringVar(&o.Binary, "binary", "", "cumulus binary to put in the image (default: this one)")
 	fl.StringVar(&o.DockerCLI, "docker-cli", "", "docker CLI to put in the image (default: a static one found here, else the one on PATH with its libraries)")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	cmd.AddCommand(build)
+	cmd.AddCommand(build, newInstallAgentCmd(g))
 	return cmd
+}
+
+// newInstallAgentCmd copies this binary into a folder: the init container
+// of a Kubernetes node pod made from a job's image runs it from the node
+// image, so the job's image needs no cumulus of its own.
+func newInstallAgentCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "install-agent DIR",
+		Short: "Copy this cumulus binary to DIR/cumulus (the agent injected into job images on Kubernetes)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dst, err := nodeimage.InstallSelf(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(g.stdout, dst)
+			return nil
+		},
+	}
 }

@@ -248,7 +248,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			out.freed = true
 		}
 	}
-	created, provErr := c.create(ctx, comp, plan.Create, now)
+	created, provErr := c.create(ctx, comp, plan.Create, plan.CreateImages, now)
 	size, _ := catalog.Lookup(comp.Aml().VMSize)
 	u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, created)
 	if provErr != nil {
@@ -287,10 +287,15 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 		if state == api.NodeIdle && n.SSHOpen > 0 {
 			state = api.NodeRunning // someone is logged in: busy, not to be scaled down
 		}
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created})
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
 	}
+	snap.ImageBound = c.imageBound()
 	for _, j := range queued {
-		snap.Queued = append(snap.Queued, decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq})
+		dj := decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq}
+		if snap.ImageBound {
+			dj.Image = j.Doc.Properties.Image
+		}
+		snap.Queued = append(snap.Queued, dj)
 	}
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
@@ -415,7 +420,7 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 
 // create records count new nodes and asks the provider for them; it stops
 // at the first provider failure and backs off exponentially.
-func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now time.Time) (int, error) {
+func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, now time.Time) (int, error) {
 	a := comp.Aml()
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
@@ -425,15 +430,19 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now 
 	for i := 0; i < count; i++ {
 		id := c.NewNodeID(comp.Name, now)
 		tok, hash := c.NewJoinToken(id)
+		image := ""
+		if i < len(images) {
+			image = images[i]
+		}
 		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
-			Provider: c.Provider.Name(), Created: now, JoinHash: hash}
+			Provider: c.Provider.Name(), Created: now, JoinHash: hash, Image: image}
 		if err := store.PutNode(ctx, c.DB.W(), n); err != nil {
 			return made, err
 		}
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
 			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
-			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes}
+			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
 			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
@@ -457,6 +466,13 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, now 
 		c.Log.Info("node requested", "node", id, "compute", comp.Name, "size", size.Name, "provider_id", pid)
 	}
 	return made, nil
+}
+
+// imageBound reports whether the provider makes each node from its job's
+// image.
+func (c *Clusters) imageBound() bool {
+	b, ok := c.Provider.(provider.ImageBound)
+	return ok && b.ImageBound()
 }
 
 // reportMargin is what a node's machine gets beyond the job's preemption

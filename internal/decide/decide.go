@@ -12,6 +12,9 @@ import (
 // without copying the snapshot. Assigning first is what keeps a node that
 // gets a job in this pass from being removed in the same pass.
 func Decide(c Cluster, now time.Time) Plan {
+	if c.ImageBound {
+		return decideImages(c, now)
+	}
 	_, hi := limits(c)
 	v := newView(c.Nodes)
 	assign, used := schedule(c, &v)

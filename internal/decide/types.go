@@ -23,6 +23,7 @@ type Node struct {
 	JobID     string    // job running on it, "" if none
 	IdleSince time.Time // when it last became idle (valid when State == NodeIdle)
 	Created   time.Time
+	Image     string // what the node runs (ImageBound clusters); "" is the node image
 }
 
 // Job is one queued job.
@@ -31,6 +32,7 @@ type Job struct {
 	InstanceCount int   // nodes it needs at once (>= 1); placed whole or not at all
 	Priority      int   // higher first; equal priority: FIFO by Seq
 	Seq           int64 // submission order
+	Image         string // the job's image (ImageBound clusters); "" runs on the node image
 }
 
 // Cluster is the snapshot of one cluster that the decisions read.
@@ -46,6 +48,10 @@ type Cluster struct {
 	// IdlePolicy, when set, says when each idle node may be removed instead
 	// of IdleSince+IdleTimeout (see IdlePolicy); nil keeps the fixed timeout.
 	IdlePolicy IdlePolicy
+	// ImageBound: each node runs one image, fixed when it is created, and a
+	// job runs only on nodes of its image (the kubernetes provider makes a
+	// node pod from the job's image). See DecideImages.
+	ImageBound bool
 }
 
 // Assignment starts one job on the nodes named.
@@ -58,6 +64,9 @@ type Assignment struct {
 type Plan struct {
 	Assign []Assignment // jobs to start now on idle nodes
 	Create int          // new nodes to request from the provider
+	// CreateImages, for ImageBound clusters, is the image of each new node
+	// (len Create); nil otherwise.
+	CreateImages []string
 	Remove []string     // idle, unusable, preempted or finished leaving nodes to delete now
 	Drain  []string     // busy nodes to mark leaving: removed when their job ends
 	Target int          // targetNodeCount after this plan

@@ -512,3 +512,42 @@ func firstArg(args []string) string {
 	}
 	return args[0]
 }
+
+// InstallSelf copies the running binary to dir/cumulus (made executable,
+// written under a temporary name and renamed so a reader never sees half
+// a binary) and returns that path.
+func InstallSelf(dir string) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	src, err := os.Open(self)
+	if err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	defer src.Close()
+	dst := filepath.Join(dir, "cumulus")
+	tmp, err := os.CreateTemp(dir, ".cumulus-*")
+	if err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("install agent: %w", err)
+	}
+	return dst, nil
+}

@@ -32,6 +32,17 @@ type NodeSpec struct {
 	GracePeriod time.Duration
 	// Kubernetes places the node's pod (kubernetes provider only).
 	Kubernetes *api.KubernetesPlacement
+	// Image is the job image the node is made from, for providers that
+	// are ImageBound; "" is the provider's node image.
+	Image string
+}
+
+// ImageBound is a provider whose nodes each run one image, chosen at
+// creation: the image of the job the node is made for (see
+// decide.Cluster.ImageBound). The scheduler then places a job only on
+// nodes of its image.
+type ImageBound interface {
+	ImageBound() bool
 }
 
 // Instance is a node as the provider sees it.

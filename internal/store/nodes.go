@@ -35,6 +35,7 @@ type Node struct {
 	Evicted    time.Time `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
 	SSHOpen    int       `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
 	PublicSSH  bool      `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
+	Image      string    `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
 }
 
 // PutNode inserts or replaces a node record.

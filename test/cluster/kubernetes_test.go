@@ -96,7 +96,7 @@ func startKubeServer(t *testing.T, args ...string) *kubeServer {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	k, err := lab.RunKubelet(ctx, ns, map[string]string{nodeimage.BinaryPath: binary}, root)
+	k, err := lab.RunKubelet(ctx, ns, map[string]string{nodeimage.BinaryPath: binary, kubernetes.InjectedAgent: binary}, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +292,39 @@ func TestKubernetesRanksRendezvousOverPodIPs(t *testing.T) {
 	}
 	if want := fmt.Sprintf("master=%s", pod.Status.PodIP); !strings.Contains(s.rankLog("k8s-torch", 1), want) {
 		t.Errorf("rank 1 log = %q; want %s (rank 0's pod IP)", s.rankLog("k8s-torch", 1), want)
+	}
+}
+
+// A job whose environment names an image gets a node pod of that image,
+// the agent injected by an init container from the node image; a job
+// without one runs on a node-image pod. (kwok runs no containers: the
+// stand-in kubelet runs the injected agent as a process here.)
+func TestKubernetesJobImageBecomesThePodImage(t *testing.T) {
+	s := startKubeServer(t)
+	s.createKubeCompute("k8s-img", "Standard_DS3_v2", api.PriorityDedicated, 2, "PT30S")
+	s.createEnvironment("torch", "1", "registry.example/pytorch:2.3")
+	s.submitJob(imageJob("in-image", "k8s-img", "azureml:torch:1", `echo "image job on $CUMULUS_NODE_ID"`))
+	s.submit("plain", "k8s-img", `echo "plain job on $CUMULUS_NODE_ID"`)
+	image := s.waitJob("in-image", api.JobCompleted, 60*time.Second)
+	plain := s.waitJob("plain", api.JobCompleted, 60*time.Second)
+	podOf := func(j api.Job) *corev1.Pod {
+		pod, err := s.lab.Client.CoreV1().Pods(s.ns).Get(bctx, kubernetes.PodName(j.Properties.Attempts[0].Nodes[0]), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pod
+	}
+	ip, pp := podOf(image), podOf(plain)
+	if c := ip.Spec.Containers[0]; c.Image != "registry.example/pytorch:2.3" || c.Command[0] != kubernetes.InjectedAgent {
+		t.Errorf("the image job's pod runs %s %v; want the job's image with the injected agent", c.Image, c.Command)
+	}
+	if len(ip.Spec.InitContainers) != 1 || ip.Spec.InitContainers[0].Image != "cumulus-node:test" {
+		t.Errorf("the image job's pod has init containers %+v; want one from the node image", ip.Spec.InitContainers)
+	}
+	if c := pp.Spec.Containers[0]; c.Image != "cumulus-node:test" || len(pp.Spec.InitContainers) != 0 {
+		t.Errorf("the plain job's pod runs %s with %d init containers; want the node image alone", c.Image, len(pp.Spec.InitContainers))
+	}
+	if log := s.jobLog("in-image"); !strings.Contains(log, "running in image registry.example/pytorch:2.3") {
+		t.Errorf("log of the image job = %q; want the agent to say it runs in the image", log)
 	}
 }

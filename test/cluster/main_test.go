@@ -73,7 +73,7 @@ func startServerTB(t testing.TB, args ...string) *server {
 			b, _ := os.ReadFile(filepath.Join(s.dataDir, "serve.log"))
 			var keep []string
 			for _, line := range strings.Split(string(b), "\n") {
-				if !strings.Contains(line, "level=DEBUG") {
+				if os.Getenv("CUMULUS_TEST_DEBUG") != "" || !strings.Contains(line, "level=DEBUG") {
 					keep = append(keep, line)
 				}
 			}

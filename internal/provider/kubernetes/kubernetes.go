@@ -71,8 +71,9 @@ type Provider struct {
 }
 
 var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Watcher  = (*Provider)(nil)
+	_ provider.Provider   = (*Provider)(nil)
+	_ provider.Watcher    = (*Provider)(nil)
+	_ provider.ImageBound = (*Provider)(nil)
 )
 
 // New connects to the API server and starts watching this owner's pods;
@@ -137,6 +138,10 @@ func (p *Provider) Close() error {
 	p.stop()
 	return nil
 }
+
+// ImageBound is true: a node made for a job that names an image is a pod
+// of that image (the agent injected), and runs only jobs of that image.
+func (p *Provider) ImageBound() bool { return true }
 
 // Name is "kubernetes".
 func (p *Provider) Name() string { return "kubernetes" }

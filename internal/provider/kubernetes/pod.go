@@ -29,6 +29,7 @@ const (
 	AnnotationNode    = "cumulus.dev/node-id"
 	AnnotationCompute = "cumulus.dev/compute-id"
 	AnnotationOwner   = "cumulus.dev/owner"
+	AnnotationImage   = "cumulus.dev/job-image" // set when the pod runs a job's image
 
 	managedBy = "cumulus"
 	// GPUResource is the extended resource NVIDIA's device plugin offers.
@@ -38,6 +39,10 @@ const (
 	WorkDir = "/var/lib/cumulus"
 	// AgentContainer is the name of the container running `cumulus agent`.
 	AgentContainer = "agent"
+	// InjectedAgent is where a pod made from a job's image finds the agent
+	// binary: an init container from the node image copies it there.
+	InjectedAgent = "/opt/cumulus/bin/cumulus"
+	injectDir     = "/opt/cumulus/bin"
 
 	secretTokenKey = "join-token"
 	secretCAKey    = "ca.crt"
@@ -178,6 +183,9 @@ func (p *Provider) podFor(spec provider.NodeSpec, caPEM []byte) (*corev1.Pod, *c
 			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
+	if spec.Image != "" {
+		injectAgent(pod, spec.Image, p.o.Image, p.o.PullPolicy)
+	}
 	if spec.LowPriority {
 		pod.Spec.PriorityClassName = p.o.LowPriorityClass
 	}
@@ -198,4 +206,27 @@ func graceOf(pod *corev1.Pod) time.Duration {
 		return time.Duration(*g) * time.Second
 	}
 	return 30 * time.Second
+}
+
+// injectAgent makes the pod run the job's image: an init container from
+// the node image copies the cumulus binary into a shared volume, and the
+// agent container runs the job image with that binary as its command. The
+// agent then runs the image's jobs as plain processes, inside the image.
+func injectAgent(pod *corev1.Pod, jobImage, nodeImage string, pull corev1.PullPolicy) {
+	pod.Annotations[AnnotationImage] = jobImage
+	mount := corev1.VolumeMount{Name: "cumulus-bin", MountPath: injectDir}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cumulus-bin",
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	pod.Spec.InitContainers = []corev1.Container{{
+		Name:            "install-agent",
+		Image:           nodeImage,
+		ImagePullPolicy: pull,
+		Command:         []string{nodeimage.BinaryPath, "node-image", "install-agent", injectDir},
+		VolumeMounts:    []corev1.VolumeMount{mount},
+	}}
+	c := &pod.Spec.Containers[0]
+	c.Image = jobImage
+	c.Command = []string{InjectedAgent, "agent"}
+	c.VolumeMounts = append(c.VolumeMounts, mount)
+	c.Env = append(c.Env, corev1.EnvVar{Name: "CUMULUS_NODE_IMAGE", Value: jobImage})
 }

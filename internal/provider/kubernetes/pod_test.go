@@ -187,3 +187,42 @@ func TestEventOf(t *testing.T) {
 		})
 	}
 }
+
+func TestPodForJobImageInjectsTheAgent(t *testing.T) {
+	p := testProvider()
+	pod, _ := p.podFor(provider.NodeSpec{NodeID: "n1", ComputeID: "c", VCPUs: 4, MemoryGB: 14, JoinToken: "j",
+		Image: "registry.local/pytorch:2.3"}, nil)
+	c := pod.Spec.Containers[0]
+	if c.Image != "registry.local/pytorch:2.3" || c.Command[0] != InjectedAgent {
+		t.Errorf("agent container runs %s %v; want the job image with the injected agent", c.Image, c.Command)
+	}
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("init containers %+v", pod.Spec.InitContainers)
+	}
+	ic := pod.Spec.InitContainers[0]
+	if ic.Image != p.o.Image || strings.Join(ic.Command, " ") != "/usr/local/bin/cumulus node-image install-agent /opt/cumulus/bin" {
+		t.Errorf("init container %s %v; want the node image installing the agent", ic.Image, ic.Command)
+	}
+	shared := func(ms []corev1.VolumeMount) bool {
+		for _, m := range ms {
+			if m.Name == "cumulus-bin" && m.MountPath == "/opt/cumulus/bin" {
+				return true
+			}
+		}
+		return false
+	}
+	if !shared(ic.VolumeMounts) || !shared(c.VolumeMounts) {
+		t.Error("the init container and the agent do not share the binary's volume")
+	}
+	found := false
+	for _, e := range c.Env {
+		found = found || (e.Name == "CUMULUS_NODE_IMAGE" && e.Value == "registry.local/pytorch:2.3")
+	}
+	if !found {
+		t.Error("the agent is not told which image it runs in")
+	}
+	plain, _ := p.podFor(provider.NodeSpec{NodeID: "n2", ComputeID: "c", VCPUs: 1, MemoryGB: 1, JoinToken: "j"}, nil)
+	if len(plain.Spec.InitContainers) != 0 || plain.Spec.Containers[0].Image != p.o.Image {
+		t.Error("a node without a job image should run the node image alone")
+	}
+}
