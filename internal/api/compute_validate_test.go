@@ -147,6 +147,17 @@ func TestPrepareComputeRules(t *testing.T) {
 		{name: "computeType ComputeInstance", mut: func(c *api.Compute) { c.Properties.ComputeType = "ComputeInstance" }, code: api.CodeUnsupported, target: "properties.computeType"},
 		{name: "computeType Kubernetes", mut: func(c *api.Compute) { c.Properties.ComputeType = "Kubernetes" }, code: api.CodeUnsupported, target: "properties.computeType"},
 
+		// kubernetes placement (Cumulus extension)
+		{name: "kubernetes placement ok", mut: kube(map[string]string{"cloud.google.com/gke-nodepool": "gpu-pool"},
+			api.Toleration{Key: "nvidia.com/gpu", Operator: "exists", Effect: "noschedule"})},
+		{name: "node selector bad key", mut: kube(map[string]string{"bad key": "x"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.nodeSelector", msg: "bad key"},
+		{name: "node selector long value", mut: kube(map[string]string{"pool": strings.Repeat("v", 64)}), code: api.CodeValidationError, target: tgtAml + "kubernetes.nodeSelector"},
+		{name: "toleration bad operator", mut: kube(nil, api.Toleration{Key: "k", Operator: "In"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].operator"},
+		{name: "toleration bad effect", mut: kube(nil, api.Toleration{Key: "k", Effect: "Never"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].effect"},
+		{name: "toleration no key needs Exists", mut: kube(nil, api.Toleration{Value: "v"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].key"},
+		{name: "toleration Exists with value", mut: kube(nil, api.Toleration{Key: "k", Operator: "Exists", Value: "v"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].value"},
+		{name: "tolerationSeconds without NoExecute", mut: kube(nil, api.Toleration{Key: "k", Effect: "NoSchedule", TolerationSeconds: new(int64)}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].tolerationSeconds"},
+
 		// locations and description
 		{name: "bad location", mut: func(c *api.Compute) { c.Location = "west us" }, code: api.CodeValidationError, target: "location"},
 		{name: "bad computeLocation", mut: func(c *api.Compute) { c.Properties.ComputeLocation = "a/b" }, code: api.CodeValidationError, target: "properties.computeLocation"},
@@ -668,5 +679,23 @@ func TestPrepareComputeUpdateOnlyMutableFields(t *testing.T) {
 		if err := api.PrepareCompute(c, "cpu-cluster", old, defLoc); err != nil {
 			t.Errorf("%s: %v, want the change accepted", field, err)
 		}
+	}
+}
+
+func kube(selector map[string]string, tolerations ...api.Toleration) func(*api.Compute) {
+	return func(c *api.Compute) {
+		c.Aml().Kubernetes = &api.KubernetesPlacement{NodeSelector: selector, Tolerations: tolerations}
+	}
+}
+
+func TestPrepareComputeNormalisesTolerations(t *testing.T) {
+	c := valCompute()
+	kube(nil, api.Toleration{Key: "nvidia.com/gpu", Operator: "exists", Effect: "noschedule"}, api.Toleration{Key: "k", Value: "v"})(c)
+	if err := api.PrepareCompute(c, "cpu-cluster", nil, defLoc); err != nil {
+		t.Fatal(err)
+	}
+	ts := c.Aml().Kubernetes.Tolerations
+	if ts[0].Operator != "Exists" || ts[0].Effect != "NoSchedule" || ts[1].Operator != "Equal" {
+		t.Errorf("tolerations %+v; want Kubernetes spellings and Equal by default", ts)
 	}
 }

@@ -9,17 +9,17 @@ import (
 // may run on the kubernetes provider: GPU clusters select GPU node pools
 // and tolerate their taints. Other providers ignore it.
 type KubernetesPlacement struct {
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	Tolerations  []Toleration      `json:"tolerations,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty" yaml:"nodeSelector,omitempty"`
+	Tolerations  []Toleration      `json:"tolerations,omitempty" yaml:"tolerations,omitempty"`
 }
 
 // Toleration is a Kubernetes pod toleration.
 type Toleration struct {
-	Key               string `json:"key,omitempty"`
-	Operator          string `json:"operator,omitempty"` // Equal (default) or Exists
-	Value             string `json:"value,omitempty"`
-	Effect            string `json:"effect,omitempty"` // "" (all), NoSchedule, PreferNoSchedule or NoExecute
-	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+	Key               string `json:"key,omitempty" yaml:"key,omitempty"`
+	Operator          string `json:"operator,omitempty" yaml:"operator,omitempty"` // Equal (default) or Exists
+	Value             string `json:"value,omitempty" yaml:"value,omitempty"`
+	Effect            string `json:"effect,omitempty" yaml:"effect,omitempty"` // "" (all), NoSchedule, PreferNoSchedule or NoExecute
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty" yaml:"tolerationSeconds,omitempty"`
 }
 
 // Toleration operators and taint effects Kubernetes knows.

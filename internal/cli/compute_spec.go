@@ -31,6 +31,8 @@ type ComputeSpec struct {
 	Identity                *IdentitySpec     `yaml:"identity,omitempty" json:"identity,omitempty"`
 	EnableNodePublicIP      *bool             `yaml:"enable_node_public_ip,omitempty" json:"enable_node_public_ip,omitempty"`
 	ResourceID              string            `yaml:"resource_id,omitempty" json:"resource_id,omitempty"`
+	// Kubernetes (Cumulus extension) places the node pods on --provider kubernetes.
+	Kubernetes *api.KubernetesPlacement `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
 }
 
 // SSHSettings is the admin account of the nodes.
@@ -151,6 +153,7 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 		c.Identity = id
 	}
 	a.EnableNodePublicIP = s.EnableNodePublicIP
+	a.Kubernetes = s.Kubernetes
 	return c, nil
 }
 
@@ -245,5 +248,6 @@ func fromARM(c api.Compute) ComputeView {
 		s.Identity = is
 	}
 	s.EnableNodePublicIP = a.EnableNodePublicIP
+	s.Kubernetes = a.Kubernetes
 	return v
 }

@@ -132,6 +132,26 @@ func TestLoadComputeSpec(t *testing.T) {
 	}
 }
 
+func TestLoadComputeSpecKubernetesPlacement(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gpu.yml")
+	os.WriteFile(p, []byte("name: gpu\ntype: amlcompute\nsize: Standard_NC6s_v3\nkubernetes:\n  nodeSelector: {pool: gpu}\n  tolerations:\n  - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n"), 0o600)
+	s, err := loadYAML[ComputeSpec](p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.toARM(api.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := c.Aml().Kubernetes
+	if k == nil || k.NodeSelector["pool"] != "gpu" || len(k.Tolerations) != 1 || k.Tolerations[0].Key != "nvidia.com/gpu" || k.Tolerations[0].Operator != "Exists" {
+		t.Errorf("placement %+v", k)
+	}
+	if back := fromARM(c); back.Kubernetes == nil || back.Kubernetes.NodeSelector["pool"] != "gpu" {
+		t.Errorf("show loses the placement: %+v", back.Kubernetes)
+	}
+}
+
 func TestFromARMRoundTrip(t *testing.T) {
 	in := ComputeSpec{Name: "c1x", Type: "amlcompute", Size: "standard_ds2_v2", Tier: "low_priority", MinInstances: i32(0), MaxInstances: i32(3),
 		IdleTimeBeforeScaleDown: i64(600), SSHPublicAccessEnabled: bl(true), Description: "d", Tags: map[string]string{"k": "v"},

@@ -29,9 +29,9 @@ type Node struct {
 // Job is one queued job.
 type Job struct {
 	ID            string
-	InstanceCount int   // nodes it needs at once (>= 1); placed whole or not at all
-	Priority      int   // higher first; equal priority: FIFO by Seq
-	Seq           int64 // submission order
+	InstanceCount int    // nodes it needs at once (>= 1); placed whole or not at all
+	Priority      int    // higher first; equal priority: FIFO by Seq
+	Seq           int64  // submission order
 	Image         string // the job's image (ImageBound clusters); "" runs on the node image
 }
 
@@ -67,9 +67,9 @@ type Plan struct {
 	// CreateImages, for ImageBound clusters, is the image of each new node
 	// (len Create); nil otherwise.
 	CreateImages []string
-	Remove []string     // idle, unusable, preempted or finished leaving nodes to delete now
-	Drain  []string     // busy nodes to mark leaving: removed when their job ends
-	Target int          // targetNodeCount after this plan
+	Remove       []string // idle, unusable, preempted or finished leaving nodes to delete now
+	Drain        []string // busy nodes to mark leaving: removed when their job ends
+	Target       int      // targetNodeCount after this plan
 	// WakeAt is the earliest future time at which the decision could change
 	// with no other event (an idle node reaching its timeout); zero if none.
 	WakeAt time.Time
