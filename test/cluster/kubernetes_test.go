@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,7 @@ var (
 
 // kubeLab starts the shared lab on first use (TestMain stops it). Without
 // the tools a test skips locally and fails in CI.
-func kubeLab(t *testing.T) *kubelab.Lab {
+func kubeLab(t testing.TB) *kubelab.Lab {
 	t.Helper()
 	labOnce.Do(func() {
 		labDir, labErr = os.MkdirTemp("", "cumulus-kubelab-")
@@ -50,9 +51,9 @@ func kubeLab(t *testing.T) *kubelab.Lab {
 			return
 		}
 		for _, n := range []kubelab.NodeSpec{
-			{Name: "kw-0", CPUs: 16, MemoryGi: 64, PodCIDR: "127.2.1.0/24"},
-			{Name: "kw-1", CPUs: 16, MemoryGi: 64, PodCIDR: "127.2.2.0/24"},
-			{Name: "kw-2", CPUs: 16, MemoryGi: 64, PodCIDR: "127.2.3.0/24"},
+			{Name: "kw-0", CPUs: 32, MemoryGi: 128, PodCIDR: "127.2.1.0/24"},
+			{Name: "kw-1", CPUs: 32, MemoryGi: 128, PodCIDR: "127.2.2.0/24"},
+			{Name: "kw-2", CPUs: 32, MemoryGi: 128, PodCIDR: "127.2.3.0/24"},
 		} {
 			if labErr = theLab.AddNode(ctx, n); labErr != nil {
 				return
@@ -85,7 +86,7 @@ type kubeServer struct {
 	ns  string
 }
 
-func startKubeServer(t *testing.T, args ...string) *kubeServer {
+func startKubeServer(t testing.TB, args ...string) *kubeServer {
 	t.Helper()
 	lab := kubeLab(t)
 	b := make([]byte, 3)
@@ -100,7 +101,7 @@ func startKubeServer(t *testing.T, args ...string) *kubeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, append([]string{"--provider", "kubernetes", "--kubeconfig", lab.Kubeconfig, "--kube-namespace", ns,
+	s := startServerTB(t, append([]string{"--provider", "kubernetes", "--kubeconfig", lab.Kubeconfig, "--kube-namespace", ns,
 		"--node-image", "cumulus-node:test"}, args...)...)
 	t.Cleanup(func() {
 		s.stop() // before the kubelet, so no agent outlives the test
@@ -327,4 +328,71 @@ func TestKubernetesJobImageBecomesThePodImage(t *testing.T) {
 	if log := s.jobLog("in-image"); !strings.Contains(log, "running in image registry.example/pytorch:2.3") {
 		t.Errorf("log of the image job = %q; want the agent to say it runs in the image", log)
 	}
+}
+
+// BenchmarkKubernetesScaleFromZero: a job submitted to an empty cluster on
+// the kubernetes provider; Queued→Running includes creating the secret and
+// pod, the scheduler binding it, kwok marking it Running, the agent process
+// starting and registering, and the job starting. (kwok starts no
+// container, so image pulls and container start-up are not in the figure.)
+//
+//	go test ./test/cluster/ -run '^$' -bench KubernetesScaleFromZero -benchtime 20x
+func BenchmarkKubernetesScaleFromZero(b *testing.B) {
+	s := startKubeServer(b, "--log-level", "warn")
+	s.createKubeCompute("kcold", "Standard_DS3_v2", api.PriorityDedicated, 1, "PT0S")
+	var ds []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("kcold-%d", i)
+		s.submit(name, "kcold", "true")
+		waitFor(b, name, 60*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+		ds = append(ds, latency(b, s.job(name)))
+		waitFor(b, "no pods again", 60*time.Second, func() bool {
+			n, err := s.c.ListNodes(bctx, "kcold")
+			return err == nil && len(n) == 0 && len(s.pods()) == 0
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+}
+
+// BenchmarkKubernetesBurst: 30 jobs submitted at once to an empty cluster
+// of max 30 on the kubernetes provider; each job's Queued→Running, and the
+// time until the last one runs ("all-ms"). 30 node pods are created,
+// scheduled onto kwok nodes and their agents started.
+//
+//	go test ./test/cluster/ -run '^$' -bench KubernetesBurst -benchtime 3x
+func BenchmarkKubernetesBurst(b *testing.B) {
+	const n = 30
+	s := startKubeServer(b, "--log-level", "warn")
+	s.createKubeCompute("kburst", "Standard_DS2_v2", api.PriorityDedicated, n, "PT0S")
+	var ds, all []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for k := 0; k < n; k++ {
+			s.submit(fmt.Sprintf("kb-%d-%d", i, k), "kburst", "sleep 1")
+		}
+		var last time.Time
+		for k := 0; k < n; k++ {
+			name := fmt.Sprintf("kb-%d-%d", i, k)
+			waitFor(b, name, 120*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+			j := s.job(name)
+			ds = append(ds, latency(b, j))
+			for _, h := range j.Properties.History {
+				if h.Status == api.JobRunning && h.Time.After(last) {
+					last = h.Time
+				}
+			}
+		}
+		all = append(all, last.Sub(start))
+		waitFor(b, "no pods again", 120*time.Second, func() bool {
+			nodes, err := s.c.ListNodes(bctx, "kburst")
+			return err == nil && len(nodes) == 0 && len(s.pods()) == 0
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
 }

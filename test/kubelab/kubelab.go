@@ -110,6 +110,7 @@ func Start(ctx context.Context, dir string) (*Lab, error) {
 		l.Close()
 		return nil, err
 	}
+	l.Config.QPS, l.Config.Burst = 200, 400 // a kubelet per node would not share one client's default 5/s
 	if l.Client, err = k8s.NewForConfig(l.Config); err != nil {
 		l.Close()
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8s "k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
@@ -104,6 +105,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "cumulus"
 	}
+	// client-go's default (5 requests/s, bursts of 10) would make a scale-up
+	// of a few dozen nodes take seconds per node; the API server's own
+	// priority and fairness protects it.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 100, 200
+	}
 	client, err := k8s.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes provider: %w", err)
@@ -167,21 +174,18 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	pods := p.client.CoreV1().Pods(p.o.Namespace)
 	secrets := p.client.CoreV1().Secrets(p.o.Namespace)
 
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	cur, err := pods.Get(cctx, pod.Name, metav1.GetOptions{})
-	cancel()
-	switch {
-	case err == nil && cur.DeletionTimestamp == nil:
-		return string(cur.UID), nil // created before: Create is idempotent
-	case err == nil:
+	// The watch cache answers whether the pod exists; a pod it has not
+	// seen yet makes the create below fail with AlreadyExists, handled there.
+	if cur, err := p.pods.Pods(p.o.Namespace).Get(pod.Name); err == nil {
+		if cur.DeletionTimestamp == nil {
+			return string(cur.UID), nil // created before: Create is idempotent
+		}
 		if err := p.waitGone(ctx, pod.Name, graceOf(cur)+waitMargin); err != nil {
 			return "", err
 		}
-	case !apierrors.IsNotFound(err):
-		return "", fmt.Errorf("get pod %s: %w", pod.Name, err)
 	}
 
-	cctx, cancel = context.WithTimeout(ctx, callTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if _, err := secrets.Create(cctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 		_, err = secrets.Update(cctx, secret, metav1.UpdateOptions{})
@@ -194,6 +198,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	made, err := pods.Create(cctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		made, err = pods.Get(cctx, pod.Name, metav1.GetOptions{})
+		if err == nil && made.DeletionTimestamp != nil {
+			err = fmt.Errorf("an earlier pod of this node is still terminating")
+		}
 	}
 	if err != nil {
 		_ = secrets.Delete(cctx, secret.Name, metav1.DeleteOptions{})
@@ -201,12 +208,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	// The pod owns its secret: Kubernetes' garbage collector removes the
 	// secret with the pod even if this control plane never gets to.
-	secret.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: made.Name, UID: made.UID}}
-	if cur, err := secrets.Get(cctx, secret.Name, metav1.GetOptions{}); err == nil {
-		cur.OwnerReferences = secret.OwnerReferences
-		if _, err := secrets.Update(cctx, cur, metav1.UpdateOptions{}); err != nil {
-			p.o.Log.Warn("could not make the node pod own its secret", "secret", secret.Name, "err", err)
-		}
+	owner := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, made.Name, made.UID)
+	if _, err := secrets.Patch(cctx, secret.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{}); err != nil {
+		p.o.Log.Warn("could not make the node pod own its secret", "secret", secret.Name, "err", err)
 	}
 	p.o.Log.Info("node pod created", "node", spec.NodeID, "pod", made.Name, "namespace", p.o.Namespace, "uid", made.UID)
 	return string(made.UID), nil
