@@ -235,7 +235,7 @@ func (a *agent) run(ctx context.Context) error {
 
 	recovered := a.recoverJobs()
 	if err := a.register(ctx, true); err != nil {
-		a.stopAll("the node agent was stopped")
+		a.stopAll(agentapi.ReasonNodeStopped)
 		a.waitJobs(cancelLife)
 		if ctx.Err() != nil {
 			return nil
@@ -244,7 +244,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	recovered()
 	err = a.loop(ctx)
-	reason := "the node agent was stopped"
+	reason := agentapi.ReasonNodeStopped
 	switch {
 	case errors.Is(err, errShutdown):
 		reason, err = "the node was shut down", nil

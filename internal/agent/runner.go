@@ -160,6 +160,7 @@ func (j *job) run() {
 	end := j.a.clk.Now()
 	j.setState(func(s *agentapi.JobState) {
 		s.Phase, s.ExitCode, s.Reason, s.Ended = agentapi.PhaseExited, code, reason, end
+		s.NodeStopped = reason == agentapi.ReasonNodeStopped
 	})
 	j.log.Info("job ended", "exitCode", code, "reason", reason)
 	j.finish(ctx)

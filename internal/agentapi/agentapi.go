@@ -98,7 +98,13 @@ type JobState struct {
 	Reason   string    `json:"reason,omitempty"` // e.g. "timeout after 30s", "canceled", "code download failed: …"
 	Started  time.Time `json:"started,omitzero"`
 	Ended    time.Time `json:"ended,omitzero"`
+	// NodeStopped: the job ended because its node's agent was stopped (the
+	// machine or pod is going away), not through any fault of the job's.
+	NodeStopped bool `json:"nodeStopped,omitempty"`
 }
+
+// ReasonNodeStopped is the exit reason of a job whose agent was stopped.
+const ReasonNodeStopped = "the node agent was stopped"
 
 // JobEvent is a phase change of one job on one node.
 type JobEvent = JobState

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
+	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/test/kubelab"
 )
@@ -395,4 +396,56 @@ func BenchmarkKubernetesBurst(b *testing.B) {
 	report(b, ds)
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
+}
+
+// After a control-plane crash: a node pod deleted while the server was down
+// is replaced (its record becomes unusable, its job is requeued and
+// completes), and a pod of this control plane without a node record is
+// deleted.
+func TestKubernetesRestartReconcilesPods(t *testing.T) {
+	s := startKubeServer(t)
+	s.createKubeCompute("k8s-rst", "Standard_DS3_v2", api.PriorityDedicated, 1, "PT30S")
+	s.submit("long", "k8s-rst", `if [ "$CUMULUS_ATTEMPT" = 1 ]; then sleep 300; fi; echo "attempt $CUMULUS_ATTEMPT done"`)
+	waitFor(t, "the job to run", 60*time.Second, func() bool { return s.job("long").Properties.Status == api.JobRunning })
+	lost := s.pods()
+	if len(lost) != 1 {
+		t.Fatalf("%d pods; want 1", len(lost))
+	}
+	s.kill9()
+
+	// While it is down: the node's pod goes, and an orphan pod of this
+	// control plane (same owner: its data dir) appears.
+	if err := s.lab.Client.CoreV1().Pods(s.ns).Delete(bctx, lost[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	owner, _ := filepath.Abs(s.dataDir)
+	p, err := kubernetes.New(bctx, kubernetes.Options{Config: s.lab.Config, Namespace: s.ns, Image: "cumulus-node:test", Owner: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if _, err := p.Create(bctx, provider.NodeSpec{NodeID: "orphan-1", ComputeID: "x", VCPUs: 1, MemoryGB: 1, ServerURL: "http://" + s.addr, JoinToken: "nope"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphan pod to be seen and the lost pod to go", 30*time.Second, func() bool {
+		names := map[string]bool{}
+		for _, p := range s.pods() {
+			names[p.Name] = true
+		}
+		return names[kubernetes.PodName("orphan-1")] && !names[lost[0].Name]
+	})
+
+	s.start()
+	waitFor(t, "the orphan pod deleted", 30*time.Second, func() bool {
+		for _, p := range s.pods() {
+			if p.Name == kubernetes.PodName("orphan-1") {
+				return false
+			}
+		}
+		return true
+	})
+	j := s.waitJob("long", api.JobCompleted, 90*time.Second)
+	if a := j.Properties.Attempts; len(a) != 2 || a[1].Nodes[0] == a[0].Nodes[0] {
+		t.Fatalf("attempts %+v; want a second attempt on a new node", a)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +141,28 @@ func TestServerKill9WhileJobsRun(t *testing.T) {
 		return err == nil && len(n) == 0
 	})
 	waitFor(t, "no agent process left", 15*time.Second, func() bool { return len(agents(s.dataDir)) == 0 })
+}
+
+// A node's agent stopped (SIGTERM: its machine going away) while the
+// control plane is down: the agent stops the job and reports the exit once
+// the server is back. That exit is not the job's failure: the job is
+// requeued and completes on another node.
+func TestNodeStoppedWhileServerDownRequeuesTheJob(t *testing.T) {
+	s := startServer(t)
+	s.createCompute("stopc", 0, 1, "PT30S")
+	s.submit("victim", "stopc", `if [ "$CUMULUS_ATTEMPT" = 1 ]; then sleep 300; fi; echo "attempt $CUMULUS_ATTEMPT"`)
+	waitFor(t, "the job to run", 30*time.Second, func() bool { return s.job("victim").Properties.Status == api.JobRunning })
+	pids := agents(s.dataDir)
+	if len(pids) != 1 {
+		t.Fatalf("%d agents; want 1", len(pids))
+	}
+	s.kill9()
+	if err := syscall.Kill(pids[0], syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	j := s.waitJob("victim", api.JobCompleted, 60*time.Second)
+	if a := j.Properties.Attempts; len(a) != 2 || !strings.Contains(a[0].Reason, "stopped") {
+		t.Fatalf("attempts %+v; want the first ended because its node stopped, and a second", a)
+	}
 }
