@@ -87,6 +87,13 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 		p.QuotaWait = quotaWait(c.Queued, hi, started, p.Target-busy, hi-busy)
 	}
 
+	p.Blocked = blocked(unfit, hi, busy, demand, quotaCut, c.Headroom)
+	return p
+}
+
+// blocked says why demand is not met: a job larger than the cluster can
+// be, maxNodeCount, quota; "" when it is met.
+func blocked(unfit *Job, hi, busy, demand int, quotaCut bool, headroom int) string {
 	var why []string
 	if unfit != nil {
 		n := need(unfit)
@@ -96,10 +103,9 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 		why = append(why, fmt.Sprintf("at maxNodeCount %d", hi))
 	}
 	if quotaCut {
-		why = append(why, fmt.Sprintf("quota allows %d more %s", c.Headroom, plural(c.Headroom, "node")))
+		why = append(why, fmt.Sprintf("quota allows %d more %s", headroom, plural(headroom, "node")))
 	}
-	p.Blocked = strings.Join(why, "; ")
-	return p
+	return strings.Join(why, "; ")
 }
 
 // quotaWait finds the jobs that wait for quota. It walks the queue in

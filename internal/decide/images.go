@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -125,18 +124,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 	}
 	// Why demand is not met, in the cluster's terms rather than a group's.
 	demand, unfit := demandOf(c.Queued, hi)
-	var why []string
-	if unfit != nil {
-		n := need(unfit)
-		why = append(why, fmt.Sprintf("job %s needs %d %s, more than maxNodeCount %d", unfit.ID, n, plural(n, "node"), hi))
-	}
-	if demand > 0 && busy+demand > hi {
-		why = append(why, fmt.Sprintf("at maxNodeCount %d", hi))
-	}
-	if p.QuotaShort > 0 {
-		why = append(why, fmt.Sprintf("quota allows %d more %s", max(c.Headroom, 0), plural(max(c.Headroom, 0), "node")))
-	}
-	p.Blocked = strings.Join(why, "; ")
+	p.Blocked = blocked(unfit, hi, busy, demand, p.QuotaShort > 0, max(c.Headroom, 0))
 	return p
 }
 

@@ -341,20 +341,7 @@ func TestKubernetesJobImageBecomesThePodImage(t *testing.T) {
 func BenchmarkKubernetesScaleFromZero(b *testing.B) {
 	s := startKubeServer(b, "--log-level", "warn")
 	s.createKubeCompute("kcold", "Standard_DS3_v2", api.PriorityDedicated, 1, "PT0S")
-	var ds []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		name := fmt.Sprintf("kcold-%d", i)
-		s.submit(name, "kcold", "true")
-		waitFor(b, name, 60*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
-		ds = append(ds, latency(b, s.job(name)))
-		waitFor(b, "no pods again", 60*time.Second, func() bool {
-			n, err := s.c.ListNodes(bctx, "kcold")
-			return err == nil && len(n) == 0 && len(s.pods()) == 0
-		})
-	}
-	b.StopTimer()
-	report(b, ds)
+	benchFromZero(b, s.server, "kcold", func() bool { return len(s.pods()) == 0 })
 }
 
 // BenchmarkKubernetesBurst: 30 jobs submitted at once to an empty cluster
