@@ -29,7 +29,7 @@ func TestImagesNewNodesTakeTheirJobsImage(t *testing.T) {
 
 func TestImagesJobsRunOnlyOnNodesOfTheirImage(t *testing.T) {
 	c := Cluster{Min: 0, Max: 4, IdleTimeout: time.Minute, Headroom: -1, ImageBound: true,
-		Nodes: []Node{withImage(idleNode("n-torch", t0), "torch:2"), idleNode("n-plain", t0.Add(-time.Second))},
+		Nodes:  []Node{withImage(idleNode("n-torch", t0), "torch:2"), idleNode("n-plain", t0.Add(-time.Second))},
 		Queued: []Job{imageJob("tf", "tf:2", 1, 1), imageJob("plain", "", 1, 2), imageJob("torch", "torch:2", 1, 3)}}
 	p := Decide(c, t0)
 	on := map[string]string{}
@@ -49,7 +49,7 @@ func TestImagesIdleNodeGivesWayAtMax(t *testing.T) {
 	// The idle torch node goes now (not at its idle timeout), and a tf node
 	// takes its place.
 	c := Cluster{Min: 0, Max: 2, IdleTimeout: time.Hour, Headroom: -1, ImageBound: true,
-		Nodes: []Node{withImage(idleNode("idle-torch", t0), "torch:2"), withImage(runningNode("busy", "x", t0), "torch:2")},
+		Nodes:  []Node{withImage(idleNode("idle-torch", t0), "torch:2"), withImage(runningNode("busy", "x", t0), "torch:2")},
 		Queued: []Job{imageJob("tf", "tf:2", 1, 1)}}
 	p := Decide(c, t0)
 	if !slices.Equal(p.Remove, []string{"idle-torch"}) || !slices.Equal(p.CreateImages, []string{"tf:2"}) {
