@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Job is the JobBase envelope of a command job.
 type Job struct {
@@ -172,4 +175,14 @@ type LogChunk struct {
 	Content string `json:"content"`
 	Status  string `json:"status"`
 	Ranks   []int  `json:"ranks"`
+}
+
+// QuotaWaitPrefix starts the status message of a queued job that waits
+// for quota (the cluster controller writes it; the store indexes it).
+const QuotaWaitPrefix = "waiting for quota: "
+
+// WaitsForQuota reports whether a job's status message says it waits for
+// quota.
+func WaitsForQuota(statusMessage string) bool {
+	return strings.HasPrefix(statusMessage, QuotaWaitPrefix)
 }

@@ -221,7 +221,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	if err = c.reload(ctx, &st); err != nil {
 		return out, err
 	}
-	queued, err := store.JobsByStatus(ctx, c.DB.Q(), comp.ID, api.JobQueued)
+	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID)
 	if err != nil {
 		return out, err
 	}
@@ -278,7 +278,7 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 
 // snapshot turns stored state into the decision's input, and says what
 // quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.Job, u *quota.Usage) (decide.Cluster, quotaView) {
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
 	min, max, idle := comp.Scale()
 	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
@@ -291,9 +291,9 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	}
 	snap.ImageBound = c.imageBound()
 	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, InstanceCount: j.Doc.InstanceCount(), Priority: j.Doc.Properties.Priority, Seq: j.Seq}
+		dj := decide.Job{ID: j.UID, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
 		if snap.ImageBound {
-			dj.Image = j.Doc.Properties.Image
+			dj.Image = j.Image
 		}
 		snap.Queued = append(snap.Queued, dj)
 	}

@@ -12,10 +12,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// quotaWaitPrefix starts the status message of a queued job that waits for
-// quota; only messages with it are cleared when the wait ends.
-const quotaWaitPrefix = "waiting for quota: "
-
 // quotaView is what quota allowed a cluster when its pass began.
 type quotaView struct {
 	location string
@@ -82,11 +78,11 @@ func blockedBesidesQuota(plan decide.Plan) string {
 // not changed; a job that starts loses the message with its new status. A
 // job is written only when its message changes; one changed meanwhile is
 // left to the next pass.
-func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.Job, plan decide.Plan, short *shortfall) error {
+func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall) error {
 	want := map[string]string{}
 	if short != nil {
 		for _, w := range plan.QuotaWait {
-			want[w.JobID] = quotaWaitPrefix + short.forNodes(w.Nodes).Describe(short.location)
+			want[w.JobID] = api.QuotaWaitPrefix + short.forNodes(w.Nodes).Describe(short.location)
 		}
 	}
 	started := map[string]bool{}
@@ -94,23 +90,28 @@ func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.Job, pla
 		started[a.JobID] = true
 	}
 	var errs []error
-	for _, j := range queued {
-		if started[j.UID] {
+	for _, qj := range queued {
+		msg, waits := want[qj.UID]
+		if started[qj.UID] || (!waits && !qj.QuotaWait) {
+			continue // no message, or one about something else: keep it
+		}
+		j, err := store.GetJobByUID(ctx, c.DB.Q(), qj.UID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		cur := j.Doc.Properties.StatusMessage
-		msg, waits := want[j.UID]
-		if !waits {
-			if !strings.HasPrefix(cur, quotaWaitPrefix) {
-				continue // no message, or one about something else: keep it
-			}
-			msg = ""
+		if !waits && !api.WaitsForQuota(cur) {
+			continue
 		}
-		if msg == cur {
+		if msg == cur || j.Doc.Properties.Status != api.JobQueued {
 			continue
 		}
 		j.Doc.Properties.StatusMessage = msg
-		err := store.UpdateJob(ctx, c.DB.W(), &j)
+		err = store.UpdateJob(ctx, c.DB.W(), &j)
 		if err != nil && !errors.Is(err, store.ErrETagMismatch) {
 			errs = append(errs, fmt.Errorf("job %s status message: %w", j.Doc.Name, err))
 		}

@@ -49,8 +49,11 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM jobs`).Scan(&seq); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)`,
-		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), j.Doc.Properties.Status, seq, string(body), j.Created.UnixMilli())
+	p := &j.Doc.Properties
+	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
+		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
+		p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage))
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -68,8 +71,10 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
-	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ? WHERE uid = ? AND version = ?`,
-		j.Doc.Properties.Status, string(body), j.UID, j.Version)
+	p := &j.Doc.Properties
+	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
+		WHERE uid = ? AND version = ?`,
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage), j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -108,6 +113,46 @@ func JobsByStatus(ctx context.Context, q Querier, compute string, statuses ...st
 		args = append(args, s)
 	}
 	return queryJobs(ctx, q, query, args...)
+}
+
+// QueuedJob is what the scheduler reads of a queued job (no document).
+type QueuedJob struct {
+	UID       string
+	Seq       int64
+	Priority  int
+	Nodes     int    // instance count, at least 1
+	Image     string // the job's image, "" for none
+	QuotaWait bool   // its status message says it waits for quota
+}
+
+// QueuedJobs lists a compute's queued jobs, oldest first, from columns
+// only: cheap even with a hundred thousand in the queue.
+func QueuedJobs(ctx context.Context, q Querier, compute string) ([]QueuedJob, error) {
+	rows, err := q.QueryContext(ctx, `SELECT uid, seq, priority, nodes, image, quota_wait FROM jobs
+		WHERE compute = ? AND status = ? ORDER BY seq`, Key(compute), api.JobQueued)
+	if err != nil {
+		return nil, fmt.Errorf("queued jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []QueuedJob
+	for rows.Next() {
+		var j QueuedJob
+		if err := rows.Scan(&j.UID, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
+			return nil, fmt.Errorf("queued jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// QueuedDemand counts a compute's queued jobs and the nodes they need.
+func QueuedDemand(ctx context.Context, q Querier, compute string) (jobs, nodes int, err error) {
+	err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(nodes), 0) FROM jobs WHERE compute = ? AND status = ?`,
+		Key(compute), api.JobQueued).Scan(&jobs, &nodes)
+	if err != nil {
+		err = fmt.Errorf("queued demand: %w", err)
+	}
+	return jobs, nodes, err
 }
 
 // ListJobs pages a workspace's jobs by name after the cursor, optionally

@@ -83,34 +83,19 @@ func (u *UI) sample(ctx context.Context) error {
 	pass := make(map[string]Sample, len(docs))
 	for _, d := range docs {
 		c := d.Value
-		nodes, err := store.NodesOf(ctx, q, c.ID)
+		// Counts from the indexes, not the documents: a sample stays cheap
+		// with thousands of nodes and a long queue.
+		counts, err := store.NodeCounts(ctx, q, c.ID)
 		if err != nil {
 			return fmt.Errorf("sample nodes of %s: %w", c.Name, err)
 		}
-		queued, err := store.JobsByStatus(ctx, q, c.ID, api.JobQueued)
+		jobs, demand, err := store.QueuedDemand(ctx, q, c.ID)
 		if err != nil {
 			return fmt.Errorf("sample jobs of %s: %w", c.Name, err)
 		}
-		s := Sample{Time: now, QueuedJobs: len(queued), Target: int(c.Aml().TargetNodeCount)}
-		for _, n := range nodes {
-			switch n.State {
-			case api.NodePreparing:
-				s.Preparing++
-			case api.NodeIdle:
-				s.Idle++
-			case api.NodeRunning:
-				s.Running++
-			case api.NodeLeaving:
-				s.Leaving++
-			case api.NodePreempted:
-				s.Preempted++
-			case api.NodeUnusable:
-				s.Unusable++
-			}
-		}
-		for _, j := range queued {
-			s.Queued += j.Doc.InstanceCount()
-		}
+		s := Sample{Time: now, QueuedJobs: jobs, Queued: demand, Target: int(c.Aml().TargetNodeCount),
+			Preparing: counts[api.NodePreparing], Idle: counts[api.NodeIdle], Running: counts[api.NodeRunning],
+			Leaving: counts[api.NodeLeaving], Preempted: counts[api.NodePreempted], Unusable: counts[api.NodeUnusable]}
 		pass[store.Key(c.ID)] = s
 	}
 	u.history.record(now, pass)

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+func openTest(t *testing.T) *DB {
+	t.Helper()
+	db, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func queuedJob(uid, name string, nodes int32, priority int, image, msg string) *Job {
+	j := &Job{UID: uid, Parent: "/ws", Compute: "/c", Created: time.Unix(1, 0)}
+	j.Doc.Name = name
+	j.Doc.Properties.Status = api.JobQueued
+	j.Doc.Properties.Priority = priority
+	j.Doc.Properties.Image = image
+	j.Doc.Properties.StatusMessage = msg
+	if nodes > 0 {
+		j.Doc.Properties.Resources = &api.JobResources{InstanceCount: nodes}
+	}
+	return j
+}
+
+// The scheduler's columns follow the document on insert and update, and
+// the migration's backfill reads the same values from old documents.
+func TestQueuedJobsColumns(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	a := queuedJob("u1", "a", 3, 5, "torch:2", api.QuotaWaitPrefix+"standardNCSv3Family needs 6 cores")
+	b := queuedJob("u2", "b", 0, 0, "", "")
+	for _, j := range []*Job{a, b} {
+		if err := InsertJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []QueuedJob{{UID: "u1", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Seq: b.Seq, Nodes: 1}}
+	check := func(when string) {
+		t.Helper()
+		got, err := QueuedJobs(ctx, db.Q(), "/c")
+		if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("%s: QueuedJobs = %+v, %v; want %+v", when, got, err, want)
+		}
+		jobs, nodes, err := QueuedDemand(ctx, db.Q(), "/c")
+		if err != nil || jobs != 2 || nodes != want[0].Nodes+want[1].Nodes {
+			t.Errorf("%s: QueuedDemand = %d jobs, %d nodes, %v", when, jobs, nodes, err)
+		}
+	}
+	check("after insert")
+
+	a.Doc.Properties.Priority, a.Doc.Properties.StatusMessage = 9, ""
+	if err := UpdateJob(ctx, db.W(), a); err != nil {
+		t.Fatal(err)
+	}
+	want[0].Priority, want[0].QuotaWait = 9, false
+	check("after update")
+
+	// Stale columns (as before migration 5) are filled from the documents.
+	if _, err := db.W().ExecContext(ctx, `UPDATE jobs SET priority = 0, nodes = 1, image = '', quota_wait = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.W().ExecContext(ctx, backfillJobColumns); err != nil {
+		t.Fatal(err)
+	}
+	check("after the backfill")
+}
