@@ -15,6 +15,6 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -count=1 -timeout 20m ./...
-go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/provider/kubernetes/
+go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/provider/kubernetes/
 # The web studio end to end in Chromium.
 bash test/ui/run.sh

@@ -26,6 +26,8 @@ var (
 type DB struct {
 	db *sql.DB // the one writer connection: transactions run here
 	ro *sql.DB // readers: WAL lets them read while a transaction writes
+
+	w, r *stmtCache // prepared statements of each
 }
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -63,11 +65,18 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	}
 	ro.SetMaxOpenConns(4)
 	s.ro = ro
+	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	return s, nil
 }
 
 // Close closes the database.
-func (s *DB) Close() error { return errors.Join(s.ro.Close(), s.db.Close()) }
+func (s *DB) Close() error {
+	if s.w != nil {
+		s.w.close()
+		s.r.close()
+	}
+	return errors.Join(s.ro.Close(), s.db.Close())
+}
 
 // Tx runs fn in one transaction, committed if fn returns nil.
 func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
@@ -75,23 +84,34 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	var q Querier = tx
+	var ts *txStmts
+	if s.w != nil { // nil while migrating
+		ts = &txStmts{tx: tx, cache: s.w}
+		q = ts
+	}
+	if err := fn(q); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	if ts != nil {
+		for _, query := range ts.missed {
+			s.w.prepare(ctx, query) // the writer is free again
+		}
+	}
 	return nil
 }
 
 // Q is for reads outside a transaction (it sees committed data). A
 // single write outside a transaction goes through W.
-func (s *DB) Q() Querier { return s.ro }
+func (s *DB) Q() Querier { return s.r }
 
 // W is the writer connection, for one write statement outside a
 // transaction. Never use it inside Tx: the writer is busy there.
-func (s *DB) W() Querier { return s.db }
+func (s *DB) W() Querier { return s.w }
 
 func (s *DB) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {

@@ -44,8 +44,12 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 	})
 	b.ReportMetric(float64(nodes)/time.Since(t0).Seconds(), "nodes-registered/s")
 	seedJobs(b, p, id, "q", api.JobQueued, jobs)
-	queued := func() int {
-		return count(b, p.d.DB, `SELECT count(*) FROM jobs WHERE compute = ? AND status = ?`, store.Key(id), api.JobQueued)
+	// Placed jobs are counted (an index range per status, small while the
+	// queue is long) rather than the queue (100,000 index entries a look),
+	// so the measurement takes little of the 2 cores it measures.
+	placed := func() int {
+		return count(b, p.d.DB, `SELECT count(*) FROM jobs WHERE compute = ? AND status IN (?, ?, ?, ?, ?, ?, ?)`, store.Key(id),
+			api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing, api.JobCompleted, api.JobFailed, api.JobCanceled)
 	}
 	b.ResetTimer()
 	start := time.Now()
@@ -56,7 +60,7 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 	total := jobs + 1
 	var wave time.Duration
 	for {
-		left := queued()
+		left := total - placed()
 		if wave == 0 && total-left >= min(nodes, total) {
 			wave = time.Since(start)
 		}
@@ -67,7 +71,7 @@ func BenchmarkSchedulingThroughput(b *testing.B) {
 			b.ReportMetric(float64(total-left), "placed")
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 	if wave > 0 {
 		b.ReportMetric(float64(min(nodes, total))/wave.Seconds(), "placed/s-first-wave")

@@ -1,0 +1,126 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// maxCachedStmts bounds the statement cache; queries past it run
+// unprepared (queries are program text, so a few dozen in practice).
+const maxCachedStmts = 512
+
+// stmtCache is a Querier over a *sql.DB that prepares each query text once
+// and reuses it: the SQLite driver would otherwise parse and plan every
+// statement on every call (14 % of the control plane's CPU at scale).
+// database/sql keeps a statement prepared on each connection it ran on.
+type stmtCache struct {
+	db    *sql.DB
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+}
+
+func newStmtCache(db *sql.DB) *stmtCache { return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}} }
+
+// cached returns the prepared statement of query, or nil if there is none.
+func (c *stmtCache) cached(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stmts[query]
+}
+
+// prepare returns query's statement, preparing it on first use; nil (run
+// it unprepared) when the cache is full or preparing failed (the
+// unprepared call then reports the error).
+func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
+	if s := c.cached(query); s != nil {
+		return s
+	}
+	c.mu.Lock()
+	full := len(c.stmts) >= maxCachedStmts
+	c.mu.Unlock()
+	if full {
+		return nil
+	}
+	s, err := c.db.PrepareContext(context.WithoutCancel(ctx), query)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.stmts[query]; old != nil {
+		s.Close() // prepared meanwhile by another caller
+		return old
+	}
+	c.stmts[query] = s
+	return s
+}
+
+func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := c.prepare(ctx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return c.db.ExecContext(ctx, query, args...)
+}
+
+func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := c.prepare(ctx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return c.db.QueryContext(ctx, query, args...)
+}
+
+func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := c.prepare(ctx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return c.db.QueryRowContext(ctx, query, args...)
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.stmts {
+		s.Close()
+	}
+	c.stmts = map[string]*sql.Stmt{}
+}
+
+// txStmts is a transaction's Querier: it uses the writer's prepared
+// statements. A statement not prepared yet cannot be prepared now (the
+// one writer connection is this transaction's), so it runs unprepared and
+// is noted; DB.Tx prepares the noted ones after the commit.
+type txStmts struct {
+	tx     *sql.Tx
+	cache  *stmtCache
+	missed []string
+}
+
+func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
+	if s := t.cache.cached(query); s != nil {
+		return t.tx.StmtContext(ctx, s)
+	}
+	t.missed = append(t.missed, query)
+	return nil
+}
+
+func (t *txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := t.stmt(ctx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+func (t *txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := t.stmt(ctx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+func (t *txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := t.stmt(ctx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
+}

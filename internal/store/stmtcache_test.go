@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Statements are prepared once and reused by every path — transactions,
+// single writes, reads — from many goroutines, without a deadlock on the
+// one writer connection (a statement first met inside a transaction is
+// prepared after its commit).
+func TestStatementCacheSharedByAllPaths(t *testing.T) {
+	db := openTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				j := queuedJob(fmt.Sprintf("g%d-%d", g, i), fmt.Sprintf("job-%d-%d", g, i), 1, 0, "", "")
+				err := db.Tx(ctx, func(q Querier) error {
+					if err := InsertJob(ctx, q, j); err != nil {
+						return err
+					}
+					_, err := GetJobByUID(ctx, q, j.UID)
+					return err
+				})
+				if err == nil {
+					j.Doc.Properties.Priority = i
+					err = UpdateJob(ctx, db.W(), j)
+				}
+				if err == nil {
+					_, err = QueuedJobs(ctx, db.Q(), "/c")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the store stalled: a deadlock on the writer connection?")
+	}
+	jobs, _, err := QueuedDemand(ctx, db.Q(), "/c")
+	if err != nil || jobs != 320 {
+		t.Fatalf("%d queued jobs, %v; want 320", jobs, err)
+	}
+	for _, query := range []string{`SELECT coalesce(max(seq), 0) + 1 FROM jobs`, `SELECT ` + jobCols + ` FROM jobs WHERE uid = ?`} {
+		if db.w.cached(query) == nil {
+			t.Errorf("the writer did not keep %q prepared", query)
+		}
+	}
+	if db.r.cached(`SELECT count(*), coalesce(sum(nodes), 0) FROM jobs WHERE compute = ? AND status = ?`) == nil {
+		t.Error("the readers did not keep the demand query prepared")
+	}
+}
