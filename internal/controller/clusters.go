@@ -208,20 +208,27 @@ type outcome struct {
 func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (outcome, error) {
 	var out outcome
 	comp := st.doc.Value
-	wakeAt, err := c.checkHealth(ctx, st.nodes, now)
+	wakeAt, lost, err := c.checkHealth(ctx, st.nodes, now)
 	out.wakeAt = wakeAt
 	if err != nil {
 		return out, err
 	}
-	w, err := c.checkEvictions(ctx, comp, st.nodes, now)
+	w, evicted, err := c.checkEvictions(ctx, comp, st.nodes, now)
 	out.wakeAt = earliest(out.wakeAt, w)
 	if err != nil {
 		return out, err
 	}
-	if err = c.reload(ctx, &st); err != nil {
-		return out, err
+	if lost || evicted {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
 	}
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID)
+	// Only the head of the queue can matter this pass: each job needs at
+	// least one node and the cluster has at most maxNodeCount, so the
+	// first max+1 jobs decide what starts, what is created and whether the
+	// cluster is blocked at its maximum.
+	_, max, _ := comp.Scale()
+	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, max+1)
 	if err != nil {
 		return out, err
 	}
@@ -505,9 +512,20 @@ func (c *Clusters) backoffOf(compute string) (backoff, bool) {
 // recordStatus writes the read-only status a plan implies onto the compute
 // (target, allocation transition time, errors) when it changed.
 func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decide.Plan, short *shortfall, now time.Time) error {
-	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
+	// Counts from the index; only nodes with something to say are read.
+	byState, err := store.NodeCounts(ctx, c.DB.Q(), st.doc.Value.ID)
 	if err != nil {
 		return err
+	}
+	troubled, err := store.NodesIn(ctx, c.DB.Q(), st.doc.Value.ID, api.NodePreparing, api.NodeUnusable)
+	if err != nil {
+		return err
+	}
+	var counts api.NodeStateCounts
+	total := 0
+	for state, n := range byState {
+		counts.Add(state, int32(n))
+		total += n
 	}
 	return c.DB.Tx(ctx, func(q store.Querier) error {
 		d, err := store.Get[api.Compute](ctx, q, store.KindCompute, st.sc.WorkspaceID(), st.doc.Value.Name)
@@ -516,13 +534,9 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		}
 		comp := d.Value
 		a := comp.Aml()
-		var counts api.NodeStateCounts
-		for _, n := range nodes {
-			counts.Count(n.State)
-		}
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
-		state := api.AllocationStateOf(int32(len(nodes)), int32(plan.Target), counts)
-		errs := c.statusErrors(comp.ID, plan, short, nodes)
+		state := api.AllocationStateOf(int32(total), int32(plan.Target), counts)
+		errs := c.statusErrors(comp.ID, plan, short, troubled)
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
 			return nil
 		}

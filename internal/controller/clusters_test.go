@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // harness is a cluster controller over a real SQLite store, a fake clock
 // and a recording provider; tests play the agents by writing the store.
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	db   *store.DB
 	clk  *clock.Fake
@@ -31,7 +32,7 @@ type harness struct {
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	ctx := context.Background()
 	db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "c.db"))
@@ -370,5 +371,33 @@ func TestProvisioningTimeoutAndProviderBackoff(t *testing.T) {
 	}
 	if a := h.storedCompute(c).Aml(); a.AllocationState == "" || len(a.Errors) == 0 {
 		t.Fatalf("compute shows no error after a provisioning timeout: %+v", a.Errors)
+	}
+}
+
+// A pass reads only the head of a long queue, in priority order: a
+// high-priority job submitted last starts first.
+func TestLongQueueHeadInPriorityOrder(t *testing.T) {
+	h := newHarness(t)
+	c := h.compute("cpu", 0, 2, "PT5M")
+	for i := 0; i < 10; i++ {
+		h.submit(c, 1)
+	}
+	urgent := h.submit(c, 1)
+	j := h.job(urgent)
+	j.Doc.Properties.Priority = 10
+	if err := store.UpdateJob(h.ctx, h.db.W(), &j); err != nil {
+		t.Fatal(err)
+	}
+	h.pass()
+	h.register(c)
+	h.pass()
+	if st := h.job(urgent).Doc.Properties.Status; st != api.JobPreparing {
+		t.Fatalf("the high-priority job is %s; want it started first", st)
+	}
+	if st := h.job("job-1").Doc.Properties.Status; st != api.JobPreparing {
+		t.Fatalf("the oldest job is %s; want it started with the second node", st)
+	}
+	if a := h.storedCompute(c).Aml(); len(a.Errors) == 0 || !strings.Contains(a.Errors[0].Error.Message, "at maxNodeCount 2") {
+		t.Fatalf("errors %+v; want the cluster blocked at its maximum", a.Errors)
 	}
 }

@@ -18,11 +18,13 @@ const evictionReportMargin = 30 * time.Second
 
 // checkEvictions handles preemptions of a low-priority cluster's nodes:
 // random evictions at EvictionRate (chaos testing), and preempted nodes
-// whose agent never reported (the job is requeued all the same).
-func (c *Clusters) checkEvictions(ctx context.Context, comp api.Compute, nodes []store.Node, now time.Time) (time.Time, error) {
+// whose agent never reported (the job is requeued all the same). It says
+// whether it wrote anything.
+func (c *Clusters) checkEvictions(ctx context.Context, comp api.Compute, nodes []store.Node, now time.Time) (time.Time, bool, error) {
 	if comp.Aml().VMPriority != api.PriorityLowPriority {
-		return time.Time{}, nil
+		return time.Time{}, false, nil
 	}
+	changed := false
 	var wakeAt time.Time
 	var errs []error
 	grace := comp.PreemptionGrace()
@@ -34,6 +36,7 @@ func (c *Clusters) checkEvictions(ctx context.Context, comp api.Compute, nodes [
 				wakeAt = earliest(wakeAt, deadline)
 				continue
 			}
+			changed = true
 			err := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.Preempted(ctx, q, n.ID, c.MaxPreemptions, now)
 			})
@@ -43,6 +46,7 @@ func (c *Clusters) checkEvictions(ctx context.Context, comp api.Compute, nodes [
 			c.Log.Warn("preempted node did not report its job stopped; requeued it", "node", n.ID, "job", n.JobID)
 		case n.Evicted.IsZero() && c.EvictionRate > 0 && (n.State == api.NodeIdle || n.State == api.NodeRunning):
 			if c.evictNow(n.ID, now) {
+				changed = true
 				err := c.DB.Tx(ctx, func(q store.Querier) error {
 					_, err := lifecycle.Evict(ctx, q, n.ID, now)
 					return err
@@ -59,7 +63,7 @@ func (c *Clusters) checkEvictions(ctx context.Context, comp api.Compute, nodes [
 	if c.EvictionRate > 0 {
 		wakeAt = earliest(wakeAt, now.Add(time.Second)) // keep rolling the dice
 	}
-	return wakeAt, errors.Join(errs...)
+	return wakeAt, changed, errors.Join(errs...)
 }
 
 // evictNow rolls the dice for one node: with rate λ evictions per

@@ -13,8 +13,9 @@ import (
 
 // checkHealth marks nodes unusable that stopped heartbeating or never
 // finished provisioning; their jobs are requeued. It returns when the next
-// check could change something.
-func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time.Time) (time.Time, error) {
+// check could change something, and whether it wrote anything.
+func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time.Time) (time.Time, bool, error) {
+	changed := false
 	var wakeAt time.Time
 	var errs []error
 	for _, n := range nodes {
@@ -40,6 +41,7 @@ func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time
 			wakeAt = earliest(wakeAt, deadline)
 			continue
 		}
+		changed = true
 		err := c.DB.Tx(ctx, func(q store.Querier) error {
 			cur, err := store.GetNode(ctx, q, n.ID)
 			if err != nil || cur.State != n.State {
@@ -56,7 +58,7 @@ func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time
 		}
 		c.Log.Warn("node unusable", "node", n.ID, "compute", n.Compute, "reason", reason, "job", n.JobID)
 	}
-	return wakeAt, errors.Join(errs...)
+	return wakeAt, changed, errors.Join(errs...)
 }
 
 // lastHeard is when the node's agent was last heard from. A node this

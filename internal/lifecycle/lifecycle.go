@@ -32,22 +32,12 @@ func Assign(ctx context.Context, q store.Querier, uid string, nodeIDs []string, 
 	if j.Doc.Properties.Status != api.JobQueued || len(nodeIDs) != j.Doc.InstanceCount() {
 		return j, fmt.Errorf("assign job %s: %w", j.Doc.Name, ErrStale)
 	}
-	nodes := make([]store.Node, 0, len(nodeIDs))
-	for _, id := range nodeIDs {
-		n, err := store.GetNode(ctx, q, id)
-		if err != nil {
-			return j, err
-		}
-		if n.State != api.NodeIdle || n.JobID != "" {
-			return j, fmt.Errorf("assign node %s: %w", id, ErrStale)
-		}
-		nodes = append(nodes, n)
+	claimed, err := store.ClaimIdleNodes(ctx, q, nodeIDs, j.UID)
+	if err != nil {
+		return j, err
 	}
-	for _, n := range nodes {
-		n.State, n.JobID = api.NodeRunning, j.UID
-		if err := store.PutNode(ctx, q, n); err != nil {
-			return j, err
-		}
+	if !claimed {
+		return j, fmt.Errorf("assign job %s: a node is no longer idle: %w", j.Doc.Name, ErrStale)
 	}
 	j.Attempt++
 	j.Nodes = slices.Clone(nodeIDs)

@@ -125,11 +125,12 @@ type QueuedJob struct {
 	QuotaWait bool   // its status message says it waits for quota
 }
 
-// QueuedJobs lists a compute's queued jobs, oldest first, from columns
-// only: cheap even with a hundred thousand in the queue.
-func QueuedJobs(ctx context.Context, q Querier, compute string) ([]QueuedJob, error) {
+// QueuedJobs lists the head of a compute's queue in scheduling order
+// (priority, highest first, then submission), at most limit jobs, from an
+// index and columns only: cheap with a hundred thousand jobs queued.
+func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]QueuedJob, error) {
 	rows, err := q.QueryContext(ctx, `SELECT uid, seq, priority, nodes, image, quota_wait FROM jobs
-		WHERE compute = ? AND status = ? ORDER BY seq`, Key(compute), api.JobQueued)
+		WHERE compute = ? AND status = ? ORDER BY priority DESC, seq LIMIT ?`, Key(compute), api.JobQueued, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued jobs: %w", err)
 	}

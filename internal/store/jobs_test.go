@@ -47,7 +47,7 @@ func TestQueuedJobsColumns(t *testing.T) {
 	want := []QueuedJob{{UID: "u1", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Seq: b.Seq, Nodes: 1}}
 	check := func(when string) {
 		t.Helper()
-		got, err := QueuedJobs(ctx, db.Q(), "/c")
+		got, err := QueuedJobs(ctx, db.Q(), "/c", 10)
 		if err != nil || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 			t.Errorf("%s: QueuedJobs = %+v, %v; want %+v", when, got, err, want)
 		}

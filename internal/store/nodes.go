@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // Node is one machine of a cluster, as the control plane records it. The
@@ -53,6 +55,34 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 	return nil
 }
 
+// ClaimIdleNodes gives idle, free nodes to a job: each becomes running it.
+// If any of them is not idle and free it changes nothing and returns false.
+// The document is edited in SQL (json_set), not decoded: the scheduler
+// writes thousands of these a second.
+func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string) (bool, error) {
+	args := make([]any, 0, len(ids)+2)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, api.NodeIdle)
+	var free int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM nodes WHERE id IN (`+placeholders(len(ids))+`) AND state = ? AND job = ''`, args...).Scan(&free)
+	if err != nil {
+		return false, fmt.Errorf("claim nodes: %w", err)
+	}
+	if free != len(ids) {
+		return false, nil
+	}
+	for _, id := range ids {
+		_, err := q.ExecContext(ctx, `UPDATE nodes SET state = ?, job = ?, body = json_set(body, '$.state', ?, '$.jobId', ?) WHERE id = ?`,
+			api.NodeRunning, jobUID, api.NodeRunning, jobUID, id)
+		if err != nil {
+			return false, fmt.Errorf("claim node %s: %w", id, err)
+		}
+	}
+	return true, nil
+}
+
 // GetNode reads one node.
 func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
 	var body string
@@ -73,6 +103,15 @@ func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
 // NodesOf lists the nodes of one compute, oldest first.
 func NodesOf(ctx context.Context, q Querier, compute string) ([]Node, error) {
 	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE compute = ? ORDER BY created, id`, Key(compute))
+}
+
+// NodesIn lists a compute's nodes in the given states, oldest first.
+func NodesIn(ctx context.Context, q Querier, compute string, states ...string) ([]Node, error) {
+	args := []any{Key(compute)}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE compute = ? AND state IN (`+placeholders(len(states))+`) ORDER BY created, id`, args...)
 }
 
 // AllNodes lists every node, oldest first.

@@ -94,6 +94,8 @@ var migrations = []string{
 	ALTER TABLE jobs ADD COLUMN nodes INTEGER NOT NULL DEFAULT 1;
 	ALTER TABLE jobs ADD COLUMN image TEXT NOT NULL DEFAULT '';
 	ALTER TABLE jobs ADD COLUMN quota_wait INTEGER NOT NULL DEFAULT 0;` + backfillJobColumns,
+	// 6: the queue in scheduling order, so a pass reads only its head.
+	`CREATE INDEX jobs_queue ON jobs (compute, status, priority DESC, seq)`,
 }
 
 // backfillJobColumns fills migration 5's columns from the job documents.

@@ -87,21 +87,35 @@ func (c *stmtCache) close() {
 }
 
 // txStmts is a transaction's Querier: it uses the writer's prepared
-// statements. A statement not prepared yet cannot be prepared now (the
-// one writer connection is this transaction's), so it runs unprepared and
-// is noted; DB.Tx prepares the noted ones after the commit.
+// statements. One not in the writer's cache cannot be prepared there now
+// (the one writer connection is this transaction's): it is prepared for
+// this transaction alone, and DB.Tx adds it to the cache after the commit.
 type txStmts struct {
 	tx     *sql.Tx
 	cache  *stmtCache
+	local  map[string]*sql.Stmt // prepared on this transaction
 	missed []string
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
-	if s := t.cache.cached(query); s != nil {
-		return t.tx.StmtContext(ctx, s)
+	if s := t.local[query]; s != nil {
+		return s
 	}
-	t.missed = append(t.missed, query)
-	return nil
+	var s *sql.Stmt
+	if c := t.cache.cached(query); c != nil {
+		s = t.tx.StmtContext(ctx, c)
+	} else {
+		var err error
+		if s, err = t.tx.PrepareContext(ctx, query); err != nil {
+			return nil // the unprepared call reports the error
+		}
+		t.missed = append(t.missed, query)
+	}
+	if t.local == nil {
+		t.local = map[string]*sql.Stmt{}
+	}
+	t.local[query] = s
+	return s
 }
 
 func (t *txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {

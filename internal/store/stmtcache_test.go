@@ -36,7 +36,7 @@ func TestStatementCacheSharedByAllPaths(t *testing.T) {
 					err = UpdateJob(ctx, db.W(), j)
 				}
 				if err == nil {
-					_, err = QueuedJobs(ctx, db.Q(), "/c")
+					_, err = QueuedJobs(ctx, db.Q(), "/c", 10)
 				}
 				if err != nil {
 					errs <- err
