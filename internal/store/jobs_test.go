@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,4 +74,68 @@ func TestQueuedJobsColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after the backfill")
+}
+
+// The node counts the triggers keep agree with counting the nodes, through
+// inserts, state changes (plain updates and upserts) and deletes.
+func TestNodeCountsFollowNodes(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		for _, c := range []string{"/c1", "/c2"} {
+			got, err := NodeCounts(ctx, db.Q(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := db.Q().QueryContext(ctx, `SELECT state, count(*) FROM nodes WHERE compute = ? GROUP BY state`, Key(c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{}
+			for rows.Next() {
+				var s string
+				var n int
+				rows.Scan(&s, &n)
+				want[s] = n
+			}
+			rows.Close()
+			if len(got) != len(want) {
+				t.Errorf("%s: %s counts %v; nodes say %v", when, c, got, want)
+			}
+			for s, n := range want {
+				if got[s] != n {
+					t.Errorf("%s: %s counts %v; nodes say %v", when, c, got, want)
+				}
+			}
+		}
+	}
+	put := func(id, compute, state string) {
+		t.Helper()
+		if err := PutNode(ctx, db.W(), Node{ID: id, Compute: compute, State: state, Created: time.Unix(1, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		put(fmt.Sprintf("a%d", i), "/c1", api.NodePreparing)
+	}
+	put("b0", "/c2", api.NodeIdle)
+	check("after inserts")
+	put("a0", "/c1", api.NodeIdle)
+	put("a1", "/c1", api.NodeIdle)
+	put("a1", "/c1", api.NodeIdle) // same state again
+	if ok, err := ClaimIdleNodes(ctx, db.W(), []string{"a0"}, "job-1"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	check("after state changes")
+	if err := DeleteNode(ctx, db.W(), "a2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteNode(ctx, db.W(), "b0"); err != nil {
+		t.Fatal(err)
+	}
+	check("after deletes")
+	if got, _ := NodeCounts(ctx, db.Q(), "/c2"); len(got) != 0 {
+		t.Errorf("a compute without nodes counts %v", got)
+	}
 }

@@ -150,7 +150,7 @@ func queryNodes(ctx context.Context, q Querier, query string, args ...any) ([]No
 
 // NodeCounts counts a compute's nodes by state, in the store (no decoding).
 func NodeCounts(ctx context.Context, q Querier, compute string) (map[string]int, error) {
-	rows, err := q.QueryContext(ctx, `SELECT state, count(*) FROM nodes WHERE compute = ? GROUP BY state`, Key(compute))
+	rows, err := q.QueryContext(ctx, `SELECT state, n FROM node_counts WHERE compute = ? AND n > 0`, Key(compute))
 	if err != nil {
 		return nil, fmt.Errorf("count nodes: %w", err)
 	}
