@@ -55,6 +55,7 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	nodeCache *store.NodeCache     // decoded node documents between passes
 }
 
 type backoff struct {
@@ -89,6 +90,7 @@ func (c *Clusters) Init() {
 	c.lastRoll = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
+	c.nodeCache = store.NewNodeCache()
 }
 
 // Notify wakes the loop (non-blocking).
@@ -144,7 +146,7 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		nodes, err := store.NodesOf(ctx, c.DB.Q(), d.Value.ID)
+		nodes, err := store.NodesOfCached(ctx, c.DB.Q(), d.Value.ID, c.nodeCache)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -278,7 +280,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 
 // reload re-reads the nodes after the health pass changed some.
 func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
-	nodes, err := store.NodesOf(ctx, c.DB.Q(), st.doc.Value.ID)
+	nodes, err := store.NodesOfCached(ctx, c.DB.Q(), st.doc.Value.ID, c.nodeCache)
 	st.nodes = nodes
 	return err
 }

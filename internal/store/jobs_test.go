@@ -139,3 +139,35 @@ func TestNodeCountsFollowNodes(t *testing.T) {
 		t.Errorf("a compute without nodes counts %v", got)
 	}
 }
+
+// The node cache gives what NodesOf gives, through changes and deletions.
+func TestNodesOfCachedMatchesNodesOf(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	cache := NewNodeCache()
+	same := func(when string) {
+		t.Helper()
+		want, err := NodesOf(ctx, db.Q(), "/c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NodesOfCached(ctx, db.Q(), "/c1", cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: cached %v; want %v", when, got, want)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		PutNode(ctx, db.W(), Node{ID: fmt.Sprintf("n%d", i), Compute: "/c1", State: api.NodeIdle, Created: time.Unix(int64(i), 0)})
+	}
+	same("first read")
+	same("unchanged")
+	PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/c1", State: api.NodeRunning, JobID: "j", Created: time.Unix(1, 0)})
+	DeleteNode(ctx, db.W(), "n2")
+	same("after a change and a delete")
+	if len(cache.byID["/c1"]) != 2 {
+		t.Errorf("the cache keeps %d entries; want the 2 nodes left", len(cache.byID["/c1"]))
+	}
+}
