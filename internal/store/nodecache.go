@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -29,7 +31,9 @@ func NewNodeCache() *NodeCache { return &NodeCache{byID: map[string]map[string]c
 // gone are dropped. The nodes share their slices (GPUs) with the cache:
 // assign fields, never change a slice's elements in place.
 func NodesOfCached(ctx context.Context, q Querier, compute string, c *NodeCache) ([]Node, error) {
-	rows, err := q.QueryContext(ctx, `SELECT id, body FROM nodes WHERE compute = ? ORDER BY created, id`, Key(compute))
+	// Sorted here rather than in SQL: the index is by (compute, state), so
+	// SQLite would sort every row before returning the first.
+	rows, err := q.QueryContext(ctx, `SELECT id, body FROM nodes WHERE compute = ?`, Key(compute))
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -63,5 +67,11 @@ func NodesOfCached(ctx context.Context, q Querier, compute string, c *NodeCache)
 	c.mu.Lock()
 	c.byID[compute] = seen
 	c.mu.Unlock()
+	slices.SortFunc(out, func(a, b Node) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return out, nil
 }
