@@ -56,25 +56,35 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 	return s
 }
 
-func (c *stmtCache) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if s := c.prepare(ctx, query); s != nil {
+// querier runs queries through the cache's statements.
+func (c *stmtCache) querier() Querier { return prepared{stmt: c.prepare, plain: c.db} }
+
+// prepared is a Querier that runs each query through the statement stmt
+// gives for it, or through plain when it gives none.
+type prepared struct {
+	stmt  func(ctx context.Context, query string) *sql.Stmt
+	plain Querier
+}
+
+func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := p.stmt(ctx, query); s != nil {
 		return s.ExecContext(ctx, args...)
 	}
-	return c.db.ExecContext(ctx, query, args...)
+	return p.plain.ExecContext(ctx, query, args...)
 }
 
-func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if s := c.prepare(ctx, query); s != nil {
+func (p prepared) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := p.stmt(ctx, query); s != nil {
 		return s.QueryContext(ctx, args...)
 	}
-	return c.db.QueryContext(ctx, query, args...)
+	return p.plain.QueryContext(ctx, query, args...)
 }
 
-func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if s := c.prepare(ctx, query); s != nil {
+func (p prepared) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := p.stmt(ctx, query); s != nil {
 		return s.QueryRowContext(ctx, args...)
 	}
-	return c.db.QueryRowContext(ctx, query, args...)
+	return p.plain.QueryRowContext(ctx, query, args...)
 }
 
 func (c *stmtCache) close() {
@@ -118,23 +128,5 @@ func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
 	return s
 }
 
-func (t *txStmts) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if s := t.stmt(ctx, query); s != nil {
-		return s.ExecContext(ctx, args...)
-	}
-	return t.tx.ExecContext(ctx, query, args...)
-}
-
-func (t *txStmts) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if s := t.stmt(ctx, query); s != nil {
-		return s.QueryContext(ctx, args...)
-	}
-	return t.tx.QueryContext(ctx, query, args...)
-}
-
-func (t *txStmts) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if s := t.stmt(ctx, query); s != nil {
-		return s.QueryRowContext(ctx, args...)
-	}
-	return t.tx.QueryRowContext(ctx, query, args...)
-}
+// querier runs the transaction's queries through its statements.
+func (t *txStmts) querier() Querier { return prepared{stmt: t.stmt, plain: t.tx} }

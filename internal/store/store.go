@@ -27,7 +27,8 @@ type DB struct {
 	db *sql.DB // the one writer connection: transactions run here
 	ro *sql.DB // readers: WAL lets them read while a transaction writes
 
-	w, r *stmtCache // prepared statements of each
+	w, r   *stmtCache // prepared statements of each
+	wq, rq Querier    // their Queriers
 }
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -66,6 +67,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	ro.SetMaxOpenConns(4)
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
+	s.wq, s.rq = s.w.querier(), s.r.querier()
 	return s, nil
 }
 
@@ -88,7 +90,7 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
 	var ts *txStmts
 	if s.w != nil { // nil while migrating
 		ts = &txStmts{tx: tx, cache: s.w}
-		q = ts
+		q = ts.querier()
 	}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
@@ -107,11 +109,11 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
 
 // Q is for reads outside a transaction (it sees committed data). A
 // single write outside a transaction goes through W.
-func (s *DB) Q() Querier { return s.r }
+func (s *DB) Q() Querier { return s.rq }
 
 // W is the writer connection, for one write statement outside a
 // transaction. Never use it inside Tx: the writer is busy there.
-func (s *DB) W() Querier { return s.w }
+func (s *DB) W() Querier { return s.wq }
 
 func (s *DB) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
