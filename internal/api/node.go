@@ -47,6 +47,18 @@ func (n *NodeStateCounts) Add(state string, k int32) {
 	}
 }
 
+// CountNodes turns node counts by state into NodeStateCounts and the
+// total.
+func CountNodes(byState map[string]int) (NodeStateCounts, int32) {
+	var c NodeStateCounts
+	var total int32
+	for state, n := range byState {
+		c.Add(state, int32(n))
+		total += int32(n)
+	}
+	return c, total
+}
+
 // AllocationStateOf is Resizing while a cluster is growing or shrinking
 // towards its target, Steady otherwise.
 func AllocationStateOf(current, target int32, n NodeStateCounts) string {

@@ -523,12 +523,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 	if err != nil {
 		return err
 	}
-	var counts api.NodeStateCounts
-	total := 0
-	for state, n := range byState {
-		counts.Add(state, int32(n))
-		total += n
-	}
+	counts, total := api.CountNodes(byState)
 	return c.DB.Tx(ctx, func(q store.Querier) error {
 		d, err := store.Get[api.Compute](ctx, q, store.KindCompute, st.sc.WorkspaceID(), st.doc.Value.Name)
 		if err != nil {
@@ -537,7 +532,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		comp := d.Value
 		a := comp.Aml()
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
-		state := api.AllocationStateOf(int32(total), int32(plan.Target), counts)
+		state := api.AllocationStateOf(total, int32(plan.Target), counts)
 		errs := c.statusErrors(comp.ID, plan, short, troubled)
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
 			return nil

@@ -47,7 +47,6 @@ func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) e
 		case api.NodeLeaving, api.NodeUnusable, api.NodePreempted:
 			return nil
 		}
-		lowPriority := n.Priority == api.PriorityLowPriority
 		switch ev.Kind {
 		case provider.EventPending:
 			if n.State != api.NodePreparing || n.Reason == ev.Reason {
@@ -56,7 +55,7 @@ func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) e
 			n.Reason, changed = ev.Reason, true
 			return store.PutNode(ctx, q, n)
 		case provider.EventTerminating:
-			if !lowPriority || !n.Evicted.IsZero() {
+			if n.Priority != api.PriorityLowPriority || !n.Evicted.IsZero() {
 				return nil
 			}
 			changed = true
@@ -64,10 +63,7 @@ func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) e
 			return err
 		case provider.EventGone:
 			changed = true
-			if lowPriority {
-				return lifecycle.Preempted(ctx, q, n.ID, c.MaxPreemptions, now)
-			}
-			return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, ev.Reason, c.MaxAttempts, now)
+			return lifecycle.MachineGone(ctx, q, n, ev.Reason, c.MaxAttempts, c.MaxPreemptions, now)
 		}
 		return nil
 	})

@@ -73,7 +73,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 			if len(groups) == 1 {
 				image = groups[0].image
 			}
-			p.CreateImages = repeat(image, p.Create)
+			p.CreateImages = slices.Repeat([]string{image}, p.Create)
 		}
 		return p
 	}
@@ -109,7 +109,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 		p.Remove = append(p.Remove, gp.Remove...)
 		p.Drain = append(p.Drain, gp.Drain...)
 		p.Create += gp.Create
-		p.CreateImages = append(p.CreateImages, repeat(g.image, gp.Create)...)
+		p.CreateImages = append(p.CreateImages, slices.Repeat([]string{g.image}, gp.Create)...)
 		p.Target += gp.Target
 		p.QuotaShort += gp.QuotaShort
 		p.QuotaWait = append(p.QuotaWait, gp.QuotaWait...)
@@ -200,12 +200,4 @@ func shareRoom(c Cluster, order []int, byImage map[string]*imageGroup, groups []
 		g.cap += keep
 		room -= keep
 	}
-}
-
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
 }

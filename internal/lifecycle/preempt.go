@@ -41,6 +41,18 @@ func Evict(ctx context.Context, q store.Querier, nodeID string, at time.Time) (s
 	return n, store.PutNode(ctx, q, n)
 }
 
+// MachineGone handles a node whose machine went away under it from
+// outside Cumulus (a pod deleted, an agent stopped): on a low-priority
+// cluster that is a preemption (the job is requeued without using a
+// retry), otherwise the node is unusable and its job requeued as a new
+// attempt.
+func MachineGone(ctx context.Context, q store.Querier, n store.Node, reason string, maxAttempts, maxPreemptions int, at time.Time) error {
+	if n.Priority == api.PriorityLowPriority {
+		return Preempted(ctx, q, n.ID, maxPreemptions, at)
+	}
+	return NodeLost(ctx, q, n, api.NodeUnusable, reason, maxAttempts, at)
+}
+
 // Preempted ends a preempted node's part in its job: the node becomes
 // preempted (and is removed), and the job — every rank of it — goes back
 // to the queue with the reason, without using one of its failure retries.

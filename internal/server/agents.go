@@ -397,12 +397,12 @@ func (s *Server) applyJobState(ctx context.Context, nodeID string, st agentapi.J
 			n, err := store.GetNode(ctx, q, nodeID)
 			current := err == nil && n.JobID == j.UID && st.Attempt == j.Attempt
 			switch {
-			case current && (!n.Evicted.IsZero() || (st.NodeStopped && n.Priority == api.PriorityLowPriority)):
+			case current && !n.Evicted.IsZero():
 				return lifecycle.Preempted(ctx, q, nodeID, s.cfg.MaxPreemptions, at.UTC())
 			case current && st.NodeStopped:
 				// The machine went away under the job (its leaving notice may
 				// not have reached a server that was down): requeue, not fail.
-				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, "the node was stopped while the job ran", s.cfg.MaxAttempts, at.UTC())
+				return lifecycle.MachineGone(ctx, q, n, "the node was stopped while the job ran", s.cfg.MaxAttempts, s.cfg.MaxPreemptions, at.UTC())
 			}
 			return lifecycle.Exited(ctx, q, j, nodeID, st.Attempt, st.ExitCode, st.Reason, at.UTC())
 		}

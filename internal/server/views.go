@@ -24,13 +24,7 @@ func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, e
 func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 	c = c.Redacted()
 	p := *c.Aml()
-	p.NodeStateCounts = api.NodeStateCounts{}
-	total := 0
-	for state, n := range counts {
-		p.NodeStateCounts.Add(state, int32(n))
-		total += n
-	}
-	p.CurrentNodeCount = int32(total)
+	p.NodeStateCounts, p.CurrentNodeCount = api.CountNodes(counts)
 	p.AllocationState = api.AllocationStateOf(p.CurrentNodeCount, p.TargetNodeCount, p.NodeStateCounts)
 	c.Properties.Properties = &p
 	return c

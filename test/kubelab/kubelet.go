@@ -125,7 +125,7 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, p *podProc) {
 	defer close(p.done)
 	cmd, err := k.command(ctx, pod)
 	if err != nil {
-		k.fail(ctx, pod, 128, "CreateContainerConfigError", err.Error())
+		k.reportEnd(ctx, pod, 128, "CreateContainerConfigError", err.Error())
 		return
 	}
 	k.mu.Lock()
@@ -133,7 +133,7 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, p *podProc) {
 	err = cmd.Start()
 	k.mu.Unlock()
 	if err != nil {
-		k.fail(ctx, pod, 128, "StartError", err.Error())
+		k.reportEnd(ctx, pod, 128, "StartError", err.Error())
 		return
 	}
 	err = cmd.Wait()
@@ -151,7 +151,7 @@ func (k *Kubelet) run(ctx context.Context, pod *corev1.Pod, p *podProc) {
 	if code != 0 {
 		reason = "Error"
 	}
-	k.fail(ctx, pod, code, reason, "")
+	k.reportEnd(ctx, pod, code, reason, "")
 }
 
 // command builds the process of the pod's first container: entrypoint
@@ -289,9 +289,9 @@ func (k *Kubelet) terminate(ctx context.Context, pod *corev1.Pod, p *podProc) {
 	}()
 }
 
-// fail records the container's end in the pod's status (phase Failed or
+// reportEnd records the container's end in the pod's status (phase Failed or
 // Succeeded), as a kubelet would.
-func (k *Kubelet) fail(ctx context.Context, pod *corev1.Pod, code int, reason, msg string) {
+func (k *Kubelet) reportEnd(ctx context.Context, pod *corev1.Pod, code int, reason, msg string) {
 	for i := 0; i < 10 && ctx.Err() == nil; i++ {
 		cur, err := k.lab.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil || cur.UID != pod.UID || cur.DeletionTimestamp != nil {
