@@ -75,21 +75,6 @@ func (k *Kubelet) Stop() {
 	k.wg.Wait()
 }
 
-// Running is how many pod processes run now.
-func (k *Kubelet) Running() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := 0
-	for _, p := range k.procs {
-		select {
-		case <-p.done:
-		default:
-			n++
-		}
-	}
-	return n
-}
-
 func (k *Kubelet) sync(ctx context.Context, obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || ctx.Err() != nil {

@@ -170,7 +170,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 			return "", err
 		}
 	}
-	pod, secret := p.podFor(spec, p.o.CAPEM)
+	pod, secret := p.podFor(spec)
 	pods := p.client.CoreV1().Pods(p.o.Namespace)
 	secrets := p.client.CoreV1().Secrets(p.o.Namespace)
 
@@ -265,7 +265,7 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete secret %s: %w", name, err)
 	}
-	return p.waitCache(ctx, name, func(pod *corev1.Pod) bool { return pod == nil || pod.DeletionTimestamp != nil }, callTimeout)
+	return p.waitLeftList(ctx, name)
 }
 
 // waitGone waits until the API server no longer has the pod.
@@ -285,22 +285,19 @@ func (p *Provider) waitGone(ctx context.Context, name string, limit time.Duratio
 	}
 }
 
-// waitCache waits until the informer's copy of the pod satisfies ok (nil:
-// no such pod), so that List agrees with what was just done.
-func (p *Provider) waitCache(ctx context.Context, name string, ok func(*corev1.Pod) bool, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+// waitLeftList waits until the watch cache shows the pod deleted or being
+// deleted, so that List agrees with a Delete that just returned.
+func (p *Provider) waitLeftList(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	for {
 		pod, err := p.pods.Pods(p.o.Namespace).Get(name)
-		if apierrors.IsNotFound(err) {
-			pod, err = nil, nil
-		}
-		if err == nil && ok(pod) {
+		if apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pod %s: the watch did not show the change within %s: %w", name, limit, ctx.Err())
+			return fmt.Errorf("pod %s: the watch did not show its deletion within %s: %w", name, callTimeout, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -109,7 +109,8 @@ func computeName(id string) string {
 // podSpec is the node pod and the secret it reads its join token (and the
 // control plane's CA) from. The secret is created first; Create then makes
 // the pod its owner so Kubernetes' garbage collector removes it too.
-func (p *Provider) podFor(spec provider.NodeSpec, caPEM []byte) (*corev1.Pod, *corev1.Secret) {
+func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) {
+	caPEM := p.o.CAPEM
 	name := PodName(spec.NodeID)
 	labels := map[string]string{
 		LabelManagedBy:   managedBy,

@@ -59,7 +59,8 @@ func TestPodForGPUSizeLowPriority(t *testing.T) {
 		JoinToken: "secret-join-token", GracePeriod: 75 * time.Second,
 		Kubernetes: &api.KubernetesPlacement{NodeSelector: map[string]string{"pool": "gpu"},
 			Tolerations: []api.Toleration{{Key: "nvidia.com/gpu", Operator: "Exists", Effect: "NoExecute", TolerationSeconds: &secs}}}}
-	pod, secret := p.podFor(spec, []byte("CA PEM"))
+	p.o.CAPEM = []byte("CA PEM")
+	pod, secret := p.podFor(spec)
 
 	c := pod.Spec.Containers[0]
 	for res, want := range map[corev1.ResourceName]string{corev1.ResourceCPU: "6", corev1.ResourceMemory: "112Gi", GPUResource: "1"} {
@@ -108,7 +109,7 @@ func TestPodForGPUSizeLowPriority(t *testing.T) {
 
 func TestPodForCPUSizeDedicated(t *testing.T) {
 	p := testProvider()
-	pod, secret := p.podFor(provider.NodeSpec{NodeID: "n1", ComputeID: "c", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14, JoinToken: "j"}, nil)
+	pod, secret := p.podFor(provider.NodeSpec{NodeID: "n1", ComputeID: "c", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14, JoinToken: "j"})
 	c := pod.Spec.Containers[0]
 	if _, ok := c.Resources.Limits[GPUResource]; ok {
 		t.Error("a CPU size asks for nvidia.com/gpu")
@@ -191,7 +192,7 @@ func TestEventOf(t *testing.T) {
 func TestPodForJobImageInjectsTheAgent(t *testing.T) {
 	p := testProvider()
 	pod, _ := p.podFor(provider.NodeSpec{NodeID: "n1", ComputeID: "c", VCPUs: 4, MemoryGB: 14, JoinToken: "j",
-		Image: "registry.local/pytorch:2.3"}, nil)
+		Image: "registry.local/pytorch:2.3"})
 	c := pod.Spec.Containers[0]
 	if c.Image != "registry.local/pytorch:2.3" || c.Command[0] != InjectedAgent {
 		t.Errorf("agent container runs %s %v; want the job image with the injected agent", c.Image, c.Command)
@@ -221,7 +222,7 @@ func TestPodForJobImageInjectsTheAgent(t *testing.T) {
 	if !found {
 		t.Error("the agent is not told which image it runs in")
 	}
-	plain, _ := p.podFor(provider.NodeSpec{NodeID: "n2", ComputeID: "c", VCPUs: 1, MemoryGB: 1, JoinToken: "j"}, nil)
+	plain, _ := p.podFor(provider.NodeSpec{NodeID: "n2", ComputeID: "c", VCPUs: 1, MemoryGB: 1, JoinToken: "j"})
 	if len(plain.Spec.InitContainers) != 0 || plain.Spec.Containers[0].Image != p.o.Image {
 		t.Error("a node without a job image should run the node image alone")
 	}
