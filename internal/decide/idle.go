@@ -416,8 +416,11 @@ func (h *IdleHistory) compact() {
 // arrivals is how many arrival instants the window holds.
 func (h *IdleHistory) arrivals() int { return len(h.refs) - h.refsStart }
 
-// Arrive records a job of nodes nodes (at least 1) submitted at t.
-func (h *IdleHistory) Arrive(t time.Time, nodes int) { h.add(t, max(nodes, 1), 0) }
+// Arrive records a job of nodes nodes (at least 1) submitted at t, when the
+// cluster had idle idle nodes it could start on at once (the policy checks
+// that work finds an idle node as often as it would under the fixed
+// timeout).
+func (h *IdleHistory) Arrive(t time.Time, nodes, idle int) { h.add(t, max(nodes, 1), 0) }
 
 // Release records nodes nodes that became idle at t because their job
 // ended (not nodes that just finished provisioning).

@@ -166,7 +166,7 @@ func TestAdaptiveIdle(t *testing.T) {
 		var h IdleHistory
 		h.Window = 50
 		for i := range 80 {
-			h.Arrive(t0.Add(time.Duration(i)*time.Minute), 1)
+			h.Arrive(t0.Add(time.Duration(i)*time.Minute), 1, 0)
 			h.Release(t0.Add(time.Duration(i)*time.Minute+30*time.Second), 0) // nothing released: ignored
 		}
 		h.Provisioned(2 * time.Minute)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -11,9 +12,12 @@ import (
 
 // Provider is the simulated cloud: how long nodes take to come and to go,
 // and when low-priority nodes are taken back. Each answer is about one
-// node, named by its cluster and creation number, so that a seeded
-// Provider gives the k-th node of a cluster the same delays whatever the
-// policy did before: settings are compared on common random numbers.
+// node, named by its cluster and when it was requested, so that a seeded
+// Provider gives a node requested at the same time the same delays whatever
+// the policy did before: settings are compared on common random numbers
+// (two idle timeouts that both create a node for the same job at the same
+// moment see that node take equally long, so their difference is the
+// setting's, not the dice's).
 type Provider interface {
 	// ProvisionDelay is how long the node takes from request to ready.
 	ProvisionDelay(n NodeRef) time.Duration
@@ -26,10 +30,13 @@ type Provider interface {
 }
 
 // NodeRef names a simulated node: the K-th node (from 1) that its cluster
-// created.
+// created, the Nth (from 0) of those it requested at the time Requested
+// (since the start of the trace).
 type NodeRef struct {
-	Cluster string
-	K       int
+	Cluster   string
+	K         int
+	Requested time.Duration
+	Nth       int
 }
 
 // Delay is a distribution of delays: uniform in [Mean-Jitter, Mean+Jitter].
@@ -115,11 +122,14 @@ const (
 	drawEviction
 )
 
-// rng is the random stream of one draw for one node.
+// rng is the random stream of one draw for one node, from its cluster and
+// when it was requested (not its creation number, which differs between
+// settings as soon as one of them created a node the other did not).
 func (p *randomProvider) rng(n NodeRef, draw uint64) *rand.Rand {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(n.Cluster))
-	return rand.New(rand.NewPCG(p.seed^h.Sum64(), uint64(n.K)<<2|draw))
+	_ = binary.Write(h, binary.LittleEndian, [2]int64{int64(n.Requested), int64(n.Nth)})
+	return rand.New(rand.NewPCG(p.seed^h.Sum64(), draw))
 }
 
 func (p *randomProvider) draw(d Delay, n NodeRef, draw uint64) time.Duration {

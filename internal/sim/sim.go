@@ -264,6 +264,7 @@ type job struct {
 type node struct {
 	id        string
 	k         int // the cluster's k-th node
+	nth       int // the nth (from 0) the cluster requested at created
 	cl        *cluster
 	pos       int // index in cl.nodes
 	state     string
@@ -286,7 +287,9 @@ type cluster struct {
 	wakeGen  uint32
 	dirty    bool
 	nextNode int
-	quotaCut bool // quota held the last plan back
+	lastReq  time.Duration // when the last node was requested
+	reqNth   int           // nodes requested at lastReq so far
+	quotaCut bool          // quota held the last plan back
 
 	use    usage
 	m      Metrics
@@ -460,7 +463,7 @@ func (s *sim) arrive(j *job) {
 	}
 	s.demand += j.nodes
 	if s.cfg.Policy == PolicyAdaptive {
-		c.hist.Arrive(at(s.now), j.nodes)
+		c.hist.Arrive(at(s.now), j.nodes, c.idleNodes())
 	}
 	s.enqueue(j)
 }
@@ -725,10 +728,14 @@ func (s *sim) remove(n *node) {
 
 func (s *sim) create(c *cluster) {
 	c.nextNode++
+	if c.nextNode == 1 || c.lastReq != s.now {
+		c.lastReq, c.reqNth = s.now, 0
+	}
 	n := &node{
-		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), k: c.nextNode, cl: c, pos: len(c.nodes), state: decide.NodePreparing,
+		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), k: c.nextNode, nth: c.reqNth, cl: c, pos: len(c.nodes), state: decide.NodePreparing,
 		created: s.now, since: s.now,
 	}
+	c.reqNth++
 	c.nodes = append(c.nodes, n)
 	c.byID[n.id] = n
 	c.m.NodesCreated++
@@ -739,7 +746,20 @@ func (s *sim) create(c *cluster) {
 	s.push(event{at: s.now + s.prov.ProvisionDelay(n.ref()), kind: evReady, node: n})
 }
 
-func (n *node) ref() NodeRef { return NodeRef{Cluster: n.cl.name, K: n.k} }
+// idleNodes is how many of the cluster's nodes are idle.
+func (c *cluster) idleNodes() int {
+	k := 0
+	for _, n := range c.nodes {
+		if n.state == decide.NodeIdle {
+			k++
+		}
+	}
+	return k
+}
+
+func (n *node) ref() NodeRef {
+	return NodeRef{Cluster: n.cl.name, K: n.k, Requested: n.created, Nth: n.nth}
+}
 
 func (s *sim) quotaAdd(n int) {
 	if s.quotaOn {

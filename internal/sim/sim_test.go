@@ -18,7 +18,7 @@ var _ Provider = (*script)(nil)
 func (p *script) ProvisionDelay(NodeRef) time.Duration { return p.provision }
 func (p *script) DeletionDelay(NodeRef) time.Duration  { return p.deletion }
 func (p *script) EvictAfter(n NodeRef) time.Duration {
-	if d, ok := p.evict[n]; ok {
+	if d, ok := p.evict[NodeRef{Cluster: n.Cluster, K: n.K}]; ok {
 		return d
 	}
 	return -1
@@ -157,7 +157,7 @@ func TestHandComputed(t *testing.T) {
 			trace: trace(tj("a", 0, 1000, 1)),
 			edit: func(c *Config) {
 				c.LowPriority = true
-				c.Provider = &script{provision: 100 * sec, deletion: 10 * sec, evict: map[NodeRef]time.Duration{{"a", 1}: 300 * sec}}
+				c.Provider = &script{provision: 100 * sec, deletion: 10 * sec, evict: map[NodeRef]time.Duration{{Cluster: "a", K: 1}: 300 * sec}}
 			},
 			want: want{billed: 400 + 1170, busy: 1300, idle: 60, prep: 200, deleting: 10, lost: 300,
 				delays: delays(200, 200, 200, 200, 200), cold: 1, peak: 1, ups: 2, downs: 1, created: 2, removed: 1, evictions: 1, completed: 1, end: 1570},
@@ -177,7 +177,7 @@ func TestHandComputed(t *testing.T) {
 			trace: trace(tj("a", 0, 1000, 1)),
 			edit: func(c *Config) {
 				c.LowPriority, c.MaxPreemptions = true, 2
-				c.Provider = &script{provision: 100 * sec, deletion: 10 * sec, evict: map[NodeRef]time.Duration{{"a", 1}: 50 * sec, {"a", 2}: 50 * sec}}
+				c.Provider = &script{provision: 100 * sec, deletion: 10 * sec, evict: map[NodeRef]time.Duration{{Cluster: "a", K: 1}: 50 * sec, {Cluster: "a", K: 2}: 50 * sec}}
 			},
 			// n1 0-150 (prep 100, busy 50), n2 150-300 (prep 100, busy 50).
 			want: want{billed: 300, busy: 100, prep: 200, lost: 100,

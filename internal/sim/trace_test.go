@@ -176,16 +176,16 @@ func TestParseDelay(t *testing.T) {
 	p := NewProvider(d, Delay{}, 0, 1)
 	seen := map[time.Duration]bool{}
 	for k := 1; k <= 200; k++ {
-		v := p.ProvisionDelay(NodeRef{"a", k})
+		v := p.ProvisionDelay(NodeRef{Cluster: "a", Requested: time.Duration(k) * time.Second})
 		if v < 120*time.Second || v > 240*time.Second {
 			t.Fatalf("delay %v outside 180s±60s", v)
 		}
 		seen[v] = true
-		if v != p.ProvisionDelay(NodeRef{"a", k}) {
-			t.Fatal("one node drew two delays")
+		if v != p.ProvisionDelay(NodeRef{Cluster: "a", K: k + 7, Requested: time.Duration(k) * time.Second}) {
+			t.Fatal("two nodes requested at the same time drew different delays")
 		}
 	}
-	if len(seen) < 150 || p.EvictAfter(NodeRef{"a", 1}) >= 0 {
+	if len(seen) < 150 || p.EvictAfter(NodeRef{Cluster: "a", K: 1}) >= 0 {
 		t.Errorf("%d distinct delays of 200; eviction without a rate", len(seen))
 	}
 }
