@@ -51,6 +51,10 @@ type AmlComputeProperties struct {
 	// Kubernetes (Cumulus extension, ignored by Azure clients) places the
 	// cluster's node pods when the server runs --provider kubernetes.
 	Kubernetes *KubernetesPlacement `json:"kubernetes,omitempty"`
+	// IdlePolicy (Cumulus extension, ignored by Azure clients) chooses how
+	// long idle nodes are kept; absent is Azure's fixed
+	// nodeIdleTimeBeforeScaleDown.
+	IdlePolicy *IdlePolicy `json:"idlePolicy,omitempty"`
 
 	// Read-only: computed from the nodes on every read.
 	AllocationState               string          `json:"allocationState,omitempty"`
@@ -95,10 +99,15 @@ type NodeStateCounts struct {
 // "properties" levels, as on the wire.
 type ClusterUpdateParameters struct {
 	Properties *struct {
-		Properties *struct {
-			ScaleSettings *ScaleSettings `json:"scaleSettings,omitempty"`
-		} `json:"properties,omitempty"`
+		Properties *ClusterUpdateProperties `json:"properties,omitempty"`
 	} `json:"properties,omitempty"`
+}
+
+// ClusterUpdateProperties is what a PATCH may change: Azure's scale
+// settings and the Cumulus idle policy.
+type ClusterUpdateProperties struct {
+	ScaleSettings *ScaleSettings `json:"scaleSettings,omitempty"`
+	IdlePolicy    *IdlePolicy    `json:"idlePolicy,omitempty"`
 }
 
 // ComputeSecrets is the listKeys answer for an AmlCompute: the admin

@@ -10,8 +10,9 @@ import (
 
 // PrepareCompute validates a PUT body for the compute named name and fills
 // defaults. existing is the stored compute when the PUT updates one; then
-// only description, tags, identity, scale settings, remote login and the
-// admin credentials (used by nodes created from then on) may change. It
+// only description, tags, identity, scale settings, the idle policy, remote
+// login and the admin credentials (used by nodes created from then on) may
+// change. It
 // does not fill read-only or server-owned fields (ids, times, states).
 func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation string) error {
 	var v Validation
@@ -43,6 +44,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	a := c.Aml()
 	prepareSize(&v, a)
 	prepareScale(&v, a)
+	prepareIdlePolicy(&v, a.IdlePolicy)
 	preparePreemption(&v, a)
 	prepareKubernetes(&v, a.Kubernetes)
 	prepareNetwork(&v, a)
@@ -249,27 +251,36 @@ func checkImmutable(v *Validation, c, old *Compute) {
 	}
 }
 
-// ApplyScaleUpdate applies a PATCH's scale settings onto a stored compute
-// and re-validates the result.
-func ApplyScaleUpdate(c *Compute, u *ScaleSettings) error {
-	if u == nil {
-		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings")
+// ApplyUpdate applies a PATCH's properties onto a stored compute and
+// re-validates the result: the scale settings given are merged into the
+// stored ones, an idle policy given replaces the stored one.
+func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
+	if u == nil || (u.ScaleSettings == nil && u.IdlePolicy == nil) {
+		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings or properties.properties.idlePolicy")
 	}
-	s := c.Aml().ScaleSettings
-	if s == nil {
-		s = &ScaleSettings{}
-		c.Aml().ScaleSettings = s
+	a := c.Aml()
+	if ss := u.ScaleSettings; ss != nil {
+		s := a.ScaleSettings
+		if s == nil {
+			s = &ScaleSettings{}
+			a.ScaleSettings = s
+		}
+		if ss.MaxNodeCount != nil {
+			s.MaxNodeCount = ss.MaxNodeCount
+		}
+		if ss.MinNodeCount != nil {
+			s.MinNodeCount = ss.MinNodeCount
+		}
+		if ss.NodeIdleTimeBeforeScaleDown != "" {
+			s.NodeIdleTimeBeforeScaleDown = ss.NodeIdleTimeBeforeScaleDown
+		}
 	}
-	if u.MaxNodeCount != nil {
-		s.MaxNodeCount = u.MaxNodeCount
-	}
-	if u.MinNodeCount != nil {
-		s.MinNodeCount = u.MinNodeCount
-	}
-	if u.NodeIdleTimeBeforeScaleDown != "" {
-		s.NodeIdleTimeBeforeScaleDown = u.NodeIdleTimeBeforeScaleDown
+	if u.IdlePolicy != nil {
+		p := *u.IdlePolicy
+		a.IdlePolicy = &p
 	}
 	var v Validation
-	prepareScale(&v, c.Aml())
+	prepareScale(&v, a)
+	prepareIdlePolicy(&v, a.IdlePolicy)
 	return v.Err()
 }

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,14 +19,16 @@ const (
 	tgtAml   = "properties.properties."
 	tgtScale = "properties.properties.scaleSettings."
 	tgtCred  = "properties.properties.userAccountCredentials"
+	tgtIdle  = "properties.properties.idlePolicy."
 	defLoc   = "westus2"
 	goodKey  = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB2mXG0 user@host"
 	subnetOK = "/subscriptions/s1/resourceGroups/rg1/providers/Microsoft.Network/virtualNetworks/vnet1/subnets/default"
 	uaiOK    = "/subscriptions/s1/resourceGroups/rg1/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id1"
 )
 
-func vi32(v int32) *int32 { return &v }
-func vbool(v bool) *bool  { return &v }
+func vi32(v int32) *int32     { return &v }
+func vbool(v bool) *bool      { return &v }
+func vf64(v float64) *float64 { return &v }
 
 // valCompute is the smallest valid PUT body.
 func valCompute() *api.Compute {
@@ -157,6 +161,19 @@ func TestPrepareComputeRules(t *testing.T) {
 		{name: "toleration no key needs Exists", mut: kube(nil, api.Toleration{Value: "v"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].key"},
 		{name: "toleration Exists with value", mut: kube(nil, api.Toleration{Key: "k", Operator: "Exists", Value: "v"}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].value"},
 		{name: "tolerationSeconds without NoExecute", mut: kube(nil, api.Toleration{Key: "k", Effect: "NoSchedule", TolerationSeconds: new(int64)}), code: api.CodeValidationError, target: tgtAml + "kubernetes.tolerations[0].tolerationSeconds"},
+
+		// idle policy (Cumulus extension)
+		{name: "idlePolicy Fixed", mut: idlePolicy("Fixed", nil)},
+		{name: "idlePolicy adaptive any case", mut: idlePolicy("aDaPtIvE", nil)},
+		{name: "idlePolicy Adaptive weight 0", mut: idlePolicy("Adaptive", vf64(0))},
+		{name: "idlePolicy Adaptive weight 1000", mut: idlePolicy("Adaptive", vf64(1000))},
+		{name: "idlePolicy no kind", mut: idlePolicy("", nil), code: api.CodeValidationError, target: tgtIdle + "kind", msg: "Fixed or Adaptive"},
+		{name: "idlePolicy bad kind", mut: idlePolicy("Smart", nil), code: api.CodeValidationError, target: tgtIdle + "kind", msg: `"Smart" is not one of Fixed, Adaptive`},
+		{name: "idlePolicy weight with Fixed", mut: idlePolicy("Fixed", vf64(2)), code: api.CodeValidationError, target: tgtIdle + "delayWeight", msg: "only to kind Adaptive"},
+		{name: "idlePolicy negative weight", mut: idlePolicy("Adaptive", vf64(-0.5)), code: api.CodeValidationError, target: tgtIdle + "delayWeight", msg: "negative"},
+		{name: "idlePolicy weight above 1000", mut: idlePolicy("Adaptive", vf64(1000.5)), code: api.CodeValidationError, target: tgtIdle + "delayWeight", msg: "at most 1000"},
+		{name: "idlePolicy weight NaN", mut: idlePolicy("Adaptive", vf64(math.NaN())), code: api.CodeValidationError, target: tgtIdle + "delayWeight", msg: "finite"},
+		{name: "idlePolicy weight +Inf", mut: idlePolicy("Adaptive", vf64(math.Inf(1))), code: api.CodeValidationError, target: tgtIdle + "delayWeight", msg: "finite"},
 
 		// locations and description
 		{name: "bad location", mut: func(c *api.Compute) { c.Location = "west us" }, code: api.CodeValidationError, target: "location"},
@@ -467,6 +484,8 @@ func TestPrepareComputeImmutable(t *testing.T) {
 		{name: "scale", mut: func(c *api.Compute) {
 			c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: vi32(1), MaxNodeCount: vi32(8), NodeIdleTimeBeforeScaleDown: "PT10M"}
 		}},
+		{name: "idle policy set", mut: idlePolicy("Adaptive", vf64(1))},
+		{name: "idle policy dropped", old: idlePolicy("Adaptive", nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -495,21 +514,21 @@ func TestPrepareComputeImmutable(t *testing.T) {
 	}
 }
 
-func TestApplyScaleUpdate(t *testing.T) {
+func TestApplyUpdate(t *testing.T) {
 	t.Run("nil", func(t *testing.T) {
 		c := prepared(t, nil)
-		wantAPIError(t, api.ApplyScaleUpdate(c, nil), api.CodeValidationError, "")
+		wantAPIError(t, api.ApplyUpdate(c, nil), api.CodeValidationError, "")
 	})
 	t.Run("partial keeps the rest", func(t *testing.T) {
 		c := prepared(t, nil)
-		if err := api.ApplyScaleUpdate(c, &api.ScaleSettings{MaxNodeCount: vi32(9)}); err != nil {
+		if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{MaxNodeCount: vi32(9)}}); err != nil {
 			t.Fatal(err)
 		}
 		s := c.Aml().ScaleSettings
 		if *s.MaxNodeCount != 9 || *s.MinNodeCount != 0 || s.NodeIdleTimeBeforeScaleDown != "PT120S" {
 			t.Errorf("scale = %+v", s)
 		}
-		if err := api.ApplyScaleUpdate(c, &api.ScaleSettings{MinNodeCount: vi32(2), NodeIdleTimeBeforeScaleDown: "PT5M"}); err != nil {
+		if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{MinNodeCount: vi32(2), NodeIdleTimeBeforeScaleDown: "PT5M"}}); err != nil {
 			t.Fatal(err)
 		}
 		if *s.MaxNodeCount != 9 || *s.MinNodeCount != 2 || s.NodeIdleTimeBeforeScaleDown != "PT5M" {
@@ -518,19 +537,19 @@ func TestApplyScaleUpdate(t *testing.T) {
 	})
 	t.Run("min above stored max", func(t *testing.T) {
 		c := prepared(t, nil)
-		wantAPIError(t, api.ApplyScaleUpdate(c, &api.ScaleSettings{MinNodeCount: vi32(5)}), api.CodeValidationError, tgtScale+"minNodeCount")
+		wantAPIError(t, api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{MinNodeCount: vi32(5)}}), api.CodeValidationError, tgtScale+"minNodeCount")
 	})
 	t.Run("max zero", func(t *testing.T) {
 		c := prepared(t, nil)
-		wantAPIError(t, api.ApplyScaleUpdate(c, &api.ScaleSettings{MaxNodeCount: vi32(0)}), api.CodeValidationError, tgtScale+"maxNodeCount")
+		wantAPIError(t, api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{MaxNodeCount: vi32(0)}}), api.CodeValidationError, tgtScale+"maxNodeCount")
 	})
 	t.Run("bad idle", func(t *testing.T) {
 		c := prepared(t, nil)
-		wantAPIError(t, api.ApplyScaleUpdate(c, &api.ScaleSettings{NodeIdleTimeBeforeScaleDown: "P1Y"}), api.CodeValidationError, tgtScale+"nodeIdleTimeBeforeScaleDown")
+		wantAPIError(t, api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{NodeIdleTimeBeforeScaleDown: "P1Y"}}), api.CodeValidationError, tgtScale+"nodeIdleTimeBeforeScaleDown")
 	})
 	t.Run("no stored scale settings", func(t *testing.T) {
 		c := valCompute()
-		if err := api.ApplyScaleUpdate(c, &api.ScaleSettings{MaxNodeCount: vi32(3)}); err != nil {
+		if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{ScaleSettings: &api.ScaleSettings{MaxNodeCount: vi32(3)}}); err != nil {
 			t.Fatal(err)
 		}
 		if s := c.Aml().ScaleSettings; *s.MaxNodeCount != 3 || *s.MinNodeCount != 0 {
@@ -698,4 +717,77 @@ func TestPrepareComputeNormalisesTolerations(t *testing.T) {
 	if ts[0].Operator != "Exists" || ts[0].Effect != "NoSchedule" || ts[1].Operator != "Equal" {
 		t.Errorf("tolerations %+v; want Kubernetes spellings and Equal by default", ts)
 	}
+}
+
+func idlePolicy(kind string, weight *float64) func(*api.Compute) {
+	return func(c *api.Compute) { c.Aml().IdlePolicy = &api.IdlePolicy{Kind: kind, DelayWeight: weight} }
+}
+
+// TestIdlePolicyNormalised: the kind comes back in the API's spelling, an
+// adaptive policy gets the default delay weight, absent stays absent (an
+// Azure client sees nothing new), and the JSON round-trips.
+func TestIdlePolicyNormalised(t *testing.T) {
+	c := prepared(t, idlePolicy("adaptive", nil))
+	p := c.Aml().IdlePolicy
+	if p.Kind != api.IdlePolicyAdaptive || p.DelayWeight == nil || *p.DelayWeight != api.DefaultDelayWeight {
+		t.Errorf("idle policy %+v; want Adaptive with the default delay weight", p)
+	}
+	if w, ok := c.AdaptiveIdle(); !ok || w != api.DefaultDelayWeight {
+		t.Errorf("AdaptiveIdle() = %v, %v", w, ok)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"idlePolicy":{"kind":"Adaptive","delayWeight":3.25}`) {
+		t.Errorf("JSON %s; want the idle policy next to scaleSettings", b)
+	}
+	var back api.Compute
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := back.AdaptiveIdle(); !ok || w != 3.25 {
+		t.Errorf("round trip lost the policy: %+v", back.Aml().IdlePolicy)
+	}
+
+	c = prepared(t, idlePolicy("FIXED", nil))
+	if p := c.Aml().IdlePolicy; p.Kind != api.IdlePolicyFixed || p.DelayWeight != nil {
+		t.Errorf("idle policy %+v; want Fixed without a weight", p)
+	}
+	if _, ok := c.AdaptiveIdle(); ok {
+		t.Error("a Fixed policy reads as adaptive")
+	}
+	c = prepared(t, nil)
+	if c.Aml().IdlePolicy != nil {
+		t.Errorf("idle policy %+v filled in; want it absent", c.Aml().IdlePolicy)
+	}
+	if b, _ := json.Marshal(c); strings.Contains(string(b), "idlePolicy") {
+		t.Errorf("JSON %s mentions idlePolicy though none was given", b)
+	}
+}
+
+func TestApplyUpdateIdlePolicy(t *testing.T) {
+	c := prepared(t, nil)
+	if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{IdlePolicy: &api.IdlePolicy{Kind: "adaptive", DelayWeight: vf64(1.5)}}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := c.AdaptiveIdle(); !ok || w != 1.5 || *c.Aml().ScaleSettings.MaxNodeCount != 4 {
+		t.Errorf("after PATCH: policy %+v scale %+v", c.Aml().IdlePolicy, c.Aml().ScaleSettings)
+	}
+	// A policy replaces the stored one: Adaptive without a weight is the default.
+	if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{IdlePolicy: &api.IdlePolicy{Kind: "Adaptive"}}); err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := c.AdaptiveIdle(); w != api.DefaultDelayWeight {
+		t.Errorf("delay weight %v; want the default", w)
+	}
+	if err := api.ApplyUpdate(c, &api.ClusterUpdateProperties{IdlePolicy: &api.IdlePolicy{Kind: "Fixed"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.AdaptiveIdle(); ok {
+		t.Error("still adaptive after a PATCH to Fixed")
+	}
+	wantAPIError(t, api.ApplyUpdate(c, &api.ClusterUpdateProperties{IdlePolicy: &api.IdlePolicy{Kind: "Adaptive", DelayWeight: vf64(-1)}}),
+		api.CodeValidationError, tgtIdle+"delayWeight")
+	wantAPIError(t, api.ApplyUpdate(c, &api.ClusterUpdateProperties{}), api.CodeValidationError, "")
 }

@@ -222,8 +222,8 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	if err := decode(r, &u); err != nil {
 		return err
 	}
-	if u.Properties == nil || u.Properties.Properties == nil || u.Properties.Properties.ScaleSettings == nil {
-		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}}`)
+	if u.Properties == nil || u.Properties.Properties == nil || (u.Properties.Properties.ScaleSettings == nil && u.Properties.Properties.IdlePolicy == nil) {
+		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…})`)
 	}
 	ifv, err := preconditions(r)
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 		if c.Properties.ProvisioningState == api.StateDeleting {
 			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
 		}
-		if err := api.ApplyScaleUpdate(&c, u.Properties.Properties.ScaleSettings); err != nil {
+		if err := api.ApplyUpdate(&c, u.Properties.Properties); err != nil {
 			return err
 		}
 		c.Properties.ModifiedOn = &now
