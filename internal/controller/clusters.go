@@ -56,6 +56,9 @@ type Clusters struct {
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
 	nodeCache *store.NodeCache     // decoded node documents between passes
+	// idle is each adaptive compute's demand history, by compute key;
+	// only the pass touches it.
+	idle map[string]*idleTrack
 }
 
 type backoff struct {
@@ -91,6 +94,7 @@ func (c *Clusters) Init() {
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
+	c.idle = map[string]*idleTrack{}
 }
 
 // Notify wakes the loop (non-blocking).
@@ -156,6 +160,7 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 			u.Add(n.VMSize, n.Priority == api.PriorityLowPriority, 1)
 		}
 	}
+	c.dropIdleHistories(docs)
 	var wakeAt time.Time
 	var errs []error
 	// Quota is shared by the clusters of a location: cores that a cluster
@@ -242,6 +247,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	if err := c.assignAll(ctx, plan.Assign, now); err != nil {
 		errs = append(errs, err)
 	}
+	c.noteAssigned(comp, plan.Assign)
 	for _, id := range plan.Drain {
 		if err := c.drain(ctx, id); err != nil {
 			errs = append(errs, err)
@@ -299,6 +305,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
 	}
 	snap.ImageBound = c.imageBound()
+	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
 	for _, j := range queued {
 		dj := decide.Job{ID: j.UID, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
 		if snap.ImageBound {

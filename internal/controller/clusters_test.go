@@ -28,6 +28,7 @@ type harness struct {
 	c    *Clusters
 	sc   api.Scope
 	seq  int
+	nid  int // nodes named so far
 }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -42,16 +43,22 @@ func newHarness(t testing.TB) *harness {
 	t.Cleanup(func() { db.Close() })
 	h := &harness{t: t, ctx: ctx, db: db, clk: clock.NewFake(t0), prov: newFakeProvider(),
 		sc: api.Scope{Subscription: "local", ResourceGroup: "local", Workspace: "default"}}
-	n := 0
-	h.c = &Clusters{DB: db, Clock: h.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Provider: h.prov, Hub: hub.New(),
+	h.c = h.newClusters()
+	return h
+}
+
+// newClusters makes a cluster controller over the harness's store, clock
+// and provider, as a server start does.
+func (h *harness) newClusters() *Clusters {
+	c := &Clusters{DB: h.db, Clock: h.clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Provider: h.prov, Hub: hub.New(),
 		NewJoinToken: func(id string) (string, string) { return "join-" + id, "hash-" + id },
 		NewNodeID: func(c string, _ time.Time) string {
-			n++
-			return fmt.Sprintf("%s-node-%d", c, n)
+			h.nid++
+			return fmt.Sprintf("%s-node-%d", c, h.nid)
 		},
 		HeartbeatTimeout: 60 * time.Second, ProvisionTimeout: 15 * time.Minute}
-	h.c.Init()
-	return h
+	c.Init()
+	return c
 }
 
 func (h *harness) compute(name string, min, max int32, idle string) api.Compute {

@@ -156,6 +156,64 @@ func QueuedDemand(ctx context.Context, q Querier, compute string) (jobs, nodes i
 	return jobs, nodes, err
 }
 
+// Submission is what the adaptive idle policy learns of a new job: when it
+// was submitted and how many nodes it needs.
+type Submission struct {
+	Seq     int64
+	Nodes   int // instance count, at least 1
+	Created time.Time
+}
+
+// anyStatus matches every job status: with it a compute's jobs are read
+// from the (compute, status, seq) index in seq ranges, one seek per status.
+var anyStatus = `status IN (` + placeholders(len(api.JobStatuses)) + `)`
+
+func computeAnyStatus(compute string) []any {
+	args := []any{Key(compute)}
+	for _, s := range api.JobStatuses {
+		args = append(args, s)
+	}
+	return args
+}
+
+// SubmittedAfter lists a compute's jobs submitted after the one with
+// sequence number seq, in submission order, from the index and columns
+// only: a pass calls it for the jobs that are new since the last.
+func SubmittedAfter(ctx context.Context, q Querier, compute string, seq int64) ([]Submission, error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq, nodes, created FROM jobs WHERE compute = ? AND `+anyStatus+` AND seq > ? ORDER BY seq`,
+		append(computeAnyStatus(compute), seq)...)
+	if err != nil {
+		return nil, fmt.Errorf("submitted jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Submission
+	for rows.Next() {
+		var s Submission
+		var created int64
+		if err := rows.Scan(&s.Seq, &s.Nodes, &created); err != nil {
+			return nil, fmt.Errorf("submitted jobs: %w", err)
+		}
+		s.Nodes = max(s.Nodes, 1)
+		s.Created = time.UnixMilli(created).UTC()
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// RecentJobs reads a compute's newest jobs by submission, at most limit,
+// oldest first. Only those jobs' documents are read, however many the
+// compute has.
+func RecentJobs(ctx context.Context, q Querier, compute string, limit int) ([]Job, error) {
+	var from int64
+	err := q.QueryRowContext(ctx, `SELECT seq FROM jobs WHERE compute = ? AND `+anyStatus+` ORDER BY seq DESC LIMIT 1 OFFSET ?`,
+		append(computeAnyStatus(compute), max(limit, 1)-1)...).Scan(&from)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("recent jobs: %w", err)
+	}
+	return queryJobs(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE compute = ? AND `+anyStatus+` AND seq >= ? ORDER BY seq`,
+		append(computeAnyStatus(compute), from)...)
+}
+
 // ListJobs pages a workspace's jobs by name after the cursor, optionally
 // only those in one status.
 func ListJobs(ctx context.Context, q Querier, parent, status, after string, limit int) ([]Job, error) {

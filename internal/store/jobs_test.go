@@ -171,3 +171,43 @@ func TestNodesOfCachedMatchesNodesOf(t *testing.T) {
 		t.Errorf("the cache keeps %d entries; want the 2 nodes left", len(cache.byID["/c1"]))
 	}
 }
+
+// SubmittedAfter and RecentJobs read one compute's jobs in submission
+// order, whatever their status.
+func TestSubmittedAfterAndRecentJobs(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	var seqs []int64
+	for i := range 5 {
+		j := queuedJob(fmt.Sprintf("u%d", i), fmt.Sprintf("j%d", i), int32(i), 0, "", "")
+		j.Created = time.Unix(int64(100+i), 0)
+		if i == 2 {
+			j.Compute = "/other"
+		}
+		if i == 3 {
+			j.Doc.Properties.Status = api.JobCompleted
+		}
+		if err := InsertJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, j.Seq)
+	}
+	subs, err := SubmittedAfter(ctx, db.Q(), "/C", seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Submission{{seqs[1], 1, time.Unix(101, 0).UTC()}, {seqs[3], 3, time.Unix(103, 0).UTC()}, {seqs[4], 4, time.Unix(104, 0).UTC()}}
+	if len(subs) != len(want) || subs[0] != want[0] || subs[1] != want[1] || subs[2] != want[2] {
+		t.Errorf("SubmittedAfter = %+v; want %+v", subs, want)
+	}
+	jobs, err := RecentJobs(ctx, db.Q(), "/c", 2)
+	if err != nil || len(jobs) != 2 || jobs[0].UID != "u3" || jobs[1].UID != "u4" || jobs[0].Doc.Properties.Status != api.JobCompleted {
+		t.Errorf("RecentJobs(2) = %d jobs, %v; want u3, u4", len(jobs), err)
+	}
+	if jobs, err := RecentJobs(ctx, db.Q(), "/c", 100); err != nil || len(jobs) != 4 || jobs[0].UID != "u0" {
+		t.Errorf("RecentJobs(100) = %d jobs, %v; want the compute's 4", len(jobs), err)
+	}
+	if jobs, err := RecentJobs(ctx, db.Q(), "/none", 10); err != nil || len(jobs) != 0 {
+		t.Errorf("RecentJobs of a compute without jobs = %d, %v", len(jobs), err)
+	}
+}
