@@ -35,6 +35,8 @@ type computeFlags struct {
 	identityType                                       string
 	userIdentities                                     []string
 	noWait                                             bool
+	idlePolicy                                         string
+	delayWeight                                        float64
 }
 
 func newComputeCreateCmd(g *globals) *cobra.Command {
@@ -100,7 +102,31 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.identityType, "identity-type", "", "system_assigned, user_assigned, system_assigned,user_assigned or none")
 	fl.StringArrayVar(&f.userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities")
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the operation to finish")
+	addIdlePolicyFlags(cmd, &f.idlePolicy, &f.delayWeight)
 	return cmd
+}
+
+// addIdlePolicyFlags adds the flags of the idle policy (a Cumulus
+// extension) to create and update.
+func addIdlePolicyFlags(cmd *cobra.Command, kind *string, weight *float64) {
+	fl := cmd.Flags()
+	fl.StringVar(kind, "idle-policy", "", "fixed (idle nodes kept --idle-time-before-scale-down, as Azure) or adaptive (kept as long as recent demand makes it worth it)")
+	fl.Float64Var(weight, "idle-delay-weight", api.DefaultDelayWeight, "adaptive idle policy: seconds of node time one second of queue delay is worth")
+}
+
+// idlePolicyFlags applies the idle policy flags onto p: --idle-policy
+// replaces the policy, --idle-delay-weight sets its weight.
+func idlePolicyFlags(set func(string) bool, p *IdlePolicySpec, kind string, weight float64) *IdlePolicySpec {
+	if set("idle-policy") {
+		p = &IdlePolicySpec{Kind: kind}
+	}
+	if set("idle-delay-weight") {
+		if p == nil {
+			p = &IdlePolicySpec{}
+		}
+		p.DelayWeight = &weight
+	}
+	return p
 }
 
 func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) {
@@ -149,6 +175,7 @@ func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) {
 	if set("enable-node-public-ip") {
 		s.EnableNodePublicIP = &f.nodePublicIP
 	}
+	s.IdlePolicy = idlePolicyFlags(set, s.IdlePolicy, f.idlePolicy, f.delayWeight)
 	if set("identity-type") || set("user-assigned-identities") {
 		if s.Identity == nil {
 			s.Identity = &IdentitySpec{}
@@ -282,17 +309,32 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		identityType   string
 		userIdentities []string
 		noWait         bool
+		idlePolicy     string
+		delayWeight    float64
 	)
 	cmd := &cobra.Command{
-		Use:     "update",
-		Short:   "Update a cluster's scale settings, tags or description",
-		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600`,
-		Args:    cobra.NoArgs,
+		Use:   "update",
+		Short: "Update a cluster's scale settings, idle policy, tags or description",
+		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600
+  cumulus compute update -n cpu-cluster --idle-policy adaptive`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
-			if !set("min-instances") && !set("max-instances") && !set("idle-time-before-scale-down") && !set("tags") && !set("description") &&
-				!set("identity-type") && !set("user-assigned-identities") {
-				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --tags, --description or --identity-type")
+			scale := set("min-instances") || set("max-instances") || set("idle-time-before-scale-down")
+			policy := set("idle-policy") || set("idle-delay-weight")
+			if !scale && !policy && !set("tags") && !set("description") && !set("identity-type") && !set("user-assigned-identities") {
+				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --idle-policy, --tags, --description or --identity-type")
+			}
+			var idleP *api.IdlePolicy
+			if policy {
+				if !set("idle-policy") {
+					return fmt.Errorf("--idle-delay-weight needs --idle-policy adaptive (the idle policy is replaced as a whole)")
+				}
+				p, err := idlePolicyFlags(set, nil, idlePolicy, delayWeight).toARM()
+				if err != nil {
+					return err
+				}
+				idleP = p
 			}
 			c, err := g.client()
 			if err != nil {
@@ -332,6 +374,9 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 					cur.Identity = id
 				}
 				applyScale(cur.Aml(), set, min, max, idle)
+				if policy {
+					cur.Aml().IdlePolicy = idleP
+				}
 				if out, err = c.ReplaceCompute(ctx, cur, etag); err != nil {
 					return err
 				}
@@ -349,7 +394,11 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 					}
 					s.NodeIdleTimeBeforeScaleDown = fmt.Sprintf("PT%dS", idle)
 				}
-				if out, err = c.UpdateScale(ctx, name, s); err != nil {
+				u := api.ClusterUpdateProperties{IdlePolicy: idleP}
+				if scale {
+					u.ScaleSettings = &s
+				}
+				if out, err = c.UpdateCompute(ctx, name, u); err != nil {
 					return err
 				}
 			}
@@ -367,6 +416,7 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&identityType, "identity-type", "", "system_assigned, user_assigned, system_assigned,user_assigned or none")
 	fl.StringArrayVar(&userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities (repeatable)")
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
+	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }

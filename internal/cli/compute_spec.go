@@ -33,6 +33,30 @@ type ComputeSpec struct {
 	ResourceID              string            `yaml:"resource_id,omitempty" json:"resource_id,omitempty"`
 	// Kubernetes (Cumulus extension) places the node pods on --provider kubernetes.
 	Kubernetes *api.KubernetesPlacement `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
+	// IdlePolicy (Cumulus extension) chooses how long idle nodes are kept.
+	IdlePolicy *IdlePolicySpec `yaml:"idle_policy,omitempty" json:"idle_policy,omitempty"`
+}
+
+// IdlePolicySpec is the idle policy block of the YAML: kind fixed (the
+// idle_time_before_scale_down for every node, as Azure) or adaptive, and
+// the adaptive policy's delay weight.
+type IdlePolicySpec struct {
+	Kind        string   `yaml:"kind" json:"kind"`
+	DelayWeight *float64 `yaml:"delay_weight,omitempty" json:"delay_weight,omitempty"`
+}
+
+var idlePolicyKinds = map[string]string{"fixed": api.IdlePolicyFixed, "adaptive": api.IdlePolicyAdaptive}
+
+// toARM converts the YAML idle policy; the server checks the weight.
+func (s IdlePolicySpec) toARM() (*api.IdlePolicy, error) {
+	kind, ok := idlePolicyKinds[strings.ToLower(s.Kind)]
+	switch {
+	case s.Kind == "":
+		return nil, fmt.Errorf("idle_policy needs a kind (--idle-policy): fixed or adaptive")
+	case !ok:
+		return nil, fmt.Errorf("idle_policy kind %q is not one of fixed, adaptive", s.Kind)
+	}
+	return &api.IdlePolicy{Kind: kind, DelayWeight: s.DelayWeight}, nil
 }
 
 // SSHSettings is the admin account of the nodes.
@@ -154,6 +178,13 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 	}
 	a.EnableNodePublicIP = s.EnableNodePublicIP
 	a.Kubernetes = s.Kubernetes
+	if s.IdlePolicy != nil {
+		p, err := s.IdlePolicy.toARM()
+		if err != nil {
+			return c, err
+		}
+		a.IdlePolicy = p
+	}
 	return c, nil
 }
 
@@ -249,5 +280,8 @@ func fromARM(c api.Compute) ComputeView {
 	}
 	s.EnableNodePublicIP = a.EnableNodePublicIP
 	s.Kubernetes = a.Kubernetes
+	if p := a.IdlePolicy; p != nil {
+		s.IdlePolicy = &IdlePolicySpec{Kind: strings.ToLower(p.Kind), DelayWeight: p.DelayWeight}
+	}
 	return v
 }

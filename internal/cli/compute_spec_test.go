@@ -152,6 +152,55 @@ func TestLoadComputeSpecKubernetesPlacement(t *testing.T) {
 	}
 }
 
+// The idle policy extension round-trips through the YAML: snake_case keys
+// and lower-case kinds in the file, the API's spelling on the wire.
+func TestLoadComputeSpecIdlePolicy(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "adaptive.yml")
+	os.WriteFile(p, []byte("name: adaptive\ntype: amlcompute\nmax_instances: 4\nidle_time_before_scale_down: 600\nidle_policy:\n  kind: adaptive\n  delay_weight: 1.5\n"), 0o600)
+	s, err := loadYAML[ComputeSpec](p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.toARM(specScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.PrepareCompute(&c, c.Name, nil, "westus2"); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := c.AdaptiveIdle(); !ok || w != 1.5 {
+		t.Errorf("idle policy %+v; want Adaptive with delay weight 1.5", c.Aml().IdlePolicy)
+	}
+	back := fromARM(c).IdlePolicy
+	if back == nil || back.Kind != "adaptive" || back.DelayWeight == nil || *back.DelayWeight != 1.5 {
+		t.Errorf("show gives idle policy %+v; want kind adaptive, delay_weight 1.5", back)
+	}
+	if v := fromARM(api.Compute{}); v.IdlePolicy != nil {
+		t.Errorf("show invents an idle policy: %+v", v.IdlePolicy)
+	}
+
+	for name, body := range map[string]string{
+		"camelCase key": "name: c1x\nidle_policy: {kind: adaptive, delayWeight: 2}\n",
+		"unknown key":   "name: c1x\nidle_policy: {kind: adaptive, weight: 2}\n",
+	} {
+		p := filepath.Join(t.TempDir(), "bad.yml")
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, err := loadYAML[ComputeSpec](p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for name, spec := range map[string]*IdlePolicySpec{
+		"no kind":  {DelayWeight: vf(2)},
+		"bad kind": {Kind: "smart"},
+	} {
+		if _, err := (ComputeSpec{Name: "c1x", IdlePolicy: spec}).toARM(specScope); err == nil || !strings.Contains(err.Error(), "fixed or adaptive") && !strings.Contains(err.Error(), "fixed, adaptive") {
+			t.Errorf("%s: toARM error %v; want one naming the kinds", name, err)
+		}
+	}
+}
+
+func vf(v float64) *float64 { return &v }
+
 func TestFromARMRoundTrip(t *testing.T) {
 	in := ComputeSpec{Name: "c1x", Type: "amlcompute", Size: "standard_ds2_v2", Tier: "low_priority", MinInstances: i32(0), MaxInstances: i32(3),
 		IdleTimeBeforeScaleDown: i64(600), SSHPublicAccessEnabled: bl(true), Description: "d", Tags: map[string]string{"k": "v"},
@@ -272,6 +321,29 @@ func TestMainAgainstDaemon(t *testing.T) {
 	out, _, code = run(t, "--config", cfg, "compute", "create", "-n", "nowait", "--no-wait")
 	if code != 0 || !strings.Contains(out, `"provisioning_state": "Creating"`) {
 		t.Errorf("--no-wait: %d %s", code, out)
+	}
+	// The idle policy: from the YAML, shown, changed by update.
+	spec := filepath.Join(t.TempDir(), "adaptive.yml")
+	os.WriteFile(spec, []byte("name: adaptive\nmax_instances: 2\nidle_policy: {kind: Adaptive}\n"), 0o600)
+	out, errOut, code = run(t, "--config", cfg, "compute", "create", "-f", spec)
+	if code != 0 || !strings.Contains(out, `"idle_policy": {`) || !strings.Contains(out, `"kind": "adaptive"`) || !strings.Contains(out, `"delay_weight": 3.25`) {
+		t.Errorf("create with an idle policy: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "--config", cfg, "compute", "update", "-n", "adaptive", "--idle-policy", "adaptive", "--idle-delay-weight", "1", "--max-instances", "3")
+	if code != 0 || !strings.Contains(out, `"delay_weight": 1`) || !strings.Contains(out, `"max_instances": 3`) {
+		t.Errorf("update --idle-delay-weight: %d %s %s", code, out, errOut)
+	}
+	out, errOut, code = run(t, "--config", cfg, "compute", "update", "-n", "adaptive", "--idle-policy", "fixed", "--tags", "k=v")
+	if code != 0 || !strings.Contains(out, `"kind": "fixed"`) || strings.Contains(out, "delay_weight") {
+		t.Errorf("update --idle-policy fixed: %d %s %s", code, out, errOut)
+	}
+	_, errOut, code = run(t, "--config", cfg, "compute", "update", "-n", "adaptive", "--idle-delay-weight", "2")
+	if code == 0 || !strings.Contains(errOut, "--idle-policy adaptive") {
+		t.Errorf("update --idle-delay-weight alone: %d %q", code, errOut)
+	}
+	_, errOut, code = run(t, "--config", cfg, "compute", "update", "-n", "adaptive", "--idle-policy", "adaptive", "--idle-delay-weight", "-1")
+	if code == 0 || !strings.Contains(errOut, "delayWeight may not be negative") {
+		t.Errorf("update with a negative weight: %d %q", code, errOut)
 	}
 	if _, errOut, code = run(t, "--config", cfg, "compute", "delete", "-n", "inproc", "--yes"); code != 0 {
 		t.Errorf("delete: %d %s", code, errOut)

@@ -40,7 +40,13 @@ func (c *Client) ListComputes(ctx context.Context) ([]api.Compute, error) {
 
 // UpdateScale PATCHes a compute's scale settings.
 func (c *Client) UpdateScale(ctx context.Context, name string, s api.ScaleSettings) (api.Compute, error) {
-	body := map[string]any{"properties": map[string]any{"properties": map[string]any{"scaleSettings": s}}}
+	return c.UpdateCompute(ctx, name, api.ClusterUpdateProperties{ScaleSettings: &s})
+}
+
+// UpdateCompute PATCHes what a PATCH may change: scale settings (merged)
+// and the idle policy (replaced).
+func (c *Client) UpdateCompute(ctx context.Context, name string, u api.ClusterUpdateProperties) (api.Compute, error) {
+	body := map[string]any{"properties": map[string]any{"properties": u}}
 	var out api.Compute
 	_, err := c.Do(ctx, http.MethodPatch, c.wsPath()+"/computes/"+url.PathEscape(name), body, &out)
 	return out, err
