@@ -34,7 +34,9 @@ func idleDeadline(p IdlePolicy, n *Node, rank int, timeout time.Duration) time.T
 type AdaptiveOptions struct {
 	// DelayWeight is what one second of a job's queue delay is worth, in
 	// seconds of node time: 0 minimizes cost alone, higher values keep
-	// nodes longer to start more jobs at once. Negative counts as 0.
+	// nodes longer to start more jobs at once. It is the least weight: the
+	// policy raises it while jobs find no idle node more often than under
+	// the fixed timeout (except from 0). Negative counts as 0.
 	DelayWeight float64
 	// MinSamples is how many arrival instants the history needs before the
 	// policy trusts it (with fewer, the fixed timeout applies), and how
@@ -52,10 +54,9 @@ type AdaptiveOptions struct {
 }
 
 // DefaultAdaptive returns the default options. DelayWeight 3.25 was chosen
-// with the trace simulator (docs/benchmarks.md): it is where the policy
-// starts jobs at least as fast as a fixed 120 s timeout on the Philly trace
-// and on the synthetic bursty and diurnal traces, with 20 % to 75 % less
-// idle time.
+// with the trace simulator (docs/benchmarks.md): with it the policy starts
+// jobs at least as fast as a fixed 120 s timeout on the whole Philly trace
+// and on the synthetic bursty and diurnal traces, with less idle time.
 func DefaultAdaptive() AdaptiveOptions {
 	return AdaptiveOptions{DelayWeight: 3.25, MinSamples: 16, Provisioning: 3 * time.Minute}
 }
@@ -100,6 +101,17 @@ func DefaultAdaptive() AdaptiveOptions {
 // needed and go soon. With fewer than MinSamples arrival instants in the
 // history, the fixed timeout applies; a rank and silence with fewer than
 // MinSamples reference points is not kept.
+//
+// The policy holds itself to the fixed timeout it replaces: the history
+// counts the jobs that found no idle node (Arrive's idle), and replays the
+// same demand under the fixed timeout (fixedPool) to count the jobs that
+// would have found none there. While the first count is ahead of the
+// second, the delay weight doubles for every 4 jobs it is ahead, and a
+// rank and silence with too few reference points keeps the node as long as
+// the fixed timeout would. So a cluster whose demand the model reads badly
+// (sparse, or arrivals that follow job ends rather than other arrivals)
+// does not wait more than under the fixed timeout for long; one it reads
+// well keeps DelayWeight.
 //
 // An AdaptiveIdle reads its IdleHistory as it is: what the history learns
 // changes its answers. Neither is safe for concurrent use.
@@ -156,12 +168,26 @@ func (a *AdaptiveIdle) refresh() {
 	}
 	clear(a.cache)
 	a.version = h.version
-	d := h.Provisioning()
-	if d <= 0 {
-		d = a.opt.Provisioning
-	}
-	a.value = d.Seconds() + a.opt.DelayWeight*h.waitSaved(d).Seconds()
+	d := h.provisioning()
+	a.value = d.Seconds() + a.weight()*h.waitSaved(d).Seconds()
 }
+
+// weight is the delay weight in force: DelayWeight, doubled for every
+// feedbackScale jobs that found no idle node beyond those that would not
+// have found one under the fixed timeout on the same demand, up to
+// DelayWeight·1024. A weight of 0 (cost alone) stays 0.
+func (a *AdaptiveIdle) weight() float64 {
+	w := a.opt.DelayWeight
+	if w == 0 {
+		return 0
+	}
+	excess := float64(a.h.missed-a.h.ref.missed) / feedbackScale
+	return w * math.Exp2(min(max(excess, 0), 10))
+}
+
+// feedbackScale is how many jobs, missed beyond the fixed timeout's misses,
+// double the delay weight.
+const feedbackScale = 4
 
 // RemovableAt implements IdlePolicy.
 func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
@@ -174,6 +200,9 @@ func (a *AdaptiveIdle) RemovableAt(n *Node, rank int) time.Time {
 		now = t
 	}
 	keep := a.Keep(max(rank, 0), time.Duration(now-h.at[h.lastArr]))
+	if keep < 0 {
+		return n.IdleSince.Add(a.fallback)
+	}
 	return h.origin.Add(time.Duration(now) + keep)
 }
 
@@ -215,10 +244,13 @@ func (a *AdaptiveIdle) Keep(rank int, silence time.Duration) time.Duration {
 	}
 	a.scratch = xs
 	var keep time.Duration
-	if len(xs) >= a.opt.MinSamples {
+	switch {
+	case len(xs) >= a.opt.MinSamples:
 		keep = bestKeep(xs, a.value)
+	case a.h.missed > a.h.ref.missed:
+		keep = -1 // too few to tell, and behind: the fixed timeout
 	}
-	if a.opt.MaxIdle > 0 {
+	if a.opt.MaxIdle > 0 && keep >= 0 {
 		keep = min(keep, a.opt.MaxIdle)
 	}
 	a.cache[key] = keep
@@ -335,6 +367,10 @@ type IdleHistory struct {
 	nd        int
 	version   uint64
 	policy    AdaptiveIdle
+	// Node arrivals that found no idle node, and the same demand under
+	// the fixed timeout (the policy's fallback).
+	missed int
+	ref    fixedPool
 }
 
 func (h *IdleHistory) window() int {
@@ -417,14 +453,49 @@ func (h *IdleHistory) compact() {
 func (h *IdleHistory) arrivals() int { return len(h.refs) - h.refsStart }
 
 // Arrive records a job of nodes nodes (at least 1) submitted at t, when the
-// cluster had idle idle nodes it could start on at once (the policy checks
-// that work finds an idle node as often as it would under the fixed
-// timeout).
-func (h *IdleHistory) Arrive(t time.Time, nodes, idle int) { h.add(t, max(nodes, 1), 0) }
+// cluster had idle idle nodes it could start on at once: the policy
+// compares how often work finds no idle node with how often it would under
+// the fixed timeout, and keeps nodes longer while it misses more.
+func (h *IdleHistory) Arrive(t time.Time, nodes, idle int) {
+	nodes = max(nodes, 1)
+	h.add(t, nodes, 0)
+	if idle < nodes {
+		h.missed++
+	}
+	h.ref.arrive(h.ts(t), nodes, int64(h.policy.fallback), int64(h.provisioning()))
+}
 
 // Release records nodes nodes that became idle at t because their job
 // ended (not nodes that just finished provisioning).
-func (h *IdleHistory) Release(t time.Time, nodes int) { h.add(t, 0, max(nodes, 0)) }
+func (h *IdleHistory) Release(t time.Time, nodes int) {
+	if nodes <= 0 {
+		return
+	}
+	h.add(t, 0, nodes)
+	h.ref.release(h.ts(t), nodes, int64(h.policy.fallback))
+}
+
+// ts is t in nanoseconds since the history's origin, never before the last
+// event.
+func (h *IdleHistory) ts(t time.Time) int64 {
+	if len(h.at) == 0 {
+		return 0
+	}
+	return max(int64(t.Sub(h.origin)), h.at[len(h.at)-1])
+}
+
+// Missed returns how many node arrivals found no idle node, and how many
+// would have under the fixed timeout on the same demand.
+func (h *IdleHistory) Missed() (missed, fixed int) { return h.missed, h.ref.missed }
+
+// provisioning is the provisioning delay observed, or the policy's
+// assumption before any.
+func (h *IdleHistory) provisioning() time.Duration {
+	if d := h.Provisioning(); d > 0 {
+		return d
+	}
+	return h.policy.opt.Provisioning
+}
 
 // Provisioned records that a node took d from request to ready.
 func (h *IdleHistory) Provisioned(d time.Duration) {

@@ -463,7 +463,7 @@ func (s *sim) arrive(j *job) {
 	}
 	s.demand += j.nodes
 	if s.cfg.Policy == PolicyAdaptive {
-		c.hist.Arrive(at(s.now), j.nodes, c.idleNodes())
+		c.hist.Arrive(at(s.now), j.nodes, c.idleFor())
 	}
 	s.enqueue(j)
 }
@@ -746,15 +746,19 @@ func (s *sim) create(c *cluster) {
 	s.push(event{at: s.now + s.prov.ProvisionDelay(n.ref()), kind: evReady, node: n})
 }
 
-// idleNodes is how many of the cluster's nodes are idle.
-func (c *cluster) idleNodes() int {
+// idleFor is how many idle nodes a job arriving now finds free: the
+// cluster's idle nodes less those the jobs already waiting will take.
+func (c *cluster) idleFor() int {
 	k := 0
 	for _, n := range c.nodes {
 		if n.state == decide.NodeIdle {
 			k++
 		}
 	}
-	return k
+	for _, j := range c.queue[c.head:] {
+		k -= j.nodes
+	}
+	return max(k, 0)
 }
 
 func (n *node) ref() NodeRef {
