@@ -128,7 +128,10 @@ const (
 func (p *randomProvider) rng(n NodeRef, draw uint64) *rand.Rand {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(n.Cluster))
-	_ = binary.Write(h, binary.LittleEndian, [2]int64{int64(n.Requested), int64(n.Nth)})
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(n.Requested))
+	binary.LittleEndian.PutUint64(b[8:], uint64(n.Nth))
+	_, _ = h.Write(b[:])
 	return rand.New(rand.NewPCG(p.seed^h.Sum64(), draw))
 }
 
