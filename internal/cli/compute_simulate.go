@@ -56,23 +56,7 @@ change them, and report cost and queue delay (see 'cumulus sim').`,
 			if err := os.WriteFile(f.trace, []byte(csv), 0o600); err != nil {
 				return err
 			}
-			set := cmd.Flags().Changed
-			min, max, idle := comp.Scale()
-			if !set("size") {
-				f.size = comp.Aml().VMSize
-			}
-			if !set("tier") && comp.Aml().VMPriority == api.PriorityLowPriority {
-				f.tier = "low_priority"
-			}
-			if !set("min") {
-				f.min = min
-			}
-			if !set("max") {
-				f.max = max
-			}
-			if !set("idle") {
-				f.idle = fmt.Sprintf("%gs", idle.Seconds())
-			}
+			f.fromCompute(comp, cmd.Flags().Changed)
 			f.oneCluster = true
 			fmt.Fprintf(g.stderr, "Replaying %d jobs of compute %s\n", n, name)
 			return runSim(g, &f)
@@ -82,6 +66,35 @@ change them, and report cost and queue delay (see 'cumulus sim').`,
 	f.register(cmd.Flags())
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
+}
+
+// fromCompute gives the flags that were not set the compute's own
+// settings: size, tier, scale settings and idle policy.
+func (f *simFlags) fromCompute(comp api.Compute, set func(string) bool) {
+	min, max, idle := comp.Scale()
+	if !set("size") {
+		f.size = comp.Aml().VMSize
+	}
+	if !set("tier") && comp.Aml().VMPriority == api.PriorityLowPriority {
+		f.tier = "low_priority"
+	}
+	if !set("min") {
+		f.min = min
+	}
+	if !set("max") {
+		f.max = max
+	}
+	if !set("idle") {
+		f.idle = fmt.Sprintf("%gs", idle.Seconds())
+	}
+	if w, ok := comp.AdaptiveIdle(); ok {
+		if !set("policy") {
+			f.policy = sim.PolicyAdaptive
+		}
+		if !set("delay-weight") {
+			f.delayWeight = w
+		}
+	}
 }
 
 // historyTrace turns a compute's finished jobs into a trace CSV: when each

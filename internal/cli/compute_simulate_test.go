@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/sim"
 )
 
 func TestHistoryTraceFromFinishedJobs(t *testing.T) {
@@ -30,5 +31,31 @@ func TestHistoryTraceFromFinishedJobs(t *testing.T) {
 	want := "submit_time_s,duration_s,nodes\n0.000,60.000,1\n40.000,30.000,1\n90.000,240.000,2\n"
 	if n != 3 || csv != want {
 		t.Fatalf("trace (%d jobs) =\n%s\nwant\n%s", n, csv, want)
+	}
+}
+
+// A replay runs with the compute's own settings, its idle policy included,
+// unless flags say otherwise.
+func TestSimulateUsesComputeSettings(t *testing.T) {
+	four, w := int32(4), 1.5
+	comp := api.Compute{Properties: api.ComputeProperties{Properties: &api.AmlComputeProperties{VMSize: "Standard_NC6s_v3",
+		VMPriority: api.PriorityLowPriority, ScaleSettings: &api.ScaleSettings{MaxNodeCount: &four, NodeIdleTimeBeforeScaleDown: "PT10M"},
+		IdlePolicy: &api.IdlePolicy{Kind: api.IdlePolicyAdaptive, DelayWeight: &w}}}}
+	none := func(string) bool { return false }
+	f := simFlags{policy: sim.PolicyFixed, delayWeight: 3.25}
+	f.fromCompute(comp, none)
+	if f.size != "Standard_NC6s_v3" || f.tier != "low_priority" || f.max != 4 || f.idle != "600s" || f.policy != sim.PolicyAdaptive || f.delayWeight != 1.5 {
+		t.Errorf("flags %+v; want the compute's settings, adaptive with weight 1.5", f)
+	}
+	f = simFlags{policy: sim.PolicyFixed, delayWeight: 3.25}
+	f.fromCompute(comp, func(flag string) bool { return flag == "policy" || flag == "delay-weight" })
+	if f.policy != sim.PolicyFixed || f.delayWeight != 3.25 {
+		t.Errorf("flags %+v; want --policy and --delay-weight kept", f)
+	}
+	comp.Aml().IdlePolicy = nil
+	f = simFlags{policy: sim.PolicyFixed}
+	f.fromCompute(comp, none)
+	if f.policy != sim.PolicyFixed {
+		t.Errorf("policy %q for a compute without an idle policy; want fixed", f.policy)
 	}
 }
