@@ -13,10 +13,12 @@ package decide
 // ready takes the oldest waiting, or goes idle. Nodes the timeout removed
 // are forgotten.
 type fixedPool struct {
-	idle    []poolRun // oldest first
-	ready   []int64   // when the requested nodes get ready, in order
+	idle    []poolRun // oldest first; idle[idleHead:] are still there
+	ready   []int64   // when the requested nodes get ready, in order; from readyHead
 	waiting int       // node arrivals waiting for a node
 	missed  int
+
+	idleHead, readyHead int
 }
 
 // poolRun is n nodes idle since at.
@@ -28,7 +30,7 @@ type poolRun struct {
 func (p *fixedPool) arrive(now int64, nodes int, timeout, provisioning int64) {
 	p.advance(now, timeout)
 	need := nodes
-	for need > 0 && len(p.idle) > 0 {
+	for need > 0 && len(p.idle) > p.idleHead {
 		top := &p.idle[len(p.idle)-1]
 		take := min(top.n, need)
 		top.n -= take
@@ -43,7 +45,7 @@ func (p *fixedPool) arrive(now int64, nodes int, timeout, provisioning int64) {
 	p.waiting += need
 	// Nodes already coming for work that a release served take the
 	// newcomers first; a node is requested for each of the rest.
-	for len(p.ready) < p.waiting {
+	for len(p.ready)-p.readyHead < p.waiting {
 		p.ready = append(p.ready, now+provisioning)
 	}
 }
@@ -58,22 +60,25 @@ func (p *fixedPool) release(now int64, nodes int, timeout int64) {
 // advance applies what happened before now: nodes getting ready, idle
 // nodes removed by the timeout.
 func (p *fixedPool) advance(now, timeout int64) {
-	k := 0
-	for k < len(p.ready) && p.ready[k] <= now {
+	for p.readyHead < len(p.ready) && p.ready[p.readyHead] <= now {
 		if p.waiting > 0 {
 			p.waiting--
 		} else {
-			p.push(p.ready[k], 1)
+			p.push(p.ready[p.readyHead], 1)
 		}
-		k++
+		p.readyHead++
 	}
-	p.ready = append(p.ready[:0], p.ready[k:]...)
-	i := 0
-	for i < len(p.idle) && now-p.idle[i].at > timeout {
-		i++
+	for p.idleHead < len(p.idle) && now-p.idle[p.idleHead].at > timeout {
+		p.idleHead++
 	}
-	if i > 0 {
-		p.idle = append(p.idle[:0], p.idle[i:]...)
+	// Reuse the memory once the dropped part is the larger.
+	if p.readyHead > len(p.ready)/2 {
+		p.ready = append(p.ready[:0], p.ready[p.readyHead:]...)
+		p.readyHead = 0
+	}
+	if p.idleHead > len(p.idle)/2 {
+		p.idle = append(p.idle[:0], p.idle[p.idleHead:]...)
+		p.idleHead = 0
 	}
 }
 
@@ -81,7 +86,7 @@ func (p *fixedPool) push(at int64, n int) {
 	if n <= 0 {
 		return
 	}
-	if k := len(p.idle) - 1; k >= 0 && p.idle[k].at == at {
+	if k := len(p.idle) - 1; k >= p.idleHead && p.idle[k].at == at {
 		p.idle[k].n += n
 		return
 	}

@@ -78,3 +78,19 @@ func TestAdaptiveHoldsItselfToTheFixedTimeout(t *testing.T) {
 		t.Errorf("a cluster that missed more than the fixed timeout keeps its node until +%v, no longer than one that did not (+%v)", b.Sub(n.IdleSince), a.Sub(n.IdleSince))
 	}
 }
+
+// BenchmarkIdleHistoryBurst: 100,000 one-node jobs submitted at one instant
+// to an empty cluster, then released one by one (what a controller pass
+// records after a large batch submit).
+func BenchmarkIdleHistoryBurst(b *testing.B) {
+	for b.Loop() {
+		var h IdleHistory
+		h.Policy(2*time.Minute, DefaultAdaptive())
+		for range 100_000 {
+			h.Arrive(t0, 1, 0)
+		}
+		for i := range 100_000 {
+			h.Release(t0.Add(time.Hour+time.Duration(i)*time.Millisecond), 1)
+		}
+	}
+}

@@ -756,6 +756,9 @@ func (c *cluster) idleFor() int {
 		}
 	}
 	for _, j := range c.queue[c.head:] {
+		if k <= 0 {
+			break
+		}
 		k -= j.nodes
 	}
 	return max(k, 0)
