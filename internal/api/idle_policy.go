@@ -12,8 +12,10 @@ import "math"
 type IdlePolicy struct {
 	Kind string `json:"kind"`
 	// DelayWeight (Adaptive only) is what one second of a job's queue
-	// delay is worth in seconds of node time: 0 minimizes cost alone,
-	// higher values keep nodes longer. Default DefaultDelayWeight.
+	// delay is worth in seconds of node time, at least (the policy raises
+	// it while jobs find no idle node more often than under the fixed
+	// timeout): 0 minimizes cost alone, higher values keep nodes longer.
+	// Default DefaultDelayWeight.
 	DelayWeight *float64 `json:"delayWeight,omitempty"`
 }
 
