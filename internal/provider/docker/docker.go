@@ -297,21 +297,12 @@ func gpus(spec provider.NodeSpec, host hostInfo) bool { return spec.GPUs > 0 && 
 func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, shortTimeout)
 	defer cancel()
-	out, err := p.docker(ctx, nil, "ps", "--all", "--no-trunc", "--filter", "label="+LabelNode,
-		"--filter", "label="+LabelOwner+"="+p.o.Owner, "--format", "{{json .}}")
+	cs, err := p.ps(ctx, "label="+LabelNode, "label="+LabelOwner+"="+p.o.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("list docker nodes: %w", err)
 	}
 	var ins []provider.Instance
-	for _, line := range bytes.Split(out, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		var c psLine
-		if err := json.Unmarshal(line, &c); err != nil {
-			return nil, fmt.Errorf("list docker nodes: parse %q: %w", line, err)
-		}
+	for _, c := range cs {
 		node := labelValue(c.Labels, LabelNode)
 		if node == "" {
 			continue
@@ -320,6 +311,31 @@ func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
 	}
 	sort.Slice(ins, func(i, k int) bool { return ins[i].NodeID < ins[k].NodeID })
 	return ins, nil
+}
+
+// ps lists the containers (running or not) that match every filter.
+func (p *Provider) ps(ctx context.Context, filters ...string) ([]psLine, error) {
+	args := []string{"ps", "--all", "--no-trunc", "--format", "{{json .}}"}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
+	out, err := p.docker(ctx, nil, args...)
+	if err != nil {
+		return nil, err
+	}
+	var cs []psLine
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var c psLine
+		if err := json.Unmarshal(line, &c); err != nil {
+			return nil, fmt.Errorf("parse docker ps %q: %w", line, err)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
 }
 
 // psLine is one line of `docker ps --format '{{json .}}'`.
@@ -393,21 +409,13 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 func (p *Provider) jobContainers(ctx context.Context, nodeID string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, shortTimeout)
 	defer cancel()
-	out, err := p.docker(ctx, nil, "ps", "--all", "--no-trunc", "--filter", "label="+LabelJobNode+"="+nodeID, "--format", "{{json .}}")
+	cs, err := p.ps(ctx, "label="+LabelJobNode+"="+nodeID)
 	if err != nil {
 		return nil, fmt.Errorf("list job containers: %w", err)
 	}
-	var ids []string
-	for _, line := range bytes.Split(out, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		var c psLine
-		if err := json.Unmarshal(line, &c); err != nil {
-			return nil, fmt.Errorf("list job containers: parse %q: %w", line, err)
-		}
-		ids = append(ids, c.ID)
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
 	}
 	return ids, nil
 }
