@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
@@ -276,23 +273,9 @@ func TestMainVersionAndUsageErrors(t *testing.T) {
 // TestMainAgainstDaemon runs client commands in-process against an
 // in-process control plane.
 func TestMainAgainstDaemon(t *testing.T) {
-	for _, k := range []string{"CUMULUS_SERVER", "CUMULUS_TOKEN", "CUMULUS_SUBSCRIPTION", "CUMULUS_RESOURCE_GROUP", "CUMULUS_WORKSPACE", "CUMULUS_CONFIG"} {
-		t.Setenv(k, "")
-	}
-	o := daemon.DefaultOptions()
-	o.Listen, o.DataDir = "127.0.0.1:0", t.TempDir()
-	o.Defaults = server.Defaults{Subscription: "s1", ResourceGroup: "rg1", Location: "westus2", Workspace: "ws1"}
-	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	d, err := daemon.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Close(ctx)
-	}()
-	cfg := filepath.Join(o.DataDir, "config.yaml")
+	_, cfg := startDaemon(t, func(o *daemon.Options) {
+		o.Defaults = server.Defaults{Subscription: "s1", ResourceGroup: "rg1", Location: "westus2", Workspace: "ws1"}
+	})
 
 	out, errOut, code := run(t, "--config", cfg, "compute", "create", "-n", "inproc", "--size", "Standard_D2_v2", "--max-instances", "2",
 		"--admin-username", "azureuser", "--admin-password", "In-Proc-Pa55word", "--tags", "a=b c=d")

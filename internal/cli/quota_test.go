@@ -1,14 +1,9 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
@@ -19,25 +14,11 @@ import (
 // quota errors of `compute create`) in-process against an in-process
 // control plane.
 func TestQuotaCommandsAgainstDaemon(t *testing.T) {
-	for _, k := range []string{"CUMULUS_SERVER", "CUMULUS_TOKEN", "CUMULUS_SUBSCRIPTION", "CUMULUS_RESOURCE_GROUP", "CUMULUS_WORKSPACE", "CUMULUS_CONFIG"} {
-		t.Setenv(k, "")
-	}
-	o := daemon.DefaultOptions()
-	o.Listen, o.DataDir = "127.0.0.1:0", t.TempDir()
-	o.Defaults = server.Defaults{Subscription: "s1", ResourceGroup: "rg1", Location: "westus2", Workspace: "ws1"}
-	o.Quotas = server.Quotas{FamilyCores: 40, TotalCores: 100, LowPriorityCores: 20}
-	o.AgentCommand = []string{"true"} // nodes never register; no agent processes are left behind
-	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	d, err := daemon.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Close(ctx)
-	}()
-	cfg := filepath.Join(o.DataDir, "config.yaml")
+	_, cfg := startDaemon(t, func(o *daemon.Options) {
+		o.Defaults = server.Defaults{Subscription: "s1", ResourceGroup: "rg1", Location: "westus2", Workspace: "ws1"}
+		o.Quotas = server.Quotas{FamilyCores: 40, TotalCores: 100, LowPriorityCores: 20}
+		o.AgentCommand = []string{"true"} // nodes never register; no agent processes are left behind
+	})
 	cli := func(args ...string) (string, string, int) {
 		t.Helper()
 		return run(t, append([]string{"--config", cfg}, args...)...)

@@ -1,37 +1,15 @@
 package cli
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/cumulus-ml/cumulus/internal/daemon"
 )
 
 // TestUIPrintsAOneTimeSignInLink runs `cumulus ui --print-url` against an
 // in-process control plane and follows the link like a browser.
 func TestUIPrintsAOneTimeSignInLink(t *testing.T) {
-	for _, k := range []string{"CUMULUS_SERVER", "CUMULUS_TOKEN", "CUMULUS_SUBSCRIPTION", "CUMULUS_RESOURCE_GROUP", "CUMULUS_WORKSPACE", "CUMULUS_CONFIG", "BROWSER"} {
-		t.Setenv(k, "")
-	}
-	o := daemon.DefaultOptions()
-	o.Listen, o.DataDir = "127.0.0.1:0", t.TempDir()
-	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	d, err := daemon.Start(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		d.Close(ctx)
-	}()
-	cfg := filepath.Join(o.DataDir, "config.yaml")
+	d, cfg := startDaemon(t, nil)
 
 	out, errOut, code := run(t, "--config", cfg, "ui", "--print-url")
 	link := strings.TrimSpace(out)
