@@ -260,16 +260,7 @@ func scopeOf(p params) api.Scope {
 }
 
 // baseURL is the absolute URL prefix for links the server hands out.
-func (s *Server) baseURL(r *http.Request) string {
-	if s.cfg.PublicURL != "" {
-		return strings.TrimSuffix(s.cfg.PublicURL, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (s *Server) baseURL(r *http.Request) string { return api.BaseURL(s.cfg.PublicURL, r) }
 
 // EnsureDefaults creates the default workspace on a fresh store.
 func (s *Server) EnsureDefaults(ctx context.Context) error {

@@ -316,16 +316,7 @@ func (u *UI) newCode(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, codeView{URL: u.baseURL(r) + p, Path: p, ExpiresIn: int(CodeTTL.Seconds())})
 }
 
-func (u *UI) baseURL(r *http.Request) string {
-	if u.o.PublicURL != "" {
-		return strings.TrimSuffix(u.o.PublicURL, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (u *UI) baseURL(r *http.Request) string { return api.BaseURL(u.o.PublicURL, r) }
 
 // getHistory answers GET /ui/api/history?compute=<ARM id>, with the
 // samples of the last &seconds=N (default: all kept) or those taken after
