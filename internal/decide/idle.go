@@ -455,7 +455,8 @@ func (h *IdleHistory) arrivals() int { return len(h.refs) - h.refsStart }
 // Arrive records a job of nodes nodes (at least 1) submitted at t, when the
 // cluster had idle idle nodes it could start on at once: the policy
 // compares how often work finds no idle node with how often it would under
-// the fixed timeout, and keeps nodes longer while it misses more.
+// the fixed timeout (the fallback of the last Policy call: call Policy
+// before recording), and keeps nodes longer while it misses more.
 func (h *IdleHistory) Arrive(t time.Time, nodes, idle int) {
 	nodes = max(nodes, 1)
 	h.add(t, nodes, 0)

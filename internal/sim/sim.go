@@ -463,6 +463,7 @@ func (s *sim) arrive(j *job) {
 	}
 	s.demand += j.nodes
 	if s.cfg.Policy == PolicyAdaptive {
+		c.hist.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive) // the timeout it holds itself to
 		c.hist.Arrive(at(s.now), j.nodes, c.idleFor())
 	}
 	s.enqueue(j)
