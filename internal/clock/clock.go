@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -28,6 +29,7 @@ type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []waiter
+	added   chan struct{} // closed when After adds a waiter; for BlockUntil
 }
 
 type waiter struct {
@@ -55,7 +57,35 @@ func (f *Fake) After(d time.Duration) <-chan time.Time {
 		return ch
 	}
 	f.waiters = append(f.waiters, waiter{f.now.Add(d), ch})
+	if f.added != nil {
+		close(f.added)
+		f.added = nil
+	}
 	return ch
+}
+
+// BlockUntil returns once at least n After calls wait on the clock (not
+// yet fired), or with ctx's error. A test calls it before Step, so the
+// step finds the timer of the code under test instead of racing it: the
+// code under test has reached its wait when BlockUntil returns.
+func (f *Fake) BlockUntil(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		if len(f.waiters) >= n {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.added == nil {
+			f.added = make(chan struct{})
+		}
+		added := f.added
+		f.mu.Unlock()
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Step moves the fake time forward by d and fires due timers.
