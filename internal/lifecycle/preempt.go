@@ -56,7 +56,8 @@ func MachineGone(ctx context.Context, q store.Querier, n store.Node, reason stri
 // Preempted ends a preempted node's part in its job: the node becomes
 // preempted (and is removed), and the job — every rank of it — goes back
 // to the queue with the reason, without using one of its failure retries.
-// A job preempted maxPreemptions times fails.
+// A job preempted maxPreemptions times fails, unless it was asked to
+// cancel: then it ends canceled, as Requeue ends it.
 func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptions int, at time.Time) error {
 	n, err := store.GetNode(ctx, q, nodeID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -71,7 +72,7 @@ func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptio
 	}
 	j.Preemptions++
 	reason := "preempted on node " + nodeID
-	if maxPreemptions > 0 && j.Preemptions >= maxPreemptions {
+	if maxPreemptions > 0 && j.Preemptions >= maxPreemptions && j.Doc.Properties.Status != api.JobCancelRequested {
 		p := &j.Doc.Properties
 		if k := len(p.Attempts); k > 0 && p.Attempts[k-1].Ended == nil {
 			p.Attempts[k-1].Ended, p.Attempts[k-1].Reason = &at, reason
