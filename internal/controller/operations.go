@@ -15,14 +15,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// Operation kinds; the server queues them, this controller runs them.
-const (
-	OpComputeCreate   = "compute.create"
-	OpComputeDelete   = "compute.delete"
-	OpWorkspaceDelete = "workspace.delete"
-	OpJobCancel       = "job.cancel" // target "job:<uid>"
-)
-
 // NodeReleaser removes a compute's nodes (jobs stopped, machines deleted)
 // and says how many are still there. It must be idempotent.
 type NodeReleaser interface {
@@ -93,7 +85,7 @@ func (o *Operations) RunOnce(ctx context.Context) error {
 	}
 	var errs []error
 	for _, op := range ops {
-		if op.Kind == OpComputeDelete || op.Kind == OpWorkspaceDelete {
+		if op.Kind == store.OpComputeDelete || op.Kind == store.OpWorkspaceDelete {
 			// A finished compute delete may let a workspace delete finish:
 			// look again at once rather than at the next resync.
 			defer o.Notify()
@@ -110,13 +102,13 @@ func (o *Operations) RunOnce(ctx context.Context) error {
 
 func (o *Operations) advance(ctx context.Context, op store.Operation) error {
 	switch op.Kind {
-	case OpComputeCreate:
+	case store.OpComputeCreate:
 		return o.finishCreate(ctx, op)
-	case OpComputeDelete:
+	case store.OpComputeDelete:
 		return o.runDelete(ctx, op)
-	case OpWorkspaceDelete:
+	case store.OpWorkspaceDelete:
 		return o.runWorkspaceDelete(ctx, op)
-	case OpJobCancel:
+	case store.OpJobCancel:
 		return o.checkCancel(ctx, op)
 	}
 	return o.fail(ctx, op, api.BadRequest(api.CodeInternal, "unknown operation kind %q", op.Kind))

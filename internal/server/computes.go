@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -71,7 +70,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			a.TargetNodeCount = 0
 			c.SystemData = touch(nil, principal(r), now)
 			opID = secret.NewID()
-			if err := store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: controller.OpComputeCreate, Target: c.ID, Status: api.OpInProgress, Started: now}); err != nil {
+			if err := store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: store.OpComputeCreate, Target: c.ID, Status: api.OpInProgress, Started: now}); err != nil {
 				return err
 			}
 		} else {
@@ -326,7 +325,7 @@ func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request, p params)
 // progress is superseded: the delete finishes it.
 func queueComputeDelete(ctx context.Context, q store.Querier, sc api.Scope, d store.Doc[api.Compute], now time.Time) (string, error) {
 	c := d.Value
-	if op, ok, err := store.PendingOperationFor(ctx, q, c.ID, controller.OpComputeDelete); err != nil {
+	if op, ok, err := store.PendingOperationFor(ctx, q, c.ID, store.OpComputeDelete); err != nil {
 		return "", err
 	} else if ok {
 		return op.ID, nil
@@ -337,7 +336,7 @@ func queueComputeDelete(ctx context.Context, q store.Querier, sc api.Scope, d st
 		return "", err
 	}
 	id := secret.NewID()
-	return id, store.InsertOperation(ctx, q, store.Operation{ID: id, Kind: controller.OpComputeDelete, Target: c.ID, Status: api.OpInProgress, Started: now})
+	return id, store.InsertOperation(ctx, q, store.Operation{ID: id, Kind: store.OpComputeDelete, Target: c.ID, Status: api.OpInProgress, Started: now})
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) error {

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -201,7 +200,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) err
 			return err
 		}
 		opID = secret.NewID()
-		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: controller.OpJobCancel, Target: "job:" + j.UID, Status: api.OpInProgress, Started: now})
+		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: store.OpJobCancel, Target: "job:" + j.UID, Status: api.OpInProgress, Started: now})
 	})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -138,7 +137,7 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 				return err
 			}
 		}
-		if op, ok, err := store.PendingOperationFor(r.Context(), q, sc.WorkspaceID(), controller.OpWorkspaceDelete); err != nil || ok {
+		if op, ok, err := store.PendingOperationFor(r.Context(), q, sc.WorkspaceID(), store.OpWorkspaceDelete); err != nil || ok {
 			opID = op.ID
 			return err
 		}
@@ -148,7 +147,7 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 			return err
 		}
 		opID = secret.NewID()
-		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: controller.OpWorkspaceDelete, Target: sc.WorkspaceID(), Status: api.OpInProgress, Started: now})
+		return store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: store.OpWorkspaceDelete, Target: sc.WorkspaceID(), Status: api.OpInProgress, Started: now})
 	})
 	if isNotFound(err) {
 		w.WriteHeader(http.StatusNoContent)

@@ -8,11 +8,19 @@ import (
 	"time"
 )
 
+// Operation kinds: the API queues them, the operations controller runs them.
+const (
+	OpComputeCreate   = "compute.create"
+	OpComputeDelete   = "compute.delete"
+	OpWorkspaceDelete = "workspace.delete"
+	OpJobCancel       = "job.cancel" // target "job:<uid>"
+)
+
 // Operation is a long-running operation: what it does (kind) to which
 // resource (target, an ARM id) and how it stands.
 type Operation struct {
 	ID      string
-	Kind    string
+	Kind    string // one of the Op* kinds
 	Target  string
 	Status  string // InProgress, Succeeded, Failed, Canceled
 	Error   string // JSON of an api.Error when Failed
