@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
 // tarFiles lists a tar.gz's regular files with their contents.
@@ -205,14 +206,14 @@ func TestCodeBlob(t *testing.T) {
 	os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
 	os.WriteFile(filepath.Join(src, "pkg", "hello.txt"), []byte("hello from the snapshot\n"), 0o644)
 	var buf bytes.Buffer
-	if err := Pack(&buf, src); err != nil {
+	if err := files.Pack(&buf, src); err != nil {
 		t.Fatal(err)
 	}
 	sum := f.addBlob(buf.Bytes())
 	data := t.TempDir()
 	os.WriteFile(filepath.Join(data, "d.txt"), []byte("input data\n"), 0o644)
 	buf.Reset()
-	if err := Pack(&buf, data); err != nil {
+	if err := files.Pack(&buf, data); err != nil {
 		t.Fatal(err)
 	}
 	dataSum := f.addBlob(buf.Bytes())

@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
 // DefaultOutput is the name the main outputs folder is uploaded under.
@@ -79,7 +80,7 @@ func (j *job) fetchCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return Unpack(&buf, dir)
+	return files.Unpack(&buf, dir)
 }
 
 // uploadOutput packs dir into a temporary file next to the outputs and
@@ -93,7 +94,7 @@ func (j *job) uploadOutput(ctx context.Context, name, dir string, skip func(stri
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := PackFunc(tmp, dir, skip); err != nil {
+	if err := files.PackFunc(tmp, dir, skip); err != nil {
 		tmp.Close()
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
 // fetchCode downloads the code snapshot into the working directory and
@@ -94,7 +95,7 @@ func (j *job) fetchBlob(ctx context.Context, digest, dir string) error {
 		return err
 	}
 	defer f.Close()
-	return Unpack(f, dir)
+	return files.Unpack(f, dir)
 }
 
 type digestError struct{ got, want string }

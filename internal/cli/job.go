@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/cumulus-ml/cumulus/internal/agent"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
 func newJobCmd(g *globals) *cobra.Command {
@@ -380,7 +380,7 @@ func newJobDownloadCmd(g *globals) *cobra.Command {
 				if err := os.MkdirAll(dst, 0o755); err != nil {
 					return err
 				}
-				if err := agent.Unpack(&buf, dst); err != nil {
+				if err := files.Unpack(&buf, dst); err != nil {
 					return fmt.Errorf("unpack output %s: %w", n, err)
 				}
 				fmt.Fprintf(g.stderr, "Downloaded output %s to %s\n", n, dst)

@@ -11,9 +11,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/cumulus-ml/cumulus/internal/agent"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 )
 
@@ -219,7 +219,7 @@ func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, er
 		return "", fmt.Errorf("%s is not a folder", dir)
 	}
 	var buf bytes.Buffer
-	if err := agent.Pack(&buf, dir); err != nil {
+	if err := files.Pack(&buf, dir); err != nil {
 		return "", fmt.Errorf("pack %s: %w", dir, err)
 	}
 	return c.UploadBlob(ctx, buf.Bytes())

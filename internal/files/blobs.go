@@ -1,6 +1,9 @@
 // Package files keeps the control plane's bulk data on disk beside the
 // store: content-addressed blobs (code snapshots, input folders), job
-// logs and job outputs.
+// logs and job outputs. It also packs and unpacks the folder archives
+// (gzip-compressed tar) those blobs and outputs are: the CLI packs code
+// and inputs and unpacks outputs, the agent unpacks code and inputs and
+// packs outputs.
 package files
 
 import (
