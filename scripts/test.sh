@@ -14,6 +14,12 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# One static cumulus for every test package that runs it as a server, an
+# agent or inside a node image (internal/testbin); built here, once.
+bindir=$(mktemp -d)
+trap 'rm -rf "$bindir"' EXIT
+CGO_ENABLED=0 go build -trimpath -o "$bindir/cumulus" ./cmd/cumulus
+export CUMULUS_TEST_BINARY="$bindir/cumulus"
 go test -count=1 -timeout 20m ./...
 go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/provider/kubernetes/
 # The web studio end to end in Chromium.

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 func TestParseLdd(t *testing.T) {
@@ -119,19 +120,12 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// staticCumulus builds cumulus with CGO_ENABLED=0.
+// staticCumulus is the static cumulus binary of the test run.
 func staticCumulus(t *testing.T) string {
 	t.Helper()
-	mod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(mod)) == 0 {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "cumulus")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cumulus")
-	build.Dir = filepath.Dir(string(bytes.TrimSpace(mod)))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build cumulus: %v\n%s", err, out)
+	bin, _, err := testbin.Cumulus(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

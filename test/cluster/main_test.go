@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 var binary string
@@ -26,12 +27,9 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	binary = filepath.Join(dir, "cumulus")
-	build := exec.Command("go", "build", "-o", binary, "github.com/cumulus-ml/cumulus/cmd/cumulus")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static: it also goes into node images
-	build.Stdout, build.Stderr = os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build cumulus:", err)
+	binary, _, err = testbin.Cumulus(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

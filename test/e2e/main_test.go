@@ -24,6 +24,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 var bin string // the cumulus binary built by TestMain
@@ -34,34 +35,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "cumulus")
-	root, err := moduleRoot()
+	bin, _, err = testbin.Cumulus(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cumulus")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/cumulus: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("not inside the module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // syncBuffer collects a subprocess's output.

@@ -16,6 +16,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
+
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // testImage is the node image these tests build from a static cumulus.
@@ -29,9 +31,10 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+	ctx := context.Background()
+	ictx, icancel := context.WithTimeout(ctx, time.Minute) // a stuck engine hangs here
+	defer icancel()
+	if out, err := exec.CommandContext(ictx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		reason := fmt.Sprintf("no usable Docker engine: docker info: %v: %s", err, bytes.TrimSpace(out))
 		if os.Getenv("CI") != "" {
 			fmt.Fprintln(os.Stderr, "FAIL: the docker provider tests need Docker in CI:", reason)
@@ -47,18 +50,12 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	root, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(root)) == 0 {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	bin := filepath.Join(tmp, "cumulus")
+	// No deadline around the builds: on a cold cache they take minutes, and
+	// go test's own -timeout still ends a real hang.
 	start := time.Now()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/cumulus")
-	build.Dir = filepath.Dir(string(bytes.TrimSpace(root)))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build cumulus: %v\n%s", err, out)
+	bin, _, err := testbin.Cumulus(tmp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	built := time.Now()

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +21,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 	"github.com/cumulus-ml/cumulus/test/kubelab"
+
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // These tests run against a real API server and scheduler (kubelab); the
@@ -66,17 +66,9 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 	}
-	agentBin = filepath.Join(tmp, "cumulus")
-	root, err := exec.Command("go", "env", "GOMOD").Output()
+	agentBin, _, err = testbin.Cumulus(tmp)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	build := exec.Command("go", "build", "-o", agentBin, "./cmd/cumulus")
-	build.Dir = filepath.Dir(string(bytes.TrimSpace(root)))
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build cumulus: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
+
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // cumulusBin is the real binary, built once for the agents.
@@ -29,33 +30,15 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(tmp)
-		root, err := moduleRoot()
+		var err error
+		cumulusBin, _, err = testbin.Cumulus(tmp)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		cumulusBin = filepath.Join(tmp, "cumulus")
-		build := exec.Command("go", "build", "-o", cumulusBin, "./cmd/cumulus")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build cumulus: %v\n%s", err, out)
 			return 1
 		}
 		return m.Run()
 	}()
 	os.Exit(code)
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside a Go module")
-	}
-	return filepath.Dir(mod), nil
 }
 
 func newTestProvider(t *testing.T) *Provider {
