@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/actuate"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
@@ -23,8 +24,9 @@ import (
 
 // Clusters is the cluster controller: each pass it reads every cluster,
 // checks node health, asks decide.Decide what to do, and applies the plan
-// (assignments in the store, node creation and deletion through the
-// provider), writing intent to the store before calling the provider.
+// with actuate.Apply, as the simulator does (passActuator: assignments in
+// the store, node creation and deletion through the provider), writing
+// intent to the store before calling the provider.
 type Clusters struct {
 	DB       *store.DB
 	Clock    clock.Clock
@@ -239,49 +241,22 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	if err != nil {
 		return out, err
 	}
-	snap, qs := c.snapshot(ctx, st, queued, u)
+	snap, qv := c.snapshot(ctx, st, queued, u)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
-	var errs []error
-	if err := c.assignAll(ctx, plan.Assign, now); err != nil {
-		errs = append(errs, err)
-	}
-	c.noteAssigned(comp, plan.Assign)
-	for _, id := range plan.Drain {
-		if err := c.drain(ctx, id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, id := range plan.Remove {
-		gone, err := c.remove(ctx, id, st.nodes)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if gone != nil {
-			u.Add(gone.VMSize, gone.Priority == api.PriorityLowPriority, -1)
-			out.freed = true
-		}
-	}
-	created, provErr := c.create(ctx, comp, plan.Create, plan.CreateImages, now)
-	size, _ := catalog.Lookup(comp.Aml().VMSize)
-	u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, created)
-	if provErr != nil {
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, headroom: snap.Headroom, u: u, now: now}
+	done, err := actuate.Apply(ctx, act, plan)
+	out.freed = done.Removed > 0
+	out.quotaBound = act.quotaBound
+	if done.CreateErr != nil {
 		// Recorded on the compute and backed off; not a failure of the pass.
-		c.Log.Warn("node creation failed", "compute", comp.Name, "err", provErr)
+		c.Log.Warn("node creation failed", "compute", comp.Name, "err", done.CreateErr)
 	}
 	if b, ok := c.backoffOf(comp.ID); ok && now.Before(b.until) {
 		out.wakeAt = earliest(out.wakeAt, b.until)
 	}
-	short := qs.shortfall(comp, plan, snap.Headroom, *u)
-	out.quotaBound = short != nil
-	if err := c.recordQuotaWaits(ctx, queued, plan, short); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.recordStatus(ctx, st, plan, short, now); err != nil {
-		errs = append(errs, err)
-	}
-	return out, errors.Join(errs...)
+	return out, err
 }
 
 // reload re-reads the nodes after the health pass changed some.

@@ -1,22 +1,22 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/actuate"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/decide"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // The adaptive idle policy (api.IdlePolicy kind Adaptive) reads a
-// decide.IdleHistory of the compute's recent demand. The controller keeps
-// one per adaptive compute in memory and feeds it as passes see jobs come
-// and go; on start (or when a compute turns adaptive) it rebuilds it from
-// the store. Computes with the fixed timeout cost nothing here.
+// decide.IdleHistory of the compute's recent demand, fed through
+// actuate.Demand as the simulator feeds it. The controller keeps one per
+// adaptive compute in memory and tells it what passes see of jobs coming
+// and going; on start (or when a compute turns adaptive) it rebuilds it
+// from the store. Computes with the fixed timeout cost nothing here.
 
 const (
 	// rebuildJobs and rebuildSpan bound what a rebuild reads: the newest
@@ -34,20 +34,11 @@ const (
 // the history its policy reads, and what it needs to feed the history
 // incrementally. Only the pass touches it.
 type idleTrack struct {
-	hist    decide.IdleHistory
+	demand  *actuate.Demand
 	created time.Time       // the compute's createdOn: one made again under the same name starts afresh
 	lastSeq int64           // the newest job submission recorded
 	holding map[string]bool // jobs that held nodes when last seen, by uid: their end is a release
 	ready   map[string]bool // nodes whose provisioning delay is recorded
-}
-
-// demandEvent is an arrival (a job submitted) or a release (a job that ran
-// ended), gathered before they are given to the history in time order.
-type demandEvent struct {
-	at      time.Time
-	release bool
-	nodes   int
-	idle    int // arrivals: idle nodes the job found
 }
 
 // idlePolicy returns the idle policy of a compute for this pass, after the
@@ -64,20 +55,19 @@ func (c *Clusters) idlePolicy(ctx context.Context, comp api.Compute, nodes []sto
 	key := store.Key(comp.ID)
 	tr := c.idle[key]
 	if tr == nil || !tr.created.Equal(createdOn(comp)) {
-		tr = &idleTrack{created: createdOn(comp), holding: map[string]bool{}, ready: map[string]bool{}}
-		// The policy's fallback is known before the history learns.
-		tr.hist.Policy(timeout, opt)
+		tr = &idleTrack{created: createdOn(comp), demand: actuate.NewDemand(opt.Window), holding: map[string]bool{}, ready: map[string]bool{}}
 		if err := c.rebuildIdle(ctx, tr, comp, nodes); err != nil {
 			c.Log.Warn("idle history not rebuilt; the fixed idle timeout applies this pass", "compute", comp.Name, "err", err)
 			return nil
 		}
 		c.idle[key] = tr
 	}
-	p := tr.hist.Policy(timeout, opt)
 	if err := c.observeDemand(ctx, tr, comp, nodes); err != nil {
 		c.Log.Warn("idle history not updated this pass", "compute", comp.Name, "err", err)
 	}
-	return p
+	// The history learns what it was told, under the timeout it holds
+	// itself to.
+	return tr.demand.Policy(timeout, opt)
 }
 
 // rebuildIdle fills a new history from the store: the compute's recent
@@ -89,16 +79,18 @@ func (c *Clusters) rebuildIdle(ctx context.Context, tr *idleTrack, comp api.Comp
 		return err
 	}
 	since := c.Clock.Now().Add(-rebuildSpan)
-	var evs []demandEvent
-	terminal := map[string]bool{} // their release is in evs (or too old)
+	events := 0
+	terminal := map[string]bool{} // their release is recorded (or too old)
 	for _, j := range jobs {
 		tr.lastSeq = max(tr.lastSeq, j.Seq)
 		n := j.Doc.InstanceCount()
 		if !j.Created.Before(since) {
-			evs = append(evs, demandEvent{at: j.Created, nodes: n, idle: idleFound(j)})
+			tr.demand.Arrive(j.Created, n, idleFound(j))
+			events++
 		}
 		if t, ok := released(j); ok && !t.Before(since) {
-			evs = append(evs, demandEvent{at: t, release: true, nodes: n})
+			tr.demand.Release(t, n)
+			events++
 		}
 		if api.JobTerminal(j.Doc.Properties.Status) {
 			terminal[j.UID] = true
@@ -109,8 +101,7 @@ func (c *Clusters) rebuildIdle(ctx context.Context, tr *idleTrack, comp api.Comp
 			tr.holding[n.JobID] = true
 		}
 	}
-	feed(&tr.hist, evs)
-	c.Log.Info("idle history rebuilt", "compute", comp.Name, "jobs", len(jobs), "events", len(evs))
+	c.Log.Info("idle history rebuilt", "compute", comp.Name, "jobs", len(jobs), "events", events)
 	return nil
 }
 
@@ -133,7 +124,11 @@ func (c *Clusters) observeDemand(ctx context.Context, tr *idleTrack, comp api.Co
 			idle++
 		}
 	}
-	var evs []demandEvent
+	type ended struct {
+		at    time.Time
+		nodes int
+	}
+	var releases []ended
 	var done []string
 	for uid := range tr.holding {
 		if held[uid] {
@@ -145,21 +140,23 @@ func (c *Clusters) observeDemand(ctx context.Context, tr *idleTrack, comp api.Co
 		}
 		done = append(done, uid)
 		if t, ok := released(j); err == nil && ok {
-			evs = append(evs, demandEvent{at: t, release: true, nodes: j.Doc.InstanceCount()})
+			releases = append(releases, ended{t, j.Doc.InstanceCount()})
 		}
 	}
+	// Nothing failed: the history learns it all at once.
+	for _, r := range releases {
+		tr.demand.Release(r.at, r.nodes)
+	}
 	for _, s := range subs {
-		evs = append(evs, demandEvent{at: s.Created, nodes: s.Nodes, idle: idle})
+		tr.demand.Arrive(s.Created, s.Nodes, idle)
 		idle = max(idle-s.Nodes, 0)
 	}
-	// Nothing failed: the history learns it all at once.
 	for _, uid := range done {
 		delete(tr.holding, uid)
 	}
 	if len(subs) > 0 {
 		tr.lastSeq = subs[len(subs)-1].Seq
 	}
-	feed(&tr.hist, evs)
 	c.observeProvisioning(tr, nodes)
 	return nil
 }
@@ -177,19 +174,12 @@ func (c *Clusters) noteAssigned(comp api.Compute, as []decide.Assignment) {
 }
 
 // observeProvisioning records how long each node the provider made took
-// from request to ready, once per node, in the order they became ready.
+// from request to ready, once per node.
 func (c *Clusters) observeProvisioning(tr *idleTrack, nodes []store.Node) {
-	var fresh []store.Node
 	for _, n := range nodes {
 		if !n.Ready.IsZero() && n.Provider == c.Provider.Name() && !tr.ready[n.ID] {
-			fresh = append(fresh, n)
-		}
-	}
-	slices.SortFunc(fresh, func(a, b store.Node) int { return a.Ready.Compare(b.Ready) })
-	for _, n := range fresh {
-		tr.ready[n.ID] = true
-		if d := n.Ready.Sub(n.Created); d >= 0 {
-			tr.hist.Provisioned(d)
+			tr.ready[n.ID] = true
+			tr.demand.Ready(n.Ready, n.Ready.Sub(n.Created))
 		}
 	}
 	if len(tr.ready) > 2*len(nodes)+16 {
@@ -222,32 +212,6 @@ func (c *Clusters) dropIdleHistories(docs []store.Doc[api.Compute]) {
 			c.Log.Info("idle history dropped", "compute", key)
 		}
 	}
-}
-
-// feed gives events to the history in time order; at the same time a
-// release comes before an arrival, which may then take the released node.
-func feed(h *decide.IdleHistory, evs []demandEvent) {
-	slices.SortStableFunc(evs, func(a, b demandEvent) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.rank(), b.rank())
-	})
-	for _, e := range evs {
-		if e.release {
-			h.Release(e.at, e.nodes)
-		} else {
-			h.Arrive(e.at, e.nodes, e.idle)
-		}
-	}
-}
-
-// rank orders events of the same time: releases first.
-func (e demandEvent) rank() int {
-	if e.release {
-		return 0
-	}
-	return 1
 }
 
 // released is when a job that ran (was given nodes) ended, releasing its
