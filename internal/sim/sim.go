@@ -9,10 +9,13 @@
 // plan. At each event time it applies every event due, then for each
 // cluster touched builds the decide.Cluster snapshot (nodes with their
 // state, IdleSince and job; queued jobs; quota headroom), calls
-// decide.Decide and applies the plan as the controller does: assignments
-// start jobs, creates add preparing nodes that become idle after the
+// decide.Decide and applies the plan with actuate.Apply, as the controller
+// does, through an in-memory actuator (actuator.go): assignments start
+// jobs, creates add preparing nodes that become idle after the
 // provisioning delay, removes take nodes out (billed until the deletion
-// delay has passed), drains mark nodes leaving.
+// delay has passed), drains mark nodes leaving. The adaptive idle policy
+// learns from arrivals, job ends and ready nodes through actuate.Demand,
+// as in the controller.
 //
 // Queue snapshots are cut short: the queue is in submission order (trace
 // jobs have one priority), and no job needs more than maxNodeCount (those
@@ -24,12 +27,14 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/actuate"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/decide"
@@ -282,7 +287,8 @@ type cluster struct {
 	byID     map[string]*node
 	queue    []*job // submission order; queue[head:] waits
 	head     int
-	hist     decide.IdleHistory
+	demand   *actuate.Demand // the adaptive policy's history; nil: fixed timeout
+	act      actuator
 	wakeAt   time.Duration
 	wakeGen  uint32
 	dirty    bool
@@ -343,7 +349,10 @@ func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
 		c := byName[name]
 		if c == nil {
 			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}}
-			c.hist.Window = cfg.Adaptive.Window
+			c.act = actuator{s: s, c: c}
+			if cfg.Policy == PolicyAdaptive {
+				c.demand = actuate.NewDemand(cfg.Adaptive.Window)
+			}
 			c.m.Cluster = name
 			byName[name] = c
 			s.clusters = append(s.clusters, c)
@@ -462,9 +471,8 @@ func (s *sim) arrive(j *job) {
 		return
 	}
 	s.demand += j.nodes
-	if s.cfg.Policy == PolicyAdaptive {
-		c.hist.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive) // the timeout it holds itself to
-		c.hist.Arrive(at(s.now), j.nodes, c.idleFor())
+	if c.demand != nil {
+		c.demand.Arrive(at(s.now), j.nodes, c.idleFor())
 	}
 	s.enqueue(j)
 }
@@ -530,8 +538,8 @@ func (s *sim) handle(e event) bool {
 		s.count(n)
 		n.state, n.idleSince = decide.NodeIdle, s.now
 		c := n.cl
-		if s.cfg.Policy == PolicyAdaptive {
-			c.hist.Provisioned(s.now - n.created)
+		if c.demand != nil {
+			c.demand.Ready(at(s.now), s.now-n.created)
 		}
 		if s.cfg.LowPriority {
 			if d := s.prov.EvictAfter(n.ref()); d >= 0 {
@@ -563,8 +571,8 @@ func (s *sim) release(j *job) {
 		}
 	}
 	j.on = nil
-	if c := j.cl; freed > 0 && s.cfg.Policy == PolicyAdaptive {
-		c.hist.Release(at(s.now), freed)
+	if c := j.cl; freed > 0 && c.demand != nil {
+		c.demand.Release(at(s.now), freed)
 	}
 }
 
@@ -627,124 +635,19 @@ func (s *sim) reconcile(c *cluster) error {
 	if s.quotaOn {
 		snap.Headroom, _ = quota.Headroom(s.limits, s.usage, s.size.Name, s.cfg.LowPriority)
 	}
-	if s.cfg.Policy == PolicyAdaptive {
+	if c.demand != nil {
 		// The policy reads the history as it is; it does its work only
 		// when the decision asks about an idle node.
-		snap.IdlePolicy = c.hist.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive)
+		snap.IdlePolicy = c.demand.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive)
 	}
 	p := decide.Decide(snap, at(s.now))
 	s.nodeBuf, s.jobBuf = snap.Nodes[:0], snap.Queued[:0]
+	// Before the plan is applied: removing an evicted node frees its cores
+	// at once, and a cluster that quota holds back (this one included)
+	// gets another decision.
 	c.quotaCut = p.QuotaShort > 0
-
-	for i, a := range p.Assign {
-		j := c.queue[c.head+i]
-		if j.id != a.JobID {
-			return fmt.Errorf("assignment %d is job %s, want the queue's next, %s", i, a.JobID, j.id)
-		}
-		if err := s.start(j, a.NodeIDs); err != nil {
-			return err
-		}
-	}
-	c.head += len(p.Assign)
-	if c.head > 1024 && c.head > len(c.queue)/2 {
-		c.queue = append(c.queue[:0], c.queue[c.head:]...)
-		c.head = 0
-	}
-	for _, id := range p.Drain {
-		if n := c.byID[id]; n != nil && n.state != decide.NodeLeaving {
-			s.count(n)
-			n.state = decide.NodeLeaving
-		}
-	}
-	scaledDown := false
-	for _, id := range p.Remove {
-		n := c.byID[id]
-		if n == nil {
-			return fmt.Errorf("plan removes unknown node %s", id)
-		}
-		if n.job != nil {
-			return fmt.Errorf("plan removes node %s, which runs job %s", id, n.job.id)
-		}
-		if n.state == decide.NodeIdle || n.state == decide.NodePreparing {
-			scaledDown = true
-		}
-		s.remove(n)
-	}
-	if scaledDown {
-		c.m.ScaleDowns++
-	}
-	if p.Create > 0 {
-		c.m.ScaleUps++
-		for range p.Create {
-			s.create(c)
-		}
-	}
-	return s.wake(c, p.WakeAt)
-}
-
-func (s *sim) start(j *job, ids []string) error {
-	c := j.cl
-	j.state, j.started = jobRunning, s.now
-	j.attempt++
-	j.waited += s.now - j.enqueued
-	j.on = j.on[:0]
-	for _, id := range ids {
-		n := c.byID[id]
-		if n == nil || n.job != nil || n.state != decide.NodeIdle {
-			return fmt.Errorf("job %s assigned to node %s, which is not idle", j.id, id)
-		}
-		s.count(n)
-		n.state, n.job = decide.NodeRunning, j
-		if n.created >= j.enqueued {
-			j.cold = true
-		}
-		j.on = append(j.on, n)
-	}
-	s.push(event{at: s.now + j.duration, kind: evEnd, gen: j.attempt, job: j})
-	return nil
-}
-
-func (s *sim) remove(n *node) {
-	c := n.cl
-	s.count(n)
-	last := len(c.nodes) - 1
-	c.nodes[n.pos] = c.nodes[last]
-	c.nodes[n.pos].pos = n.pos
-	c.nodes = c.nodes[:last]
-	n.pos = -1
-	delete(c.byID, n.id)
-	s.nodesNow--
-	if n.evicted {
-		// Gone with the eviction: no longer billed, its cores are free.
-		s.quotaAdd(-1)
-		s.freeQuota()
-		return
-	}
-	c.m.NodesRemoved++
-	d := s.prov.DeletionDelay(n.ref())
-	c.use.deleting += d.Seconds()
-	// Its cores are free once the deletion is done.
-	s.push(event{at: s.now + d, kind: evDeleted, cl: c})
-}
-
-func (s *sim) create(c *cluster) {
-	c.nextNode++
-	if c.nextNode == 1 || c.lastReq != s.now {
-		c.lastReq, c.reqNth = s.now, 0
-	}
-	n := &node{
-		id: fmt.Sprintf("%s-%06d", c.name, c.nextNode), k: c.nextNode, nth: c.reqNth, cl: c, pos: len(c.nodes), state: decide.NodePreparing,
-		created: s.now, since: s.now,
-	}
-	c.reqNth++
-	c.nodes = append(c.nodes, n)
-	c.byID[n.id] = n
-	c.m.NodesCreated++
-	c.m.PeakNodes = max(c.m.PeakNodes, len(c.nodes))
-	s.nodesNow++
-	s.peak = max(s.peak, s.nodesNow)
-	s.quotaAdd(1)
-	s.push(event{at: s.now + s.prov.ProvisionDelay(n.ref()), kind: evReady, node: n})
+	_, err := actuate.Apply(context.Background(), &c.act, p)
+	return err
 }
 
 // idleFor is how many idle nodes a job arriving now finds free: the
