@@ -100,7 +100,7 @@ func TestDockerStopOfLowPriorityNodeIsAPreemption(t *testing.T) {
 	s.createLowPriority("dspot", 1, "PT5S")
 	s.submit("stopped", "dspot", checkpointing)
 	waitFor(t, "the job running", 60*time.Second, func() bool { return s.job("stopped").Properties.Status == api.JobRunning })
-	time.Sleep(300 * time.Millisecond)
+	s.checkpointed("stopped")
 	node := s.nodeOf("stopped", 0)
 	if out, err := exec.Command("docker", "stop", docker.ContainerName(node)).CombinedOutput(); err != nil {
 		t.Fatalf("docker stop: %v %s", err, out)

@@ -41,8 +41,17 @@ func (s *server) nodeOf(job string, rank int) string {
 }
 
 // checkpointing counts its attempts in $CUMULUS_CHECKPOINT_DIR/n and, on
-// its first attempt, runs until it is stopped.
-const checkpointing = `n=$(cat "$CUMULUS_CHECKPOINT_DIR/n" 2>/dev/null || echo 0); echo "attempt=$CUMULUS_ATTEMPT found=$n"; echo $((n+1)) > "$CUMULUS_CHECKPOINT_DIR/n"; if [ "$CUMULUS_ATTEMPT" = 1 ]; then sleep 60; fi`
+// its first attempt, says "checkpoint saved" and runs until it is stopped.
+const checkpointing = `n=$(cat "$CUMULUS_CHECKPOINT_DIR/n" 2>/dev/null || echo 0); echo "attempt=$CUMULUS_ATTEMPT found=$n"; echo $((n+1)) > "$CUMULUS_CHECKPOINT_DIR/n"; if [ "$CUMULUS_ATTEMPT" = 1 ]; then echo "checkpoint saved"; sleep 60; fi`
+
+// checkpointed waits until a job running checkpointing has written its
+// checkpoint (its log says so).
+func (s *server) checkpointed(job string) {
+	s.t.Helper()
+	waitFor(s.t, job+" to save its checkpoint", 30*time.Second, func() bool {
+		return strings.Contains(s.jobLog(job), "checkpoint saved")
+	})
+}
 
 // A job on a preempted node is requeued and completes on a new node with
 // attempt 2, its checkpoint from attempt 1 restored.
@@ -51,7 +60,7 @@ func TestPreemptedJobResumesFromCheckpoint(t *testing.T) {
 	s.createLowPriority("spot", 1, "PT2S")
 	s.submit("resumable", "spot", checkpointing)
 	waitFor(t, "the job running", 30*time.Second, func() bool { return s.job("resumable").Properties.Status == api.JobRunning })
-	time.Sleep(300 * time.Millisecond) // let attempt 1 write its checkpoint
+	s.checkpointed("resumable")
 	victim := s.nodeOf("resumable", 0)
 	if err := s.c.SimulateEviction(bctx, "spot", victim); err != nil {
 		t.Fatal(err)
@@ -149,15 +158,19 @@ func TestRandomEvictionChaos(t *testing.T) {
 func TestServerKilledDuringPreemption(t *testing.T) {
 	s := startServer(t)
 	s.createLowPriority("spot3", 1, "PT3S")
-	s.submit("slow-stop", "spot3", `trap 'sleep 1; exit 143' TERM; `+checkpointing+` & wait`)
+	stopped := filepath.Join(t.TempDir(), "stopped")
+	s.submit("slow-stop", "spot3", `trap 'sleep 1; touch `+stopped+`; exit 143' TERM; `+checkpointing+` & wait`)
 	waitFor(t, "the job running", 30*time.Second, func() bool { return s.job("slow-stop").Properties.Status == api.JobRunning })
-	time.Sleep(300 * time.Millisecond)
+	s.checkpointed("slow-stop")
 	victim := s.nodeOf("slow-stop", 0)
 	if err := s.c.SimulateEviction(context.Background(), "spot3", victim); err != nil {
 		t.Fatal(err)
 	}
-	s.kill9() // the agent reports the stop while the server is down
-	time.Sleep(2 * time.Second)
+	s.kill9() // the job stops, and the agent reports it, while the server is down
+	waitFor(t, "the job to stop with the server down", 30*time.Second, func() bool {
+		_, err := os.Stat(stopped)
+		return err == nil
+	})
 	s.start()
 	j := s.waitJob("slow-stop", api.JobCompleted, 60*time.Second)
 	if len(j.Properties.Attempts) != 2 {

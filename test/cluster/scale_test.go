@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,7 +101,10 @@ func TestClusterGrowsRunsAndShrinks(t *testing.T) {
 func TestServerKill9WhileJobsRun(t *testing.T) {
 	s := startServer(t)
 	s.createCompute("cpu-cluster", 0, 2, "PT3S")
-	script := `for i in 1 2 3 4 5 6; do echo "$CUMULUS_JOB_NAME line $i"; sleep 0.5; done`
+	marks := t.TempDir()
+	// Each job leaves a mark in marks/ when it has printed its last line, so
+	// the test knows the running jobs finished without the server.
+	script := `for i in 1 2 3 4 5 6; do echo "$CUMULUS_JOB_NAME line $i"; sleep 0.5; done; touch ` + marks + `/$CUMULUS_JOB_NAME`
 	for _, n := range []string{"run-1", "run-2", "queued-3"} {
 		s.submit(n, "cpu-cluster", script)
 	}
@@ -113,7 +118,14 @@ func TestServerKill9WhileJobsRun(t *testing.T) {
 	if got := len(agents(s.dataDir)); got < 2 {
 		t.Fatalf("%d agent processes after the server died, want the 2 running ones alive", got)
 	}
-	time.Sleep(time.Second) // the jobs go on without the server
+	waitFor(t, "the running jobs to finish without the server", 30*time.Second, func() bool {
+		for _, n := range []string{"run-1", "run-2"} {
+			if _, err := os.Stat(filepath.Join(marks, n)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
 	s.start()
 
 	for _, n := range []string{"run-1", "run-2", "queued-3"} {
