@@ -28,6 +28,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
+	"github.com/cumulus-ml/cumulus/internal/readmodel"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -233,7 +234,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	clusters.Init()
 	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()
-	studio := ui.New(ui.Options{DB: db, CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
+	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts},

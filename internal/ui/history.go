@@ -3,11 +3,11 @@ package ui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // Sample is one reading of a cluster: its nodes by state and the nodes
@@ -63,7 +63,7 @@ func (h *history) after(id string, t time.Time) []Sample {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := []Sample{}
-	for _, s := range h.samples[store.Key(id)] {
+	for _, s := range h.samples[strings.ToLower(id)] {
 		if s.Time.After(t) {
 			out = append(out, s)
 		}
@@ -71,32 +71,20 @@ func (h *history) after(id string, t time.Time) []Sample {
 	return out
 }
 
-// sample reads every compute's nodes and queued jobs from the store
-// (read-only) and records one sample each.
+// sample reads every compute's node counts and queued demand (read-only)
+// and records one sample each.
 func (u *UI) sample(ctx context.Context) error {
-	q := u.o.DB.Q()
-	docs, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions", false, "", 1<<30)
+	loads, err := u.o.Reads.ComputeLoads(ctx)
 	if err != nil {
-		return fmt.Errorf("sample computes: %w", err)
+		return fmt.Errorf("sample: %w", err)
 	}
 	now := u.o.Clock.Now().UTC()
-	pass := make(map[string]Sample, len(docs))
-	for _, d := range docs {
-		c := d.Value
-		// Counts from the indexes, not the documents: a sample stays cheap
-		// with thousands of nodes and a long queue.
-		counts, err := store.NodeCounts(ctx, q, c.ID)
-		if err != nil {
-			return fmt.Errorf("sample nodes of %s: %w", c.Name, err)
-		}
-		jobs, demand, err := store.QueuedDemand(ctx, q, c.ID)
-		if err != nil {
-			return fmt.Errorf("sample jobs of %s: %w", c.Name, err)
-		}
-		s := Sample{Time: now, QueuedJobs: jobs, Queued: demand, Target: int(c.Aml().TargetNodeCount),
-			Preparing: counts[api.NodePreparing], Idle: counts[api.NodeIdle], Running: counts[api.NodeRunning],
-			Leaving: counts[api.NodeLeaving], Preempted: counts[api.NodePreempted], Unusable: counts[api.NodeUnusable]}
-		pass[store.Key(c.ID)] = s
+	pass := make(map[string]Sample, len(loads))
+	for _, c := range loads {
+		n := c.Nodes
+		pass[strings.ToLower(c.ID)] = Sample{Time: now, QueuedJobs: c.QueuedJobs, Queued: c.QueuedNodes, Target: c.Target,
+			Preparing: n[api.NodePreparing], Idle: n[api.NodeIdle], Running: n[api.NodeRunning],
+			Leaving: n[api.NodeLeaving], Preempted: n[api.NodePreempted], Unusable: n[api.NodeUnusable]}
 	}
 	u.history.record(now, pass)
 	return nil
@@ -140,9 +128,9 @@ func (u *UI) historyOf(ctx context.Context, id string, after time.Time) (history
 	now := u.o.Clock.Now().UTC()
 	v := historyView{Now: now, Every: u.o.SampleEvery.Seconds(), Window: u.o.HistoryWindow.Seconds(),
 		Samples: u.history.after(id, after), Nodes: []nodeTimes{}}
-	nodes, err := store.NodesOf(ctx, u.o.DB.Q(), id)
+	nodes, err := u.o.Reads.NodesOf(ctx, id)
 	if err != nil {
-		return v, err
+		return v, fmt.Errorf("history of %s: %w", id, err)
 	}
 	for _, n := range nodes {
 		t := nodeTimes{ID: n.ID, Created: n.Created}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/secret"
-	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // Browser sign-in. A person signs in with an API token (or through the
@@ -156,12 +156,12 @@ var errTokenInvalid = errors.New("token not valid")
 // checkToken applies the API's token rules to a token's hash: it must
 // exist, not be revoked and not have expired. It returns the token's name.
 func (u *UI) checkToken(ctx context.Context, hash string) (string, error) {
-	t, err := store.TokenByHash(ctx, u.o.DB.Q(), hash)
-	if errors.Is(err, store.ErrNotFound) {
+	t, err := u.o.Reads.TokenByHash(ctx, hash)
+	if errors.Is(err, ErrNotFound) {
 		return "", errTokenInvalid
 	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("check token: %w", err)
 	}
 	if t.Revoked || (!t.Expires.IsZero() && !u.o.Clock.Now().Before(t.Expires)) {
 		return "", errTokenInvalid

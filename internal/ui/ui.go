@@ -28,7 +28,6 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
-	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 //go:embed assets
@@ -36,7 +35,8 @@ var assets embed.FS
 
 // Options configure the studio.
 type Options struct {
-	DB    *store.DB
+	// Reads is what the studio reads outside the public API (required).
+	Reads Reads
 	Clock clock.Clock
 	Log   *slog.Logger
 	// The names a local install starts with; the page opens on them.

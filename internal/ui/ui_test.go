@@ -15,6 +15,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/readmodel"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -50,7 +51,7 @@ func newHarness(t *testing.T) *harness {
 	}
 	fc := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	studio := ui.New(ui.Options{DB: db, Clock: fc, Log: log, Subscription: "local", ResourceGroup: "local", Workspace: "default", Location: "local",
+	studio := ui.New(ui.Options{Reads: readmodel.New(db), Clock: fc, Log: log, Subscription: "local", ResourceGroup: "local", Workspace: "default", Location: "local",
 		SampleEvery: 10 * time.Second, HistoryWindow: time.Hour})
 	srv := server.New(server.Config{Defaults: server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
 		Quotas: server.Quotas{FamilyCores: 100, TotalCores: 100, LowPriorityCores: 100}, DataDir: dir},
