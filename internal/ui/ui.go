@@ -393,8 +393,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// toAPIError maps an error to the ARM error the studio answers, as the
+// API server does: a thing Reads did not find is a 404, an *api.Error
+// keeps its status, anything else is a 500.
+func toAPIError(err error) *api.Error {
+	if errors.Is(err, ErrNotFound) {
+		var e *api.Error
+		if errors.As(err, &e) {
+			return e
+		}
+		return api.NotFound("%s", err)
+	}
+	return api.AsError(err)
+}
+
 func (u *UI) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	e := api.AsError(err)
+	e := toAPIError(err)
 	if e.Status >= 500 {
 		u.log.Error("studio request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
