@@ -410,18 +410,21 @@ func TestHistorySamplesNodesAndQueuedDemand(t *testing.T) {
 		}
 		return out
 	}
-	waitSamples := func(n int) {
+	// The sampler records a sample, then waits on the clock; once its timer
+	// is set, the sample is there to read.
+	sampled := func() {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for len(read("").Samples) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("fewer than %d samples", n)
-			}
-			time.Sleep(5 * time.Millisecond)
+		wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := h.clock.BlockUntil(wait, 1); err != nil {
+			t.Fatalf("the sampler never waited for its next sample: %v", err)
 		}
 	}
-	waitSamples(1)
+	sampled()
 	v := read("")
+	if len(v.Samples) != 1 {
+		t.Fatalf("%d samples before the clock moved", len(v.Samples))
+	}
 	s := v.Samples[0]
 	if s.Running != 1 || s.Idle != 1 || s.Preparing != 1 || s.Queued != 3 || s.QueuedJobs != 2 || s.Target != 3 {
 		t.Fatalf("sample %+v", s)
@@ -435,16 +438,12 @@ func TestHistorySamplesNodesAndQueuedDemand(t *testing.T) {
 		}
 	}
 
-	// The sampler wakes on the clock. (The fake clock fires only waiters
-	// already registered, so step until a new sample shows.)
+	// The sampler wakes on the clock.
 	for want := 2; want <= 4; want++ {
-		deadline := time.Now().Add(5 * time.Second)
-		for len(read("").Samples) < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("no sample %d", want)
-			}
-			h.clock.Step(10 * time.Second)
-			time.Sleep(5 * time.Millisecond)
+		h.clock.Step(10 * time.Second)
+		sampled()
+		if n := len(read("").Samples); n != want {
+			t.Fatalf("%d samples after %d steps", n, want-1)
 		}
 	}
 	all := read("").Samples
