@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
@@ -98,7 +100,7 @@ func TestJobRunsAndReports(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("identity.json: %v, mode %v; want 0600", err, fi.Mode())
 	}
-	waitFor(t, 5*time.Second, "the job to leave the poll report", func() bool {
+	f.waitFor(5*time.Second, "the job to leave the poll report", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.polls) > 0 && len(f.polls[len(f.polls)-1].Jobs) == 0
@@ -166,8 +168,8 @@ func TestCancel(t *testing.T) {
 	f := newFakeServer(t)
 	startAgent(t, f, nil)
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "c", Attempt: 1, Command: "echo started; sleep 30", Grace: time.Second}})
-	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("c")) > 0 })
-	waitFor(t, 5*time.Second, "the job's first log line", func() bool { return f.logOf("c") == "started\n" })
+	f.waitFor(10*time.Second, "running event", func() bool { return len(f.eventsOf("c")) > 0 })
+	f.waitFor(5*time.Second, "the job's first log line", func() bool { return f.logOf("c") == "started\n" })
 	f.send(agentapi.PollResponse{Cancel: []string{"c"}})
 	ev := f.exited("c", 10*time.Second)
 	if ev.Reason != "canceled" || ev.ExitCode != 143 {
@@ -180,7 +182,7 @@ func TestBusyNodeIgnoresSecondAssignment(t *testing.T) {
 	f := newFakeServer(t)
 	startAgent(t, f, nil)
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "first", Attempt: 1, Command: "sleep 0.5"}})
-	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("first")) > 0 })
+	f.waitFor(10*time.Second, "running event", func() bool { return len(f.eventsOf("first")) > 0 })
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "second", Attempt: 1, Command: "true"}})
 	f.exited("first", 10*time.Second)
 	if evs := f.eventsOf("second"); len(evs) != 0 {
@@ -246,29 +248,77 @@ func TestCodeBlobDigestMismatch(t *testing.T) {
 	}
 }
 
+// TestLogShippingSurvivesOutage runs the agent on a fake clock: the test
+// steps the log interval and the retry backoff itself, and the job waits
+// at gates (a fifo) for the test, so every ship attempt happens at a known
+// point of the outage and no step races the timer it is meant to fire.
 func TestLogShippingSurvivesOutage(t *testing.T) {
 	t.Parallel()
 	f := newFakeServer(t)
-	startAgent(t, f, nil)
+	// Polls are held until the agent stops, and the agent is told so: its
+	// poll loop never waits on the clock, only the job's shipping does.
+	f.set(func(f *fakeServer) { f.pollTimeout, f.hold = time.Hour, -1 })
+	// One fifo per gate: a second open of the first could succeed while
+	// the job still holds it from its first read.
+	dir := t.TempDir()
+	gate1, gate2 := filepath.Join(dir, "gate1"), filepath.Join(dir, "gate2")
+	for _, p := range []string{gate1, gate2} {
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var want strings.Builder
 	for i := 1; i <= 40; i++ {
 		fmt.Fprintf(&want, "line %d\n", i)
 	}
-	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "chatty", Attempt: 1,
-		Command: `i=1; while [ $i -le 40 ]; do echo "line $i"; i=$((i+1)); sleep 0.02; done`}})
-	waitFor(t, 10*time.Second, "some log", func() bool { return strings.Contains(f.logOf("chatty"), "line 3\n") })
-	// The server goes away entirely for a while, then its log endpoint
-	// alone stays down a little longer.
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "chatty", Attempt: 1, Env: map[string]string{"GATE1": gate1, "GATE2": gate2},
+		Command: `i=1; while [ $i -le 40 ]; do echo "line $i"; case $i in 20) read go < "$GATE1";; 30) read go < "$GATE2";; esac; i=$((i+1)); done`}})
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	ra := startAgent(t, f, func(c *Config) { c.Clock = clk })
+	interval := ra.cfg.LogInterval
+	logRefused := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.logRefused }
+
+	// Lines 1-20 are written; one tick ships them.
+	g := reachGate(t, gate1)
+	f.waitFor(10*time.Second, "running event", func() bool { return len(f.eventsOf("chatty")) > 0 })
+	blockUntil(t, clk, 1) // the shipping loop waits for its tick
+	clk.Step(interval)
+	f.waitFor(5*time.Second, "lines 1-20 shipped", func() bool { return strings.HasSuffix(f.logOf("chatty"), "line 20\n") })
+	shipped := f.logOf("chatty")
+
+	// The server goes away entirely: the tick's attempt to ship lines
+	// 21-30 is refused.
 	f.set(func(f *fakeServer) { f.down, f.logsDown = true, true })
-	time.Sleep(300 * time.Millisecond)
+	g.pass()
+	g = reachGate(t, gate2)
+	blockUntil(t, clk, 1)
+	clk.Step(interval)
+	f.waitFor(5*time.Second, "a log post refused while the server is down", func() bool { return logRefused() == 1 })
+
+	// The server is back but its log endpoint is not: refused again.
 	f.set(func(f *fakeServer) { f.down = false })
-	time.Sleep(200 * time.Millisecond)
+	blockUntil(t, clk, 1)
+	clk.Step(interval)
+	f.waitFor(5*time.Second, "a log post refused by the log endpoint", func() bool { return logRefused() == 2 })
+	if got := f.logOf("chatty"); got != shipped {
+		t.Fatalf("the server took log during the outage: %q", strings.TrimPrefix(got, shipped))
+	}
+
+	// The job writes lines 31-40 and ends; the final shipment is refused
+	// too, and retried after its backoff, once the log endpoint is back.
+	g.pass()
+	f.waitFor(10*time.Second, "the final log post refused", func() bool { return logRefused() == 3 })
+	blockUntil(t, clk, 2) // the retry's backoff, and the stopped loop's last tick
 	f.set(func(f *fakeServer) { f.logsDown = false })
-	if ev := f.exited("chatty", 15*time.Second); ev.ExitCode != 0 {
+	clk.Step(ra.cfg.MaxBackoff)
+	if ev := f.exited("chatty", 10*time.Second); ev.ExitCode != 0 {
 		t.Fatalf("event = %+v", ev)
 	}
 	if got := f.logOf("chatty"); got != want.String() {
 		t.Errorf("log after the outage:\n%q\nwant\n%q", got, want.String())
+	}
+	if n := logRefused(); n != 3 {
+		t.Errorf("%d log posts refused; want the 3 the test caused", n)
 	}
 }
 
@@ -303,7 +353,7 @@ func TestShutdown(t *testing.T) {
 	f := newFakeServer(t)
 	ra := startAgent(t, f, nil)
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "s", Attempt: 1, Command: "echo up; sleep 30", Grace: time.Second}})
-	waitFor(t, 10*time.Second, "the job's log", func() bool { return f.logOf("s") == "up\n" })
+	f.waitFor(10*time.Second, "the job's log", func() bool { return f.logOf("s") == "up\n" })
 	f.send(agentapi.PollResponse{Shutdown: true})
 	if err := ra.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after Shutdown = %v; want nil", err)
@@ -319,7 +369,7 @@ func TestStopWithContext(t *testing.T) {
 	f := newFakeServer(t)
 	ra := startAgent(t, f, nil)
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "s", Attempt: 1, Command: "sleep 30", Grace: time.Second}})
-	waitFor(t, 10*time.Second, "running event", func() bool { return len(f.eventsOf("s")) > 0 })
+	f.waitFor(10*time.Second, "running event", func() bool { return len(f.eventsOf("s")) > 0 })
 	ra.cancel()
 	if err := ra.wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after cancel = %v; want nil", err)
@@ -353,10 +403,32 @@ func TestRegisterRetriesAndRestartReusesIdentity(t *testing.T) {
 	f := newFakeServer(t)
 	f.set(func(f *fakeServer) { f.regStatus = 503 })
 	dir := t.TempDir()
-	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7" })
-	time.Sleep(100 * time.Millisecond)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7"; c.Clock = clk })
+	refused := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.regRefused }
+	// Each refusal is followed by a backoff on the agent's clock that
+	// doubles; the agent tries again when, and only when, it has passed.
+	for i, backoff := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
+		blockUntil(t, clk, 1)
+		if n := refused(); n != i+1 {
+			t.Fatalf("%d registrations refused before backoff %d; want %d", n, i+1, i+1)
+		}
+		clk.Step(backoff - time.Millisecond)
+		if !stillWaiting(clk) {
+			t.Fatalf("the agent's backoff %d was shorter than %s", i+1, backoff)
+		}
+		clk.Step(time.Millisecond)
+		f.waitFor(5*time.Second, "the next registration", func() bool { return refused() == i+2 })
+	}
+	blockUntil(t, clk, 1)
 	f.set(func(f *fakeServer) { f.regStatus = 0 })
-	waitFor(t, 5*time.Second, "registration", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.registers == 1 })
+	clk.Step(ra.cfg.MaxBackoff)
+	// Its first poll comes after it saved the identity it registered with.
+	f.waitFor(5*time.Second, "registration and a first poll", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.registers == 1 && len(f.polls) > 0
+	})
 	ra.cancel()
 	if err := ra.wait(t, 5*time.Second); err != nil {
 		t.Fatal(err)
@@ -368,7 +440,7 @@ func TestRegisterRetriesAndRestartReusesIdentity(t *testing.T) {
 	before := len(f.polls)
 	f.mu.Unlock()
 	ra2 := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.NodeID = "n7"; c.JoinToken = "join-secret" })
-	waitFor(t, 5*time.Second, "polls of the restarted agent", func() bool {
+	f.waitFor(5*time.Second, "polls of the restarted agent", func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		return len(f.polls) >= before+2 && f.polls[len(f.polls)-1].NodeID == "n7"
@@ -409,7 +481,7 @@ func TestStopWhileServerDownReportsAtNextStart(t *testing.T) {
 	dir := t.TempDir()
 	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.StopTimeout = 200 * time.Millisecond })
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "d", Attempt: 1, Command: "echo hi; sleep 30", Grace: time.Second}})
-	waitFor(t, 10*time.Second, "the job's log", func() bool { return f.logOf("d") == "hi\n" })
+	f.waitFor(10*time.Second, "the job's log", func() bool { return f.logOf("d") == "hi\n" })
 	f.set(func(f *fakeServer) { f.down = true })
 	start := time.Now()
 	ra.cancel()

@@ -10,13 +10,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/clock"
 )
 
 // fakeServer is the control plane's side of the agent protocol, in memory.
@@ -24,25 +27,31 @@ type fakeServer struct {
 	t   *testing.T
 	srv *httptest.Server
 
-	mu        sync.Mutex
-	joinToken string
-	nodeToken string
-	registers int
-	regStatus int // answer register with this status when set
-	polls     []agentapi.PollRequest
-	instr     []agentapi.PollResponse // handed out one per poll
-	events    map[string][]agentapi.JobEvent
-	logs      map[string][]byte
-	logPosts  int
-	outputs   map[string]map[string][]byte
-	blobs     map[string][]byte
-	down      bool // every agent call answers 503
-	logsDown  bool // log calls answer 503
+	mu          sync.Mutex
+	changed     chan struct{} // closed and replaced at every change below: waitFor wakes on it
+	joinToken   string
+	nodeToken   string
+	registers   int
+	regStatus   int           // answer register with this status when set
+	regRefused  int           // registrations answered with an error status
+	pollTimeout time.Duration // told to the agent at register; 0: 1s
+	hold        time.Duration // a poll without instruction is answered after this; 0: 30ms, <0: never
+	polls       []agentapi.PollRequest
+	instr       []agentapi.PollResponse // handed out one per poll
+	events      map[string][]agentapi.JobEvent
+	logs        map[string][]byte
+	logPosts    int
+	logRefused  int // log posts answered 503
+	outputs     map[string]map[string][]byte
+	blobs       map[string][]byte
+	down        bool // every agent call answers 503
+	logsDown    bool // log calls answer 503
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
 	f := &fakeServer{
 		t:         t,
+		changed:   make(chan struct{}),
 		joinToken: "join-secret",
 		nodeToken: "node-secret",
 		events:    map[string][]agentapi.JobEvent{},
@@ -55,16 +64,32 @@ func newFakeServer(t *testing.T) *fakeServer {
 	return f
 }
 
+// notify wakes whoever waits for a change; f.mu is held.
+func (f *fakeServer) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
 func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	isLog := strings.HasSuffix(p, "/logs") && r.Method == http.MethodPost
 	f.mu.Lock()
 	down, logsDown := f.down, f.logsDown
+	if down || (logsDown && isLog) {
+		if isLog {
+			f.logRefused++
+		}
+		if p == agentapi.Prefix+"/register" {
+			f.regRefused++
+		}
+		f.notify()
+	}
 	f.mu.Unlock()
 	if down {
 		http.Error(w, "restarting", http.StatusServiceUnavailable)
 		return
 	}
 	auth := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-	p := r.URL.Path
 	if p == agentapi.Prefix+"/register" {
 		f.register(w, r, auth)
 		return
@@ -101,6 +126,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 			}
 			f.mu.Lock()
 			f.events[uid] = append(f.events[uid], ev)
+			f.notify()
 			f.mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		case len(parts) == 2 && parts[1] == "logs" && r.Method == http.MethodPost:
@@ -119,6 +145,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 				f.logs[uid] = append(f.logs[uid], body...)
 			}
 			size := int64(len(f.logs[uid]))
+			f.notify()
 			f.mu.Unlock()
 			json.NewEncoder(w).Encode(agentapi.LogAck{Size: size})
 		case len(parts) == 3 && parts[1] == "outputs" && r.Method == http.MethodPut:
@@ -127,6 +154,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 				f.outputs[uid] = map[string][]byte{}
 			}
 			f.outputs[uid][parts[2]] = body
+			f.notify()
 			f.mu.Unlock()
 			w.WriteHeader(http.StatusNoContent)
 		default:
@@ -145,11 +173,14 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request, auth strin
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.notify()
 	if f.regStatus != 0 {
+		f.regRefused++
 		http.Error(w, "no", f.regStatus)
 		return
 	}
 	if auth != f.joinToken {
+		f.regRefused++
 		http.Error(w, "bad join token", http.StatusUnauthorized)
 		return
 	}
@@ -158,47 +189,59 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request, auth strin
 	if id == "" {
 		id = "node-1"
 	}
+	pt := f.pollTimeout
+	if pt == 0 {
+		pt = time.Second
+	}
 	json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: id, NodeToken: f.nodeToken,
-		HeartbeatInterval: time.Second, PollTimeout: time.Second})
+		HeartbeatInterval: time.Second, PollTimeout: pt})
 }
 
-// poll hands out the next instruction, or holds the request briefly and
-// answers "carry on".
+// poll hands out the next instruction, or holds the request (as a server
+// holds a long poll) and answers "carry on".
 func (f *fakeServer) poll(w http.ResponseWriter, r *http.Request) {
 	var req agentapi.PollRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	deadline := time.Now().Add(30 * time.Millisecond)
-	for {
-		if r.Context().Err() != nil {
-			return // the agent gave up on this poll: keep instructions for the next
-		}
-		f.mu.Lock()
-		if len(f.instr) > 0 || time.Now().After(deadline) {
-			f.polls = append(f.polls, req)
-			var resp agentapi.PollResponse
-			if len(f.instr) > 0 {
-				resp = f.instr[0]
-				f.instr = f.instr[1:]
-			}
-			f.mu.Unlock()
-			json.NewEncoder(w).Encode(resp)
-			return
-		}
+	f.mu.Lock()
+	var expired <-chan time.Time // nil: held until the agent gives up
+	switch {
+	case f.hold == 0:
+		expired = time.After(30 * time.Millisecond)
+	case f.hold > 0:
+		expired = time.After(f.hold)
+	}
+wait:
+	for len(f.instr) == 0 {
+		changed := f.changed
 		f.mu.Unlock()
 		select {
 		case <-r.Context().Done():
-			return
-		case <-time.After(5 * time.Millisecond):
+			return // the agent gave up on this poll: keep instructions for the next
+		case <-changed:
+			f.mu.Lock()
+		case <-expired:
+			f.mu.Lock()
+			break wait
 		}
 	}
+	f.polls = append(f.polls, req)
+	var resp agentapi.PollResponse
+	if len(f.instr) > 0 {
+		resp = f.instr[0]
+		f.instr = f.instr[1:]
+	}
+	f.notify()
+	f.mu.Unlock()
+	json.NewEncoder(w).Encode(resp)
 }
 
 func (f *fakeServer) send(resp agentapi.PollResponse) {
 	f.mu.Lock()
 	f.instr = append(f.instr, resp)
+	f.notify()
 	f.mu.Unlock()
 }
 
@@ -214,6 +257,7 @@ func (f *fakeServer) addBlob(b []byte) string {
 func (f *fakeServer) set(fn func(f *fakeServer)) {
 	f.mu.Lock()
 	fn(f)
+	f.notify()
 	f.mu.Unlock()
 }
 
@@ -240,7 +284,7 @@ func (f *fakeServer) output(uid, name string) []byte {
 func (f *fakeServer) exited(uid string, within time.Duration) agentapi.JobEvent {
 	f.t.Helper()
 	var ev agentapi.JobEvent
-	waitFor(f.t, within, "exited event of "+uid, func() bool {
+	f.waitFor(within, "exited event of "+uid, func() bool {
 		for _, e := range f.eventsOf(uid) {
 			if e.Phase == agentapi.PhaseExited {
 				ev = e
@@ -252,15 +296,90 @@ func (f *fakeServer) exited(uid string, within time.Duration) agentapi.JobEvent 
 	return ev
 }
 
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
+// waitFor waits until cond, which reads the fake server's state (and
+// nothing else), holds: it checks again at every change of that state,
+// and fails the test when within passes first.
+func (f *fakeServer) waitFor(within time.Duration, what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.After(within)
+	for {
+		f.mu.Lock()
+		changed := f.changed
+		f.mu.Unlock()
+		if cond() {
+			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-deadline:
+			f.t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+	}
+}
+
+// blockUntil waits until n timers wait on the agent's fake clock, so that
+// a Step fires the timer the agent is waiting on instead of racing it.
+func blockUntil(t *testing.T, clk *clock.Fake, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clk.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("waiting for %d timers on the fake clock: %v", n, err)
+	}
+}
+
+// stillWaiting reports whether a timer still waits on the fake clock.
+func stillWaiting(clk *clock.Fake) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return clk.BlockUntil(ctx, 1) == nil
+}
+
+// gate is a fifo a job's command reads from once (read x < "$GATE") to
+// wait for the test.
+type gate struct {
+	t *testing.T
+	w *os.File
+}
+
+// reachGate returns once the job waits at the gate: it opened the fifo to
+// read, so everything it wrote before is in its log file.
+func reachGate(t *testing.T, path string) *gate {
+	t.Helper()
+	type opened struct {
+		w   *os.File
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		w, err := os.OpenFile(path, os.O_WRONLY, 0) // blocks until the reader opens it
+		ch <- opened{w, err}
+	}()
+	select {
+	case o := <-ch:
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		return &gate{t: t, w: o.w}
+	case <-time.After(10 * time.Second):
+		// Open the other end so that the goroutine's open returns.
+		if r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer r.Close()
+		}
+		t.Fatal("the job did not reach its gate within 10s")
+		return nil
+	}
+}
+
+// pass lets the job waiting at the gate go on.
+func (g *gate) pass() {
+	g.t.Helper()
+	_, err := g.w.WriteString("go\n")
+	if cerr := g.w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		g.t.Fatal(err)
 	}
 }
 
