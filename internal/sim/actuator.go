@@ -27,12 +27,12 @@ var _ actuate.Actuator = (*actuator)(nil)
 // priority, so the plan assigns in its order.
 func (a *actuator) Assign(_ context.Context, as []decide.Assignment) error {
 	c := a.c
-	for i, as := range as {
+	for i, x := range as {
 		j := c.queue[c.head+i]
-		if j.id != as.JobID {
-			return fmt.Errorf("assignment %d is job %s, want the queue's next, %s", i, as.JobID, j.id)
+		if j.id != x.JobID {
+			return fmt.Errorf("assignment %d is job %s, want the queue's next, %s", i, x.JobID, j.id)
 		}
-		if err := a.s.start(j, as.NodeIDs); err != nil {
+		if err := a.s.start(j, x.NodeIDs); err != nil {
 			return err
 		}
 	}
