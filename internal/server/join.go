@@ -1,12 +1,10 @@
 package server
 
 import (
-	"encoding/base64"
 	"net/http"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/secret"
-	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/dispatch"
 )
 
 func (s *Server) joinToken(w http.ResponseWriter, r *http.Request, p params) error {
@@ -15,8 +13,8 @@ func (s *Server) joinToken(w http.ResponseWriter, r *http.Request, p params) err
 		return err
 	}
 	id := d.Value.ID
-	tok := prefixComputeJoin + base64.RawURLEncoding.EncodeToString([]byte(id)) + "." + secret.NewToken("")
-	if err := store.PutSecret(r.Context(), s.db.W(), "join:"+id, []byte(secret.Hash(tok))); err != nil {
+	tok, err := dispatch.IssueComputeJoinToken(r.Context(), s.db.W(), id)
+	if err != nil {
 		return err
 	}
 	s.log.Info("join token issued", "compute", id, "by", principal(r))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
@@ -76,6 +77,7 @@ type Server struct {
 	ui       http.Handler
 	sessions SessionAuth
 	identity *identity.Issuer
+	dispatch *dispatch.Service // the agent protocol
 }
 
 // Deps are the server's collaborators.
@@ -109,13 +111,13 @@ func New(cfg Config, d Deps) *Server {
 		cfg.PageSize = 100
 	}
 	if cfg.PollTimeout <= 0 {
-		cfg.PollTimeout = 20 * time.Second
+		cfg.PollTimeout = dispatch.DefaultPollTimeout
 	}
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 10 * time.Second
+		cfg.HeartbeatInterval = dispatch.DefaultHeartbeatInterval
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 3
+		cfg.MaxAttempts = lifecycle.DefaultMaxAttempts
 	}
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
@@ -128,6 +130,12 @@ func New(cfg Config, d Deps) *Server {
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
+	}
+	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
+		Retries: dispatch.Retries{MaxAttempts: cfg.MaxAttempts, MaxPreemptions: cfg.MaxPreemptions},
+		Outputs: s.outputs, Changed: s.changed}
+	if d.Identity != nil {
+		s.dispatch.ClientID = defaultClientID
 	}
 	s.routes()
 	s.agentRoutes()

@@ -1,0 +1,121 @@
+package dispatch
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// View is what the store holds about a polling node: everything
+// Instructions decides from.
+type View struct {
+	// Known is false when the store has no record of the node.
+	Known bool
+	Node  store.Node
+	// Jobs are the jobs the agent reports running and the node's own job,
+	// by uid; a uid missing here is not in the store.
+	Jobs map[string]store.Job
+	// Grace is the preemption grace of the node's compute (read when the
+	// node is evicted).
+	Grace time.Duration
+	// Work is what an assignment of the node's job needs (read when
+	// pending reports the job is to be handed to the agent).
+	Work Work
+}
+
+// Plan is what Instructions decides: the answer for the agent, and what
+// the caller writes to the store before answering.
+type Plan struct {
+	Response agentapi.PollResponse
+	// Release names a job the node holds but no longer runs (requeued,
+	// ended, preempted) and its agent does not run either: the node is to
+	// be freed from it (ReleaseStale). An agent reports every job it has,
+	// and a poll is never in flight while it takes an assignment, so no
+	// report that it runs the job will come.
+	Release string
+}
+
+// Instructions decides what a polling agent should do now, given what it
+// reported it runs: stop jobs that no longer run on the node, stop jobs of
+// a preempted node with its compute's grace, start the node's job when the
+// agent does not run it yet, and leave when the node is being removed.
+func Instructions(v View, reported []agentapi.JobState) Plan {
+	var p Plan
+	if !v.Known {
+		p.Response.Unknown = true
+		return p
+	}
+	n := v.Node
+	runs := false
+	for _, st := range reported {
+		if st.Phase != agentapi.PhaseRunning {
+			continue
+		}
+		j, found := v.Jobs[st.UID]
+		switch {
+		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
+			p.Response.Cancel = append(p.Response.Cancel, st.UID)
+		case !n.Evicted.IsZero():
+			p.Response.Preempt = append(p.Response.Preempt, st.UID)
+			p.Response.PreemptGrace = v.Grace
+			runs = true
+		default:
+			runs = true
+		}
+	}
+	switch {
+	case n.JobID != "" && !runs:
+		j, found := v.Jobs[n.JobID]
+		if found && reportedAttempt(reported, n.JobID, j.Attempt) {
+			break // it runs (or just ended) this attempt
+		}
+		if j, ok := pending(v, reported); ok {
+			a := Assignment(j, n, v.Work)
+			p.Response.Assign = &a
+			break
+		}
+		p.Release = n.JobID
+	case n.JobID == "" && (n.State == api.NodeLeaving || n.State == api.NodeUnusable || n.State == api.NodePreempted):
+		p.Response.Shutdown = true
+	}
+	return p
+}
+
+// pending returns the node's job when the agent is to be given it: the job
+// still runs on the node (not ended, not canceled, the node not evicted)
+// and the agent does not report its current attempt.
+func pending(v View, reported []agentapi.JobState) (store.Job, bool) {
+	n := v.Node
+	j, found := v.Jobs[n.JobID]
+	if n.JobID == "" || !found || reportedAttempt(reported, j.UID, j.Attempt) {
+		return j, false
+	}
+	return j, runsOn(j, n.ID) && n.Evicted.IsZero()
+}
+
+// runsOn reports whether the job's current attempt still runs on the
+// node: it has not ended, is not being canceled, and the node has a rank.
+func runsOn(j store.Job, nodeID string) bool {
+	st := j.Doc.Properties.Status
+	return !api.JobTerminal(st) && st != api.JobCancelRequested && slices.Contains(j.Nodes, nodeID)
+}
+
+// reportedAttempt reports whether the agent reported this attempt of a
+// job, in any phase.
+func reportedAttempt(reported []agentapi.JobState, uid string, attempt int) bool {
+	for _, st := range reported {
+		if st.UID == uid && st.Attempt == attempt {
+			return true
+		}
+	}
+	return false
+}
+
+// news reports whether a poll's answer asks the agent to do something,
+// so it is sent at once rather than held.
+func news(r agentapi.PollResponse) bool {
+	return r.Assign != nil || len(r.Cancel) > 0 || len(r.Preempt) > 0 || r.Shutdown || r.Unknown
+}

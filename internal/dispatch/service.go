@@ -1,0 +1,190 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Protocol timings the server hands agents unless configured otherwise.
+const (
+	// DefaultPollTimeout is how long a poll without news is held.
+	DefaultPollTimeout = 20 * time.Second
+	// DefaultHeartbeatInterval is how often an agent polls at least.
+	DefaultHeartbeatInterval = DefaultPollTimeout / 2
+)
+
+// Outputs tells whether a job saved an output (files.Outputs does).
+type Outputs interface {
+	Has(uid, name string) bool
+}
+
+// Service runs the protocol against the store: it reads what the pure
+// functions decide from, and writes what they decide in one transaction.
+type Service struct {
+	DB    *store.DB
+	Clock clock.Clock
+	// Hub records when agents were heard from and holds their polls.
+	Hub *hub.Hub
+	// PollTimeout is how long a poll without news is held.
+	PollTimeout time.Duration
+	Retries     Retries
+	// Outputs says whether an earlier attempt saved a checkpoint.
+	Outputs Outputs
+	// ClientID returns the client id of a compute's default managed
+	// identity (ok false: it has none). nil: this server issues no
+	// identity tokens.
+	ClientID func(api.Compute) (id string, ok bool)
+	// Changed, when set, is told that jobs or nodes changed.
+	Changed func()
+}
+
+func (s *Service) changed() {
+	if s.Changed != nil {
+		s.Changed()
+	}
+}
+
+func (s *Service) now() time.Time { return s.Clock.Now().UTC() }
+
+// Authenticate finds the node a node token belongs to (store.ErrNotFound
+// for a node the store no longer has).
+func (s *Service) Authenticate(ctx context.Context, tok string) (store.Node, error) {
+	return AuthenticateNode(ctx, s.DB.Q(), tok)
+}
+
+// Register spends a join token: the node is ready and gets its node token.
+func (s *Service) Register(ctx context.Context, joinToken string, req agentapi.RegisterRequest) (store.Node, string, error) {
+	now := s.now()
+	var node store.Node
+	var tok string
+	err := s.DB.Tx(ctx, func(q store.Querier) error {
+		var err error
+		node, tok, err = Register(ctx, q, joinToken, req, now)
+		return err
+	})
+	if err != nil {
+		return node, "", err
+	}
+	s.Hub.Seen(node.ID, now)
+	s.changed()
+	return node, tok, nil
+}
+
+// Poll is one agent poll: it records the states the agent reports, then
+// answers with instructions, holding the answer up to PollTimeout while
+// there are none. It returns ctx's error when ctx ends first.
+func (s *Service) Poll(ctx context.Context, nodeID string, reported []agentapi.JobState) (agentapi.PollResponse, error) {
+	s.Hub.Seen(nodeID, s.Clock.Now())
+	for _, st := range reported {
+		if err := s.Report(ctx, nodeID, st); err != nil {
+			return agentapi.PollResponse{}, err
+		}
+	}
+	deadline := time.Now().Add(s.PollTimeout)
+	for last := false; ; {
+		resp, err := s.Instructions(ctx, nodeID, reported)
+		if err != nil {
+			return resp, err
+		}
+		left := time.Until(deadline)
+		if news(resp) || left <= 0 || last {
+			return resp, nil
+		}
+		// Hold the poll until there is news for this node; when the wait
+		// ends without any (timeout, shutdown), look once more and answer.
+		last = !s.Hub.Wait(ctx, nodeID, left)
+		if err := ctx.Err(); err != nil {
+			return agentapi.PollResponse{}, err
+		}
+		s.Hub.Seen(nodeID, s.Clock.Now())
+	}
+}
+
+// Instructions decides what a polling agent should do now and makes the
+// write the decision asks for.
+func (s *Service) Instructions(ctx context.Context, nodeID string, reported []agentapi.JobState) (agentapi.PollResponse, error) {
+	v, err := s.view(ctx, s.DB.Q(), nodeID, reported)
+	if err != nil {
+		return agentapi.PollResponse{}, err
+	}
+	p := Instructions(v, reported)
+	if p.Release != "" {
+		if err := s.releaseStale(ctx, nodeID, p.Release); err != nil {
+			return agentapi.PollResponse{}, err
+		}
+	}
+	return p.Response, nil
+}
+
+// Report records a phase an agent reports for one of its jobs.
+func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) error {
+	for {
+		var out Outcome
+		err := s.DB.Tx(ctx, func(q store.Querier) error {
+			var err error
+			out, err = ApplyJobState(ctx, q, nodeID, st, s.Retries, s.now())
+			return err
+		})
+		if errors.Is(err, store.ErrETagMismatch) {
+			continue // raced with another writer: read again
+		}
+		if err != nil {
+			return fmt.Errorf("job %s on node %s: %w", st.UID, nodeID, err)
+		}
+		if out.Changed {
+			s.changed()
+			s.wake(out.Wake)
+		}
+		return nil
+	}
+}
+
+// Leaving handles a node's agent telling that its machine is going away
+// (see Leave).
+func (s *Service) Leaving(ctx context.Context, nodeID string) error {
+	now := s.now()
+	var wake []string
+	err := s.DB.Tx(ctx, func(q store.Querier) error {
+		var err error
+		wake, err = Leave(ctx, q, nodeID, s.Retries, now)
+		return err
+	})
+	if err != nil && !errors.Is(err, lifecycle.ErrNotEvictable) {
+		return err
+	}
+	s.wake(wake)
+	s.changed()
+	return nil
+}
+
+func (s *Service) releaseStale(ctx context.Context, nodeID, uid string) error {
+	now := s.now()
+	var released bool
+	err := s.DB.Tx(ctx, func(q store.Querier) error {
+		var err error
+		released, err = ReleaseStale(ctx, q, nodeID, uid, s.Retries, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release node %s from job %s: %w", nodeID, uid, err)
+	}
+	if released {
+		s.changed()
+	}
+	return nil
+}
+
+func (s *Service) wake(nodes []string) {
+	for _, id := range nodes {
+		s.Hub.Wake(id)
+	}
+}

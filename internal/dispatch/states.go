@@ -1,0 +1,111 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Retries bound how often a job starts again after its node failed
+// (MaxAttempts, counting every start) or was preempted (MaxPreemptions).
+type Retries struct {
+	MaxAttempts    int
+	MaxPreemptions int
+}
+
+// DefaultRetries are lifecycle's defaults.
+func DefaultRetries() Retries {
+	return Retries{MaxAttempts: lifecycle.DefaultMaxAttempts, MaxPreemptions: lifecycle.DefaultMaxPreemptions}
+}
+
+// Outcome is what a write means for others: Changed says jobs or nodes
+// changed (the controllers look again), Wake names the nodes whose held
+// polls should look again (they may have to stop a job).
+type Outcome struct {
+	Changed bool
+	Wake    []string
+}
+
+// exitNeverStarted is the exit code recorded for a part of a job that a
+// node never started.
+const exitNeverStarted = -1
+
+// ApplyJobState records a phase an agent on node nodeID reports for one
+// of its jobs (in a poll or an event), inside the caller's transaction.
+// Reports of jobs the store no longer has are ignored. An exit of the
+// node's current attempt on an evicted node is a preemption, and one the
+// agent reports because its node was stopped requeues the job.
+func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agentapi.JobState, r Retries, now time.Time) (Outcome, error) {
+	j, err := store.GetJobByUID(ctx, q, st.UID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Outcome{}, nil
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{Wake: j.Nodes} // the job's nodes before the change
+	switch st.Phase {
+	case agentapi.PhaseRunning:
+		before := j.Doc.Properties.Status
+		if err := lifecycle.Started(ctx, q, j, nodeID, st.Attempt, orNow(st.Started, now)); err != nil {
+			return Outcome{}, err
+		}
+		out.Changed = before != api.JobRunning
+	case agentapi.PhaseExited:
+		at := orNow(st.Ended, now)
+		out.Changed = true
+		n, err := store.GetNode(ctx, q, nodeID)
+		current := err == nil && n.JobID == j.UID && st.Attempt == j.Attempt
+		switch {
+		case current && !n.Evicted.IsZero():
+			err = lifecycle.Preempted(ctx, q, nodeID, r.MaxPreemptions, at)
+		case current && st.NodeStopped:
+			// The machine went away under the job (its leaving notice may
+			// not have reached a server that was down): requeue, not fail.
+			err = lifecycle.MachineGone(ctx, q, n, "the node was stopped while the job ran", r.MaxAttempts, r.MaxPreemptions, at)
+		default:
+			err = lifecycle.Exited(ctx, q, j, nodeID, st.Attempt, st.ExitCode, st.Reason, at)
+		}
+		if err != nil {
+			return Outcome{}, err
+		}
+	}
+	return out, nil
+}
+
+// orNow is the time an agent reported, or now when it reported none.
+func orNow(t, now time.Time) time.Time {
+	if t.IsZero() {
+		t = now
+	}
+	return t.UTC()
+}
+
+// ReleaseStale frees node nodeID from job uid, which its agent does not
+// run (see Plan.Release), inside the caller's transaction: a preempted
+// node's part counts as preempted, the part of a job still running there
+// as ended without starting. It reports whether the node still held the
+// job.
+func ReleaseStale(ctx context.Context, q store.Querier, nodeID, uid string, r Retries, now time.Time) (bool, error) {
+	n, err := store.GetNode(ctx, q, nodeID)
+	if err != nil || n.JobID != uid {
+		return false, err
+	}
+	if !n.Evicted.IsZero() {
+		return true, lifecycle.Preempted(ctx, q, nodeID, r.MaxPreemptions, now)
+	}
+	if j, err := store.GetJobByUID(ctx, q, uid); err == nil && slices.Contains(j.Nodes, nodeID) && !api.JobTerminal(j.Doc.Properties.Status) {
+		return true, lifecycle.Exited(ctx, q, j, nodeID, j.Attempt, exitNeverStarted, "the node never started it", now)
+	}
+	n.JobID = ""
+	if n.State == api.NodeRunning {
+		n.State, n.IdleSince = api.NodeIdle, now
+	}
+	return true, store.PutNode(ctx, q, n)
+}
