@@ -23,6 +23,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/docker"
@@ -81,13 +82,13 @@ func DefaultOptions() Options {
 		NodeImage:        nodeimage.DefaultTag,
 		HeartbeatTimeout: 60 * time.Second,
 		ProvisionTimeout: 15 * time.Minute,
-		PollTimeout:      20 * time.Second,
-		MaxAttempts:      3,
+		PollTimeout:      dispatch.DefaultPollTimeout,
+		MaxAttempts:      lifecycle.DefaultMaxAttempts,
 	}
 }
 
-// Validate checks options before anything starts.
-func (o *Options) Validate() error {
+// Validate checks options before anything starts; it changes nothing.
+func (o Options) Validate() error {
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
@@ -116,14 +117,25 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, sim", o.Provider)
 	}
+	return nil
+}
+
+// withDefaults fills in what the options leave to the daemon.
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
 	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
 		// An agent's held poll must come back well inside the heartbeat timeout.
 		o.PollTimeout = o.HeartbeatTimeout / 3
 	}
-	return nil
+	return o
 }
 
-func (o *Options) tls() bool { return o.TLSCert != "" || o.TLSSelfSigned }
+func (o Options) tls() bool { return o.TLSCert != "" || o.TLSSelfSigned }
 
 func isLoopback(host string) bool {
 	if host == "localhost" {
@@ -155,12 +167,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
+	o = o.withDefaults()
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
