@@ -63,7 +63,7 @@ func jwksKeyfunc(t *testing.T, base string) (jwt.Keyfunc, string) {
 // server's JWKS; a request for another cluster's identity is refused.
 func TestJobGetsManagedIdentityToken(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "mitoken")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/mitoken")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/mitoken")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build mitoken: %v\n%s", err, out)
 	}
