@@ -22,6 +22,16 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
+// Defaults of the cluster controller's timeouts.
+const (
+	// DefaultHeartbeatTimeout marks a node unusable that has not been heard
+	// from for that long.
+	DefaultHeartbeatTimeout = 60 * time.Second
+	// DefaultProvisionTimeout gives up on a node that has not registered
+	// that long after it was requested.
+	DefaultProvisionTimeout = 15 * time.Minute
+)
+
 // Clusters is the cluster controller: each pass it reads every cluster,
 // checks node health, asks decide.Decide what to do, and applies the plan
 // with actuate.Apply, as the simulator does (passActuator: assignments in
@@ -42,8 +52,8 @@ type Clusters struct {
 
 	ServerURL        string
 	CAFile           string
-	HeartbeatTimeout time.Duration // default 60 s
-	ProvisionTimeout time.Duration // default 15 min
+	HeartbeatTimeout time.Duration // default DefaultHeartbeatTimeout
+	ProvisionTimeout time.Duration // default DefaultProvisionTimeout
 	MaxAttempts      int           // default lifecycle.DefaultMaxAttempts
 	MaxPreemptions   int           // default lifecycle.DefaultMaxPreemptions
 	Resync           time.Duration // default 5 s
@@ -75,10 +85,10 @@ func (c *Clusters) Init() {
 		c.wake = make(chan struct{}, 1)
 	}
 	if c.HeartbeatTimeout <= 0 {
-		c.HeartbeatTimeout = 60 * time.Second
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if c.ProvisionTimeout <= 0 {
-		c.ProvisionTimeout = 15 * time.Minute
+		c.ProvisionTimeout = DefaultProvisionTimeout
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = lifecycle.DefaultMaxAttempts

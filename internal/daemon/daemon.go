@@ -80,8 +80,8 @@ func DefaultOptions() Options {
 		Quotas:           server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
 		Provider:         "local",
 		NodeImage:        nodeimage.DefaultTag,
-		HeartbeatTimeout: 60 * time.Second,
-		ProvisionTimeout: 15 * time.Minute,
+		HeartbeatTimeout: controller.DefaultHeartbeatTimeout,
+		ProvisionTimeout: controller.DefaultProvisionTimeout,
 		PollTimeout:      dispatch.DefaultPollTimeout,
 		MaxAttempts:      lifecycle.DefaultMaxAttempts,
 	}
