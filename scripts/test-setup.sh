@@ -3,7 +3,7 @@
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
 # busybox-static for the tiny test image, and the Kubernetes test tools
-# (a kube-apiserver built from source, and kwok: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
+# (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
 cd "$(dirname "$0")/.."

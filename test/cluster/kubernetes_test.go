@@ -26,7 +26,7 @@ import (
 
 // The Kubernetes provider end to end: a real `cumulus serve --provider
 // kubernetes` against a real kube-apiserver, scheduler and
-// controller-manager (kubelab), with kwok's fake nodes and a stand-in
+// controller-manager (kubelab), with fake nodes and a stand-in
 // kubelet that runs each node pod's agent as a real process.
 
 var (
@@ -118,7 +118,7 @@ func startKubeServer(t testing.TB, args ...string) *kubeServer {
 	return &kubeServer{server: s, lab: lab, ns: ns}
 }
 
-// createKubeCompute makes a cluster whose node pods tolerate kwok's nodes.
+// createKubeCompute makes a cluster whose node pods tolerate the lab's fake nodes.
 func (s *kubeServer) createKubeCompute(name, size, priority string, max int32, idle string) {
 	s.t.Helper()
 	zero := int32(0)
@@ -129,7 +129,7 @@ func (s *kubeServer) createKubeCompute(name, size, priority string, max int32, i
 	a.PreemptionGracePeriod = "PT2S"
 	a.ScaleSettings = &api.ScaleSettings{MinNodeCount: &zero, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: idle}
 	t := kubelab.Toleration
-	a.Kubernetes = &api.KubernetesPlacement{NodeSelector: map[string]string{"type": "kwok"},
+	a.Kubernetes = &api.KubernetesPlacement{NodeSelector: map[string]string{"type": "fake"},
 		Tolerations: []api.Toleration{{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)}}}
 	_, resp, err := s.c.PutCompute(bctx, c)
 	if err != nil {
@@ -299,7 +299,7 @@ func TestKubernetesRanksRendezvousOverPodIPs(t *testing.T) {
 
 // A job whose environment names an image gets a node pod of that image,
 // the agent injected by an init container from the node image; a job
-// without one runs on a node-image pod. (kwok runs no containers: the
+// without one runs on a node-image pod. (the lab runs no containers: the
 // stand-in kubelet runs the injected agent as a process here.)
 func TestKubernetesJobImageBecomesThePodImage(t *testing.T) {
 	s := startKubeServer(t)
@@ -333,8 +333,8 @@ func TestKubernetesJobImageBecomesThePodImage(t *testing.T) {
 
 // BenchmarkKubernetesScaleFromZero: a job submitted to an empty cluster on
 // the kubernetes provider; Queued→Running includes creating the secret and
-// pod, the scheduler binding it, kwok marking it Running, the agent process
-// starting and registering, and the job starting. (kwok starts no
+// pod, the scheduler binding it, the lab's kubelet marking it Running, the agent process
+// starting and registering, and the job starting. (the lab starts no
 // container, so image pulls and container start-up are not in the figure.)
 //
 //	go test ./test/cluster/ -run '^$' -bench KubernetesScaleFromZero -benchtime 20x
@@ -347,7 +347,7 @@ func BenchmarkKubernetesScaleFromZero(b *testing.B) {
 // BenchmarkKubernetesBurst: 30 jobs submitted at once to an empty cluster
 // of max 30 on the kubernetes provider; each job's Queued→Running, and the
 // time until the last one runs ("all-ms"). 30 node pods are created,
-// scheduled onto kwok nodes and their agents started.
+// scheduled onto the lab's fake nodes and their agents started.
 //
 //	go test ./test/cluster/ -run '^$' -bench KubernetesBurst -benchtime 3x
 func BenchmarkKubernetesBurst(b *testing.B) {

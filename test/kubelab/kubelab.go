@@ -1,9 +1,11 @@
 // Package kubelab runs a real Kubernetes control plane on this machine for
 // the Kubernetes provider's tests: kube-apiserver (with embedded etcd),
 // kube-scheduler and kube-controller-manager from the kubetest tool
-// (test/kube), and kwok for fake nodes. kwok runs no containers, so Kubelet
-// plays that part of the kubelet: for each node pod kwok marks Running it
-// starts the real `cumulus agent` process with the pod's environment, sends
+// (test/kube), with fake nodes whose kubelet the lab plays: it reports
+// them Ready and renews their leases, and its Kubelet gives each pod
+// scheduled there an address, reports it Running and starts the real
+// `cumulus agent` process with the pod's environment (no container
+// runtime), sends
 // it SIGTERM when the pod is deleted (then removes the pod after the grace
 // period, as a kubelet does), and marks the pod failed when the process
 // dies. Everything but the container runtime is real.
@@ -31,10 +33,10 @@ import (
 
 // Where the tools are: built by scripts/kube-tools.sh.
 const (
-	EnvTools = "CUMULUS_KUBE_TOOLS" // folder with kubetest, kwok and stages/
+	EnvTools = "CUMULUS_KUBE_TOOLS" // folder with kubetest
 )
 
-// ToolsDir is the folder holding kubetest, kwok and kwok's stages.
+// ToolsDir is the folder holding kubetest.
 func ToolsDir() string {
 	if d := os.Getenv(EnvTools); d != "" {
 		return d
@@ -46,24 +48,23 @@ func ToolsDir() string {
 // ErrNoTools is returned when the tools are not built.
 var ErrNoTools = errors.New("Kubernetes test tools not built (run scripts/kube-tools.sh)")
 
-// Lab is a running control plane with kwok.
+// Lab is a running control plane and the fake nodes added to it.
 type Lab struct {
 	Dir        string
 	Kubeconfig string
 	Config     *rest.Config
 	Client     k8s.Interface
 
-	procs []*exec.Cmd
+	procs    []*exec.Cmd
+	fake     fakeNodes
+	stopBeat context.CancelFunc
 }
 
-// Start brings up the control plane and kwok in dir; Close stops them.
+// Start brings up the control plane in dir; Close stops it.
 func Start(ctx context.Context, dir string) (*Lab, error) {
-	tools := ToolsDir()
-	kubetest, kwok := filepath.Join(tools, "kubetest"), filepath.Join(tools, "kwok")
-	for _, p := range []string{kubetest, kwok} {
-		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("%w: %s missing", ErrNoTools, p)
-		}
+	kubetest := filepath.Join(ToolsDir(), "kubetest")
+	if _, err := os.Stat(kubetest); err != nil {
+		return nil, fmt.Errorf("%w: %s missing", ErrNoTools, kubetest)
 	}
 	l := &Lab{Dir: dir}
 	up := exec.Command(kubetest, "up", "--dir", filepath.Join(dir, "control-plane"))
@@ -116,36 +117,17 @@ func Start(ctx context.Context, dir string) (*Lab, error) {
 		return nil, err
 	}
 
-	stages, _ := filepath.Glob(filepath.Join(tools, "stages", "*.yaml"))
-	if len(stages) == 0 {
-		l.Close()
-		return nil, fmt.Errorf("%w: no kwok stages in %s", ErrNoTools, filepath.Join(tools, "stages"))
-	}
-	args := []string{"--kubeconfig", l.Kubeconfig, "--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--node-ip=127.0.0.1", "--cidr=127.1.0.0/16", "--server-address=127.0.0.1:0"}
-	for _, s := range stages {
-		args = append(args, "-c", s)
-	}
-	kw := exec.Command(kwok, args...)
-	kwlog, err := os.Create(filepath.Join(dir, "kwok.log"))
-	if err != nil {
-		l.Close()
-		return nil, err
-	}
-	defer kwlog.Close()
-	kw.Stdout, kw.Stderr = kwlog, kwlog
-	kw.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := kw.Start(); err != nil {
-		l.Close()
-		return nil, err
-	}
-	l.procs = append(l.procs, kw)
+	hctx, stop := context.WithCancel(context.Background())
+	l.stopBeat = stop
+	go l.heartbeat(hctx)
 	return l, nil
 }
 
-// Close stops kwok and the control plane.
+// Close stops the nodes' heartbeat and the control plane.
 func (l *Lab) Close() {
+	if l.stopBeat != nil {
+		l.stopBeat()
+	}
 	for i := len(l.procs) - 1; i >= 0; i-- {
 		p := l.procs[i]
 		_ = syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
@@ -171,9 +153,10 @@ type NodeSpec struct {
 	PodCIDR  string // pods on it get IPs from here; use 127.x.y.0/24 so they are reachable
 }
 
-// AddNode registers a fake node that kwok manages, and waits until it is
-// Ready. It carries kwok's taint: pods must tolerate
-// kwok.x-k8s.io/node=fake:NoSchedule (Toleration).
+// AddNode registers a fake node, reports it Ready, and waits until the
+// node lifecycle controller agrees. It carries the label type=fake and
+// the taint kubelab/node=fake:NoSchedule: pods must tolerate it
+// (Toleration).
 func (l *Lab) AddNode(ctx context.Context, n NodeSpec) error {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(n.CPUs), resource.DecimalSI),
@@ -183,19 +166,25 @@ func (l *Lab) AddNode(ctx context.Context, n NodeSpec) error {
 	if n.GPUs > 0 {
 		capacity["nvidia.com/gpu"] = *resource.NewQuantity(int64(n.GPUs), resource.DecimalSI)
 	}
-	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": "kwok"}
+	labels := map[string]string{"kubernetes.io/hostname": n.Name, "type": "fake"}
 	for k, v := range n.Labels {
 		labels[k] = v
 	}
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}},
 		Spec: corev1.NodeSpec{PodCIDR: n.PodCIDR, PodCIDRs: nonEmpty(n.PodCIDR),
-			Taints: []corev1.Taint{{Key: "kwok.x-k8s.io/node", Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+			Taints: []corev1.Taint{{Key: fakeTaint, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity},
 	}
 	if _, err := l.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node %s: %w", n.Name, err)
+	}
+	if err := l.addFake(n.Name, n.PodCIDR); err != nil {
+		return err
+	}
+	if err := l.markReady(ctx, n.Name); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -205,11 +194,11 @@ func (l *Lab) AddNode(ctx context.Context, n NodeSpec) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("node %s not Ready and untainted after a minute (see %s and %s)", n.Name,
-		filepath.Join(l.Dir, "kwok.log"), filepath.Join(l.Dir, "control-plane.log"))
+	return fmt.Errorf("node %s not Ready and untainted after a minute (see %s)", n.Name,
+		filepath.Join(l.Dir, "control-plane.log"))
 }
 
-// ready: kwok reports the node Ready and the node lifecycle controller has
+// ready: the node is reported Ready and the node lifecycle controller has
 // lifted the not-ready taint, so pods can be scheduled there.
 func ready(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
@@ -232,8 +221,11 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-// Toleration lets a pod run on kwok's fake nodes.
-var Toleration = corev1.Toleration{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+// fakeTaint keeps pods off the lab's nodes unless they tolerate it.
+const fakeTaint = "kubelab/node"
+
+// Toleration lets a pod run on the lab's fake nodes.
+var Toleration = corev1.Toleration{Key: fakeTaint, Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
 
 // CreateNamespace makes a namespace for one test.
 func (l *Lab) CreateNamespace(ctx context.Context, name string) error {

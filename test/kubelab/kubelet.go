@@ -18,8 +18,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Kubelet runs the processes of the pods kwok marks Running in one
-// namespace: it is the part of a kubelet that kwok leaves out.
+// Kubelet plays the pod side of a kubelet in one namespace: it reports
+// each pod scheduled on a lab node Running with an address, runs its
+// process, and reports its end.
 type Kubelet struct {
 	lab *Lab
 	ns  string
@@ -87,6 +88,12 @@ func (k *Kubelet) sync(ctx context.Context, obj any) {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		k.terminate(ctx, pod, p)
+	case p == nil && pod.Spec.NodeName != "" && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""):
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			k.markRunning(ctx, pod.DeepCopy())
+		}()
 	case p == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "":
 		k.mu.Lock()
 		if k.procs[uid] != nil {
