@@ -38,31 +38,43 @@ type fakeNode struct {
 }
 
 // markReady gives a new node the status a kubelet reports on its first
-// heartbeat, and takes its lease.
+// heartbeat, and takes its lease. The node lifecycle controller writes the
+// node at the same time (taints), so a conflict is read again and retried.
 func (l *Lab) markReady(ctx context.Context, name string) error {
-	cur, err := l.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get node %s: %w", name, err)
+	var err error
+	for range 20 {
+		var cur *corev1.Node
+		if cur, err = l.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("get node %s: %w", name, err)
+		}
+		readyStatus(cur)
+		if _, err = l.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			return l.renewLease(ctx, name)
+		}
+		if !apierrors.IsConflict(err) {
+			break
+		}
 	}
+	return fmt.Errorf("node %s status: %w", name, err)
+}
+
+// readyStatus is a live node's status.
+func readyStatus(n *corev1.Node) {
 	now := metav1.Now()
 	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason string) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, LastHeartbeatTime: now, LastTransitionTime: now}
 	}
-	cur.Status.Conditions = []corev1.NodeCondition{
+	n.Status.Conditions = []corev1.NodeCondition{
 		cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady"),
 		cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory"),
 		cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
 		cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
 		cond(corev1.NodeNetworkUnavailable, corev1.ConditionFalse, "RouteCreated"),
 	}
-	cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: name}}
-	cur.Status.NodeInfo = corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux",
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: n.Name}}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux",
 		KubeletVersion: "kubelab", ContainerRuntimeVersion: "kubelab", KernelVersion: "kubelab"}
-	cur.Status.Phase = corev1.NodeRunning
-	if _, err := l.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("node %s status: %w", name, err)
-	}
-	return l.renewLease(ctx, name)
+	n.Status.Phase = corev1.NodeRunning
 }
 
 // renewLease creates or renews a node's lease in kube-node-lease.
