@@ -158,19 +158,21 @@ func TestRandomEvictionChaos(t *testing.T) {
 func TestServerKilledDuringPreemption(t *testing.T) {
 	s := startServer(t)
 	s.createLowPriority("spot3", 1, "PT3S")
-	stopped := filepath.Join(t.TempDir(), "stopped")
-	s.submit("slow-stop", "spot3", `trap 'sleep 1; touch `+stopped+`; exit 143' TERM; `+checkpointing+` & wait`)
+	marks := t.TempDir()
+	stopping, stopped := filepath.Join(marks, "stopping"), filepath.Join(marks, "stopped")
+	s.submit("slow-stop", "spot3", `trap 'touch `+stopping+`; sleep 1; touch `+stopped+`; exit 143' TERM; `+checkpointing+` & wait`)
 	waitFor(t, "the job running", 30*time.Second, func() bool { return s.job("slow-stop").Properties.Status == api.JobRunning })
 	s.checkpointed("slow-stop")
 	victim := s.nodeOf("slow-stop", 0)
 	if err := s.c.SimulateEviction(context.Background(), "spot3", victim); err != nil {
 		t.Fatal(err)
 	}
+	exists := func(p string) func() bool {
+		return func() bool { _, err := os.Stat(p); return err == nil }
+	}
+	waitFor(t, "the agent to pass the preemption notice to the job", 30*time.Second, exists(stopping))
 	s.kill9() // the job stops, and the agent reports it, while the server is down
-	waitFor(t, "the job to stop with the server down", 30*time.Second, func() bool {
-		_, err := os.Stat(stopped)
-		return err == nil
-	})
+	waitFor(t, "the job to stop with the server down", 30*time.Second, exists(stopped))
 	s.start()
 	j := s.waitJob("slow-stop", api.JobCompleted, 60*time.Second)
 	if len(j.Properties.Attempts) != 2 {
