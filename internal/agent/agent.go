@@ -24,8 +24,9 @@ import (
 )
 
 // ErrUnknownNode is returned by Run when the server has no record of this
-// node: the node was removed while its agent was away, and the agent must
-// not carry on.
+// node, or refuses the node token it gave (401, which is how the server
+// answers a poll of a node it does not know): the node was removed while
+// its agent was away, and the agent must not carry on.
 var ErrUnknownNode = errors.New("the server has no record of this node")
 
 // Config is what an agent needs. Zero durations take the defaults of
@@ -234,7 +235,7 @@ func (a *agent) run(ctx context.Context) error {
 	a.life = life
 
 	recovered := a.recoverJobs()
-	if err := a.register(ctx, true); err != nil {
+	if err := a.register(ctx); err != nil {
 		a.stopAll(agentapi.ReasonNodeStopped)
 		a.waitJobs(cancelLife)
 		if ctx.Err() != nil {
@@ -274,14 +275,15 @@ func (a *agent) loop(ctx context.Context) error {
 		}
 		if err != nil {
 			if isStatus(err, http.StatusUnauthorized) {
-				a.logger().Warn("the server rejected the node token; registering again")
-				if err := a.register(ctx, false); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
-				continue
+				// The server refuses the node token it gave this agent
+				// (or the one a previous agent process saved). It answers
+				// an unknown node and a wrong token alike, so that node
+				// ids cannot be probed: either way this node is over (it
+				// was removed, or registered again elsewhere), as when
+				// the server says Unknown. Registering again would make
+				// a machine joined by hand a new node behind the back of
+				// whoever removed it.
+				return fmt.Errorf("%w: the server refuses the node token: %w", ErrUnknownNode, err)
 			}
 			if !failing {
 				a.logger().Warn("poll failed; retrying (running jobs carry on)", "err", err)

@@ -389,6 +389,30 @@ func TestUnknownNodeExits(t *testing.T) {
 	}
 }
 
+// TestRefusedNodeTokenExits: the server answers a poll of a node it does
+// not know with 401, as it does a wrong token (so that node ids cannot be
+// probed). An agent whose own node token is refused stops as for Unknown,
+// and does not register again.
+func TestRefusedNodeTokenExits(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	ra := startAgent(t, f, nil)
+	f.waitFor(10*time.Second, "a first poll", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.polls) > 0
+	})
+	f.set(func(f *fakeServer) { f.nodeToken = "the node was removed" })
+	if err := ra.wait(t, 10*time.Second); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("Run = %v; want ErrUnknownNode", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.registers != 1 {
+		t.Errorf("registered %d times; want 1 (no registering again after the node token is refused)", f.registers)
+	}
+}
+
 func TestRegisterRefusedWithoutIdentity(t *testing.T) {
 	t.Parallel()
 	f := newFakeServer(t)

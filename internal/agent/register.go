@@ -58,12 +58,10 @@ func (a *agent) saveIdentity(id identity) error {
 }
 
 // register joins the control plane with the join token, retrying with
-// backoff until ctx ends. At start (useSaved) a refused join token falls
-// back to the identity a previous agent process saved; without one the
-// refusal is final.
-func (a *agent) register(ctx context.Context, useSaved bool) error {
+// backoff until ctx ends. A refused join token falls back to the identity
+// a previous agent process saved; without one the refusal is final.
+func (a *agent) register(ctx context.Context) error {
 	saved, haveSaved := a.loadIdentity()
-	haveSaved = haveSaved && useSaved
 	if haveSaved && a.nodeID == "" {
 		a.mu.Lock()
 		a.nodeID = saved.NodeID

@@ -97,6 +97,17 @@ func prepareSize(v *Validation, a *AmlComputeProperties) {
 	}
 }
 
+// Bounds of a compute's durations. An idle time of 0 removes a node as
+// soon as it is idle; below a second it means nothing more. A grace of 0
+// would be read as "none given" by the agent (which then uses its own),
+// so a job always gets at least a second between SIGTERM and SIGKILL.
+const (
+	MinIdleTime        = time.Second
+	MaxIdleTime        = 7 * 24 * time.Hour
+	MinPreemptionGrace = time.Second
+	MaxPreemptionGrace = time.Hour
+)
+
 func prepareScale(v *Validation, a *AmlComputeProperties) {
 	if a.ScaleSettings == nil {
 		// Azure's CLI defaults: min 0, max 4, idle 120 s.
@@ -127,8 +138,10 @@ func prepareScale(v *Validation, a *AmlComputeProperties) {
 	}
 	if d, err := ParseDuration(s.NodeIdleTimeBeforeScaleDown); err != nil {
 		v.Add(CodeValidationError, target+".nodeIdleTimeBeforeScaleDown", "nodeIdleTimeBeforeScaleDown: %s", err)
-	} else if d > 7*24*time.Hour {
+	} else if d > MaxIdleTime {
 		v.Add(CodeValidationError, target+".nodeIdleTimeBeforeScaleDown", "nodeIdleTimeBeforeScaleDown may be at most 7 days, got %s", s.NodeIdleTimeBeforeScaleDown)
+	} else if d != 0 && d < MinIdleTime {
+		v.Add(CodeValidationError, target+".nodeIdleTimeBeforeScaleDown", "nodeIdleTimeBeforeScaleDown must be PT0S (remove a node as soon as it is idle) or at least 1 second, got %s", s.NodeIdleTimeBeforeScaleDown)
 	}
 }
 
@@ -139,8 +152,8 @@ func preparePreemption(v *Validation, a *AmlComputeProperties) {
 	const target = "properties.properties.preemptionGracePeriod"
 	if d, err := ParseDuration(a.PreemptionGracePeriod); err != nil {
 		v.Add(CodeValidationError, target, "preemptionGracePeriod: %s", err)
-	} else if d > time.Hour {
-		v.Add(CodeValidationError, target, "preemptionGracePeriod may be at most 1 hour, got %s", a.PreemptionGracePeriod)
+	} else if d < MinPreemptionGrace || d > MaxPreemptionGrace {
+		v.Add(CodeValidationError, target, "preemptionGracePeriod must be between 1 second and 1 hour, got %s", a.PreemptionGracePeriod)
 	}
 }
 

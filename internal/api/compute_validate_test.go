@@ -221,6 +221,15 @@ func TestPrepareComputeRules(t *testing.T) {
 		{name: "idle one week", mut: idle("P1W")},
 		{name: "idle PT0S", mut: idle("PT0S")},
 		{name: "idle PT5M", mut: idle("PT5M")},
+		{name: "idle PT1S", mut: idle("PT1S")},
+		{name: "idle under a second", mut: idle("PT0.5S"), code: api.CodeValidationError, target: tgtScale + "nodeIdleTimeBeforeScaleDown", msg: "at least 1 second"},
+		{name: "idle negative", mut: idle("-PT5M"), code: api.CodeValidationError, target: tgtScale + "nodeIdleTimeBeforeScaleDown"},
+		{name: "grace PT1S", mut: grace("PT1S")},
+		{name: "grace PT1H", mut: grace("PT1H")},
+		{name: "grace PT0S", mut: grace("PT0S"), code: api.CodeValidationError, target: tgtAml + "preemptionGracePeriod", msg: "between 1 second and 1 hour"},
+		{name: "grace under a second", mut: grace("PT0.2S"), code: api.CodeValidationError, target: tgtAml + "preemptionGracePeriod"},
+		{name: "grace over an hour", mut: grace("PT1H1S"), code: api.CodeValidationError, target: tgtAml + "preemptionGracePeriod"},
+		{name: "grace negative", mut: grace("-PT30S"), code: api.CodeValidationError, target: tgtAml + "preemptionGracePeriod"},
 
 		// OS
 		{name: "osType Windows", mut: func(c *api.Compute) { c.Aml().OSType = "Windows" }, code: api.CodeValidationError, target: tgtAml + "osType", msg: "Linux"},
@@ -321,6 +330,10 @@ func idle(d string) func(*api.Compute) {
 	return func(c *api.Compute) {
 		c.Aml().ScaleSettings = &api.ScaleSettings{MaxNodeCount: vi32(2), NodeIdleTimeBeforeScaleDown: d}
 	}
+}
+
+func grace(d string) func(*api.Compute) {
+	return func(c *api.Compute) { c.Aml().PreemptionGracePeriod = d }
 }
 
 func remote(v string) func(*api.Compute) {

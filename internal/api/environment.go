@@ -37,8 +37,8 @@ func PrepareEnvironment(e *Environment, name, version string) error {
 	}
 	if e.Properties.Image == "" {
 		v.Add(CodeValidationError, "properties.image", "image is required (e.g. python:3.11 or a locally built image)")
-	} else if strings.ContainsAny(e.Properties.Image, " \t\n") || len(e.Properties.Image) > 512 {
-		v.Add(CodeValidationError, "properties.image", "image %q is not an image reference", e.Properties.Image)
+	} else if err := CheckImageRef(e.Properties.Image); err != nil {
+		v.Add(CodeValidationError, "properties.image", "%s", err)
 	}
 	if e.Properties.OSType == "" {
 		e.Properties.OSType = OSLinux
@@ -49,11 +49,16 @@ func PrepareEnvironment(e *Environment, name, version string) error {
 
 // ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",
 // an ARM id …/environments/NAME/versions/VERSION, or "image:REF" (an
-// inline image, as the CLI sends `environment: {image: …}`).
+// inline image, as the CLI sends `environment: {image: …}`; it must be an
+// image reference, CheckImageRef).
 func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
 	switch {
 	case strings.HasPrefix(ref, "image:"):
-		return "", "", strings.TrimPrefix(ref, "image:"), nil
+		image := strings.TrimPrefix(ref, "image:")
+		if err := CheckImageRef(image); err != nil {
+			return "", "", "", err
+		}
+		return "", "", image, nil
 	case strings.HasPrefix(ref, "azureml:"):
 		rest := strings.TrimPrefix(ref, "azureml:")
 		if i := strings.Index(rest, "/environments/"); i >= 0 { // azureml:/subscriptions/…

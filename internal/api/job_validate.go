@@ -6,8 +6,11 @@ import (
 	"time"
 )
 
-// MaxJobTimeout bounds limits.timeout.
-const MaxJobTimeout = 90 * 24 * time.Hour
+// MinJobTimeout and MaxJobTimeout bound limits.timeout.
+const (
+	MinJobTimeout = time.Second
+	MaxJobTimeout = 90 * 24 * time.Hour
+)
 
 // CheckJobName applies the job name rule: 1–255 characters of letters,
 // digits, '-' and '_', starting with a letter or digit.
@@ -63,7 +66,7 @@ func PrepareJob(j *Job, name string) error {
 		switch {
 		case err != nil:
 			v.Add(CodeValidationError, "properties.limits.timeout", "limits.timeout: %s", err)
-		case d <= 0 || d > MaxJobTimeout:
+		case d < MinJobTimeout || d > MaxJobTimeout:
 			v.Add(CodeValidationError, "properties.limits.timeout", "limits.timeout must be between 1 second and 90 days, got %s", p.Limits.Timeout)
 		}
 	}
@@ -86,6 +89,9 @@ func PrepareJob(j *Job, name string) error {
 			}
 		default:
 			v.Add(CodeValidationError, "properties.inputs."+k+".jobInputType", "input %s: jobInputType %q is not one of uri_folder, uri_file, literal", k, in.JobInputType)
+		}
+		if err := checkBlobURI(in.URI); err != nil {
+			v.Add(CodeValidationError, "properties.inputs."+k+".uri", "input %s: %s", k, err)
 		}
 	}
 	for k, out := range p.Outputs {

@@ -81,6 +81,8 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
 	fl.IntVar(&o.MaxAttempts, "max-attempts", o.MaxAttempts, "times a job is started before a node failure makes it fail")
 	fl.Float64Var(&o.EvictionRate, "eviction-rate", 0, "preempt low-priority nodes at random, this many times per node-hour (chaos testing)")
+	fl.DurationVar(&o.BodyTimeout, "body-timeout", o.BodyTimeout, "a request must send its body within this long (an upload: may pause no longer), else it is answered 408 and its connection closed")
+	fl.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "an upload (code snapshot, input folder, job output, log chunk) must be sent within this long")
 	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -67,6 +67,7 @@ func Save(path string, c CLI) error {
 		return fmt.Errorf("write config: %w", err)
 	}
 	tmp := path + ".tmp"
+	_ = os.Remove(tmp) // a stale one would keep its mode: WriteFile sets it only when creating
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return fmt.Errorf("write config: %w", err)
 	}

@@ -69,7 +69,25 @@ type Options struct {
 	PollTimeout      time.Duration
 	MaxAttempts      int
 	EvictionRate     float64 // random preemptions of low-priority nodes per node-hour (chaos testing)
+
+	// BodyTimeout bounds how long a request may take to send its body (an
+	// upload: how long it may send nothing); UploadTimeout bounds an upload
+	// (blob, job output, log chunk) in all. See server.Config.
+	BodyTimeout   time.Duration
+	UploadTimeout time.Duration
 }
+
+// HTTP connection limits of the control plane's listener.
+const (
+	// readHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	readHeaderTimeout = 10 * time.Second
+	// idleTimeout closes a kept-alive connection that sends no request for
+	// this long (agents poll at least every heartbeat interval).
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes bounds a request's headers (tokens, cookies).
+	maxHeaderBytes = 64 << 10
+)
 
 // DefaultOptions are the defaults of `cumulus serve`.
 func DefaultOptions() Options {
@@ -84,6 +102,8 @@ func DefaultOptions() Options {
 		ProvisionTimeout: controller.DefaultProvisionTimeout,
 		PollTimeout:      dispatch.DefaultPollTimeout,
 		MaxAttempts:      lifecycle.DefaultMaxAttempts,
+		BodyTimeout:      server.DefaultBodyTimeout,
+		UploadTimeout:    server.DefaultUploadTimeout,
 	}
 }
 
@@ -107,6 +127,9 @@ func (o Options) Validate() error {
 	}
 	if o.EvictionRate < 0 {
 		return errors.New("--eviction-rate may not be negative")
+	}
+	if o.BodyTimeout < 0 || o.UploadTimeout < 0 {
+		return errors.New("--body-timeout and --upload-timeout may not be negative")
 	}
 	switch o.Provider {
 	case "local", "sim", "kubernetes":
@@ -171,6 +194,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
 	db, err := store.OpenSQLite(ctx, filepath.Join(o.DataDir, "cumulus.db"))
 	if err != nil {
 		return nil, err
@@ -245,7 +269,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
-		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts},
+		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
+		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio})
 	clusters.Limits = api.Limits
 	if err := api.EnsureDefaults(ctx); err != nil {
@@ -257,7 +282,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 
-	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second,
+	// No ReadTimeout: one bound for every request would cut off large
+	// uploads; the server bounds each request's body itself (BodyTimeout,
+	// UploadTimeout). No WriteTimeout: it would cut off agents' held polls
+	// and long downloads.
+	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel

@@ -16,9 +16,6 @@ import (
 // job (cancel, timeout, shutdown).
 const JobGrace = 10 * time.Second
 
-// blobScheme prefixes an input that is a blob this server stores.
-const blobScheme = "cumulus://blobs/"
-
 // Work is what an assignment needs beyond the job and the node: read from
 // the store and the output files by the caller.
 type Work struct {
@@ -62,7 +59,7 @@ func environment(j store.Job) (env, blobs map[string]string) {
 	}
 	blobs = map[string]string{}
 	for k, in := range p.Inputs {
-		switch digest, isBlob := strings.CutPrefix(in.URI, blobScheme); {
+		switch digest, isBlob := strings.CutPrefix(in.URI, api.BlobURIScheme); {
 		case strings.EqualFold(in.JobInputType, "literal"):
 			env["AZUREML_INPUT_"+k] = in.Value
 		case isBlob:

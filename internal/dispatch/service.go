@@ -55,8 +55,8 @@ func (s *Service) changed() {
 
 func (s *Service) now() time.Time { return s.Clock.Now().UTC() }
 
-// Authenticate finds the node a node token belongs to (store.ErrNotFound
-// for a node the store no longer has).
+// Authenticate finds the node a node token belongs to. A node the store
+// no longer has is refused as a wrong token is (ErrUnauthorized).
 func (s *Service) Authenticate(ctx context.Context, tok string) (store.Node, error) {
 	return AuthenticateNode(ctx, s.DB.Q(), tok)
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -60,20 +61,30 @@ func IssueComputeJoinToken(ctx context.Context, q store.Querier, computeID strin
 	return tok, nil
 }
 
-// AuthenticateNode finds the node a node token belongs to. A well-formed
-// token of a node the store does not know returns store.ErrNotFound.
+// errNodeToken is the one refusal of a well-formed node token: the same
+// for a node the store does not know and for a wrong secret, so that a
+// caller cannot learn which node ids exist.
+const errNodeToken = "the node token is not valid (the node may have been removed)"
+
+// AuthenticateNode finds the node a node token belongs to. A token of a
+// node the store does not know and a wrong token of a node it knows are
+// refused alike (ErrUnauthorized, the same message).
 func AuthenticateNode(ctx context.Context, q store.Querier, tok string) (store.Node, error) {
 	rest, ok := strings.CutPrefix(tok, prefixNode)
 	id, _, ok2 := strings.Cut(rest, ".")
 	if !ok || !ok2 {
 		return store.Node{}, unauthorized("a node token is required")
 	}
+	hash := secret.Hash(tok) // hashed before the lookup: both refusals take the same work
 	n, err := store.GetNode(ctx, q, id)
-	if err != nil {
-		return n, err
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Node{}, unauthorized(errNodeToken)
 	}
-	if n.TokenHash == "" || n.TokenHash != secret.Hash(tok) {
-		return n, unauthorized("the node token is not valid")
+	if err != nil {
+		return store.Node{}, err
+	}
+	if n.TokenHash == "" || subtle.ConstantTimeCompare([]byte(n.TokenHash), []byte(hash)) != 1 {
+		return store.Node{}, unauthorized(errNodeToken)
 	}
 	return n, nil
 }

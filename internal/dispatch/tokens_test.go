@@ -138,12 +138,19 @@ func TestAuthenticateNode(t *testing.T) {
 		"a join token":           {"cjt_n1.x", ErrUnauthorized},
 		"no token":               {"", ErrUnauthorized},
 		"a node without id":      {"cnt_n1", ErrUnauthorized},
-		"a node the store lacks": {gone, store.ErrNotFound},
+		"a node the store lacks": {gone, ErrUnauthorized},
 	}
 	for name, c := range cases {
 		_, err := AuthenticateNode(f.ctx, f.db.Q(), c.tok)
 		if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
+	}
+	// A caller must not learn which node ids exist: an unknown node and a
+	// wrong secret of a known one are refused in the same words.
+	_, unknown := AuthenticateNode(f.ctx, f.db.Q(), gone)
+	_, wrong := AuthenticateNode(f.ctx, f.db.Q(), strings.Replace(tok, ".", ".x", 1))
+	if unknown == nil || wrong == nil || unknown.Error() != wrong.Error() {
+		t.Errorf("unknown node: %v; wrong secret: %v; want the same refusal", unknown, wrong)
 	}
 }

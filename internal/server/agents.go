@@ -96,13 +96,14 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request, _ params)
 }
 
 func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) error {
+	// An unknown node is refused as a wrong token is (401, the same
+	// words): answering it {"unknown":true} would tell anyone which node
+	// ids exist. Its agent takes the 401 for its own token as the end of
+	// its node. (A node removed while its poll is held is still answered
+	// unknown: that caller has proved its token.)
 	node, err := s.nodeAuth(r)
-	if isNotFound(err) {
-		writeJSON(w, http.StatusOK, agentapi.PollResponse{Unknown: true})
-		return nil
-	}
 	if err != nil {
-		return err
+		return asUnauthorized(err)
 	}
 	var req agentapi.PollRequest
 	if err := decode(r, &req); err != nil {

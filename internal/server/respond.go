@@ -39,6 +39,8 @@ func toAPIError(err error) *api.Error {
 	case errors.Is(err, store.ErrExists):
 		return &api.Error{Status: http.StatusPreconditionFailed, Code: api.CodePreconditionFailed,
 			Message: "the resource already exists and If-None-Match: * was given"}
+	case isBodyTimeout(err):
+		return bodyTimeout()
 	}
 	return api.AsError(err)
 }
@@ -52,9 +54,19 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	writeJSON(w, e.Status, api.ErrorResponse{Error: e})
 }
 
+// bodyTimeout is the answer to a request whose body did not arrive in
+// time (the connection is closed after it).
+func bodyTimeout() *api.Error {
+	return &api.Error{Status: http.StatusRequestTimeout, Code: "RequestTimeout",
+		Message: "the request body did not arrive in time; send it without pausing"}
+}
+
 // decode reads a JSON body into v, refusing what is not one JSON object.
 func decode(r *http.Request, v any) error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if isBodyTimeout(err) {
+		return bodyTimeout()
+	}
 	if err != nil {
 		return api.BadRequest(api.CodeInvalidRequest, "cannot read the request body: %v", err)
 	}
@@ -66,8 +78,14 @@ func decode(r *http.Request, v any) error {
 
 // decodeBytes is decode on bytes already read (fuzzed directly).
 func decodeBytes(body []byte, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	trimmed := strings.TrimSpace(string(body))
+	if len(trimmed) == 0 {
 		return api.BadRequest(api.CodeInvalidRequest, "the request body is empty; send a JSON object")
+	}
+	if kind := jsonKind(trimmed); kind != "" {
+		// null, an array, a string, a number: json would take null as
+		// "nothing" and leave v empty, as if an empty object had come.
+		return api.BadRequest(api.CodeInvalidRequest, "the request body must be a JSON object, not %s", kind)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	if err := dec.Decode(v); err != nil {
@@ -77,6 +95,31 @@ func decodeBytes(body []byte, v any) error {
 		return api.BadRequest(api.CodeInvalidRequest, "the request body has data after the JSON object")
 	}
 	return nil
+}
+
+// jsonKind names the JSON value body starts with when it is not an
+// object; "" for an object, or for what is not JSON (decoding says what
+// is wrong then).
+func jsonKind(body string) string {
+	tok, err := json.NewDecoder(strings.NewReader(body)).Token()
+	if err != nil {
+		return ""
+	}
+	switch t := tok.(type) {
+	case nil:
+		return "null"
+	case json.Delim:
+		if t == '[' {
+			return "an array"
+		}
+	case bool:
+		return "a boolean"
+	case float64, json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	}
+	return ""
 }
 
 func jsonProblem(err error) string {

@@ -54,6 +54,11 @@ type Config struct {
 	MaxAttempts int
 	// MaxPreemptions bounds restarts of a job whose node was preempted.
 	MaxPreemptions int
+	// BodyTimeout bounds how long a request may take to send its body
+	// (an upload: how long it may send nothing); UploadTimeout bounds an
+	// upload (blob, job output, log chunk) in all. Zero: the defaults.
+	BodyTimeout   time.Duration
+	UploadTimeout time.Duration
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -122,6 +127,12 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	if cfg.UploadTimeout <= 0 {
+		cfg.UploadTimeout = DefaultUploadTimeout
+	}
 	if d.Hub == nil {
 		d.Hub = hub.New()
 	}
@@ -179,6 +190,7 @@ func (s *Server) routes() {
 // ServeHTTP authenticates, checks api-version and dispatches.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	s.boundBody(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	defer func() {
 		if p := recover(); p != nil {

@@ -39,10 +39,19 @@ type Querier interface {
 }
 
 // OpenSQLite opens (creating if needed) the SQLite database at path, in
-// WAL mode, and brings its schema up to date.
+// WAL mode, and brings its schema up to date. A new database file is
+// readable by its owner only (0600), and so are the -wal and -shm files
+// SQLite makes beside it (it gives them the database file's mode).
 func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store dir: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // SQLite would make it 0644
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)

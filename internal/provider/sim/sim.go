@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -188,7 +189,14 @@ func (n *node) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		req := agentapi.PollRequest{NodeID: reg.NodeID, Jobs: n.states()}
 		var resp agentapi.PollResponse
-		if err := n.call(ctx, "/poll", "", req, &resp); err != nil {
+		err := n.call(ctx, "/poll", "", req, &resp)
+		if errors.Is(err, errRefused) {
+			// The server refuses the node token it gave: it has no record
+			// of this node (it answers unknown nodes so), as Unknown.
+			n.stopAll("shutdown")
+			return
+		}
+		if err != nil {
 			n.log.Debug("sim node poll failed", "err", err)
 			if !sleep(ctx, time.Second) {
 				return
@@ -323,7 +331,11 @@ func (n *node) call(ctx context.Context, path, token string, in, out any) error 
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, strings.TrimSpace(string(msg)))
+		err := fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, strings.TrimSpace(string(msg)))
+		if resp.StatusCode == http.StatusUnauthorized {
+			err = fmt.Errorf("%w: %w", errRefused, err)
+		}
+		return err
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -331,6 +343,9 @@ func (n *node) call(ctx context.Context, path, token string, in, out any) error 
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// errRefused marks a 401: the server refuses the node's token.
+var errRefused = errors.New("the server refuses the node token")
 
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
