@@ -16,6 +16,7 @@ import (
 func TestQuotaCommandsAgainstDaemon(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
 		o.Defaults = server.Defaults{Subscription: "s1", ResourceGroup: "rg1", Location: "westus2", Workspace: "ws1"}
+		o.Locations = []string{"westus2", "eastus"}
 		o.Quotas = server.Quotas{FamilyCores: 40, TotalCores: 100, LowPriorityCores: 20}
 		o.AgentCommand = []string{"true"} // nodes never register; no agent processes are left behind
 	})

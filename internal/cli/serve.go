@@ -67,6 +67,9 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.StringVar(&o.Defaults.Subscription, "subscription-id", o.Defaults.Subscription, "default subscription id")
 	fl.StringVar(&o.Defaults.ResourceGroup, "default-resource-group", o.Defaults.ResourceGroup, "default resource group")
 	fl.StringVar(&o.Defaults.Location, "location", o.Defaults.Location, "default location")
+	fl.StringSliceVar(&o.Locations, "locations", nil, "the locations this server serves, comma-separated; computes, workspaces, quotas and usages in any other are refused (env CUMULUS_LOCATIONS; default: the --location alone)")
+	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
+	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
 	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
 	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
@@ -96,6 +99,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
 		o.DataDir = v
+	}
+	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
+		o.Locations = splitList(v)
 	}
 	if v := os.Getenv("CUMULUS_KUBECONFIG"); v != "" && !cmd.Flags().Changed("kubeconfig") {
 		o.Kubeconfig = v
@@ -163,7 +169,7 @@ func applyServerConfig(cmd *cobra.Command, path string) error {
 		if f.Changed {
 			continue
 		}
-		if err := cmd.Flags().Set(k, fmt.Sprint(settings[k])); err != nil {
+		if err := cmd.Flags().Set(k, settingValue(settings[k])); err != nil {
 			return fmt.Errorf("server config %s: %s: %w", path, k, err)
 		}
 	}

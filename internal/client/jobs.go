@@ -69,16 +69,33 @@ func (c *Client) JobOutput(ctx context.Context, name, output string, w io.Writer
 	return c.stream(req, w)
 }
 
-// UploadBlob stores data content-addressed and returns its sha256.
+// UploadBlob stores data content-addressed in the client's workspace and
+// returns its sha256. The blob belongs to the workspace: jobs of the
+// workspace can use it, and only callers who may read the workspace can
+// read it.
 func (c *Client) UploadBlob(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.BaseURL+"/cumulus/v1/blobs/"+digest, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.blobURL(digest), bytes.NewReader(data))
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	return digest, c.stream(req, io.Discard)
+}
+
+// DownloadBlob streams a blob of the client's workspace into w.
+func (c *Client) DownloadBlob(ctx context.Context, digest string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.blobURL(digest), nil)
+	if err != nil {
+		return err
+	}
+	return c.stream(req, w)
+}
+
+// blobURL is the URL of a blob of the client's workspace.
+func (c *Client) blobURL(digest string) string {
+	return c.BaseURL + "/cumulus/v1/blobs/" + url.PathEscape(digest) + "?workspace=" + url.QueryEscape(c.Scope.WorkspaceID())
 }
 
 // stream sends a non-JSON request and copies a 2xx body into w.

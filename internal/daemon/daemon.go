@@ -50,6 +50,14 @@ type Options struct {
 	PublicURL     string
 	Defaults      server.Defaults
 	Quotas        server.Quotas
+	// Locations are the locations the server serves; empty: only
+	// Defaults.Location, which must be one of them.
+	Locations []string
+	// MaxBlobSize bounds one uploaded blob (code snapshot, input folder);
+	// BlobGrace is how long a blob no job references is kept.
+	MaxBlobSize int64
+	BlobGrace   time.Duration
+
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
 	Log           *slog.Logger
@@ -96,6 +104,8 @@ func DefaultOptions() Options {
 		DataDir:          config.DataDir(),
 		Defaults:         server.Defaults{Subscription: "local", ResourceGroup: "local", Location: "local", Workspace: "default"},
 		Quotas:           server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 1000},
+		MaxBlobSize:      server.DefaultMaxBlobSize,
+		BlobGrace:        server.DefaultBlobGrace,
 		Provider:         "local",
 		NodeImage:        nodeimage.DefaultTag,
 		HeartbeatTimeout: controller.DefaultHeartbeatTimeout,
@@ -124,6 +134,12 @@ func (o Options) Validate() error {
 	}
 	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
 		return errors.New("quota limits may not be negative")
+	}
+	if err := server.CheckLocations(o.Locations, o.Defaults.Location); err != nil {
+		return fmt.Errorf("--locations: %w", err)
+	}
+	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
+		return errors.New("--max-blob-size and --blob-grace may not be negative")
 	}
 	if o.EvictionRate < 0 {
 		return errors.New("--eviction-rate may not be negative")
@@ -269,6 +285,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
+		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio})
@@ -292,7 +309,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	d.prov = prov
-	d.wg.Add(5)
+	d.wg.Add(6)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -327,6 +344,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	go func() {
 		defer d.wg.Done()
 		studio.Run(runCtx) // samples node counts for the studio's chart
+	}()
+	go func() {
+		defer d.wg.Done()
+		api.RunBlobGC(runCtx) // removes uploads no job references after their grace period
 	}()
 	ok = true
 	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir)

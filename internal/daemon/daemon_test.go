@@ -177,17 +177,20 @@ func TestStartTLSSelfSigned(t *testing.T) {
 
 func TestOptionsValidate(t *testing.T) {
 	cases := map[string]func(o *daemon.Options){
-		"cert without key":            func(o *daemon.Options) { o.TLSCert = "c.pem" },
-		"key without cert":            func(o *daemon.Options) { o.TLSKey = "k.pem" },
-		"cert and self-signed":        func(o *daemon.Options) { o.TLSCert, o.TLSKey, o.TLSSelfSigned = "c", "k", true },
-		"bad listen":                  func(o *daemon.Options) { o.Listen = "nonsense" },
-		"plain HTTP on all addrs":     func(o *daemon.Options) { o.Listen = "0.0.0.0:8787" },
-		"plain HTTP on a public ip":   func(o *daemon.Options) { o.Listen = "10.1.2.3:8787" },
-		"negative quota":              func(o *daemon.Options) { o.Quotas.TotalCores = -1 },
-		"negative family quota":       func(o *daemon.Options) { o.Quotas.FamilyCores = -1 },
-		"negative low priority quota": func(o *daemon.Options) { o.Quotas.LowPriorityCores = -1 },
-		"unknown provider":            func(o *daemon.Options) { o.Provider = "nomad" },
-		"docker without a node image": func(o *daemon.Options) { o.Provider, o.NodeImage = "docker", "" },
+		"cert without key":              func(o *daemon.Options) { o.TLSCert = "c.pem" },
+		"key without cert":              func(o *daemon.Options) { o.TLSKey = "k.pem" },
+		"cert and self-signed":          func(o *daemon.Options) { o.TLSCert, o.TLSKey, o.TLSSelfSigned = "c", "k", true },
+		"bad listen":                    func(o *daemon.Options) { o.Listen = "nonsense" },
+		"plain HTTP on all addrs":       func(o *daemon.Options) { o.Listen = "0.0.0.0:8787" },
+		"plain HTTP on a public ip":     func(o *daemon.Options) { o.Listen = "10.1.2.3:8787" },
+		"negative quota":                func(o *daemon.Options) { o.Quotas.TotalCores = -1 },
+		"negative family quota":         func(o *daemon.Options) { o.Quotas.FamilyCores = -1 },
+		"negative low priority quota":   func(o *daemon.Options) { o.Quotas.LowPriorityCores = -1 },
+		"unknown provider":              func(o *daemon.Options) { o.Provider = "nomad" },
+		"docker without a node image":   func(o *daemon.Options) { o.Provider, o.NodeImage = "docker", "" },
+		"locations without the default": func(o *daemon.Options) { o.Locations = []string{"westeurope"} },
+		"a location with a space":       func(o *daemon.Options) { o.Locations = []string{o.Defaults.Location, "west europe"} },
+		"negative blob size":            func(o *daemon.Options) { o.MaxBlobSize = -1 },
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {

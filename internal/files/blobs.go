@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -21,6 +22,9 @@ var ErrNotFound = errors.New("not found")
 
 // ErrDigest is returned when uploaded bytes do not match their name.
 var ErrDigest = errors.New("content does not match its sha256")
+
+// ErrTooLarge is returned (wrapped) when an upload exceeds its limit.
+var ErrTooLarge = errors.New("upload too large")
 
 // Blobs is a content-addressed store: a blob's name is its sha256.
 type Blobs struct{ Dir string }
@@ -52,17 +56,67 @@ func (b Blobs) Has(digest string) bool {
 	return err == nil
 }
 
-// Put stores r under digest, verifying the content; storing a blob that
-// exists is a no-op (deduplication).
-func (b Blobs) Put(digest string, r io.Reader, maxBytes int64) error {
+// Put stores r under digest, verifying the content, and returns its
+// size. Storing a blob that exists writes nothing (deduplication) but
+// still reads and verifies the content: an upload proves that its sender
+// holds the bytes, not only their digest.
+func (b Blobs) Put(digest string, r io.Reader, maxBytes int64) (int64, error) {
 	if !ValidDigest(digest) {
-		return fmt.Errorf("blob name %q is not a sha256: %w", digest, ErrDigest)
+		return 0, fmt.Errorf("blob name %q is not a sha256: %w", digest, ErrDigest)
 	}
 	if b.Has(digest) {
-		_, _ = io.Copy(io.Discard, io.LimitReader(r, maxBytes))
-		return nil
+		return verify(digest, r, maxBytes)
 	}
-	return writeVerified(b.path(digest), digest, r, maxBytes)
+	return writeCounted(b.path(digest), digest, r, maxBytes)
+}
+
+// verify reads r to its end and checks its size and digest.
+func verify(digest string, r io.Reader, maxBytes int64) (int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(r, maxBytes+1))
+	if err != nil {
+		return n, fmt.Errorf("read upload: %w", err)
+	}
+	if n > maxBytes {
+		return n, fmt.Errorf("upload is larger than %d bytes: %w", maxBytes, ErrTooLarge)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != digest {
+		return n, fmt.Errorf("blob %s: %w", digest, ErrDigest)
+	}
+	return n, nil
+}
+
+// Remove deletes a stored blob; a missing one is not an error.
+func (b Blobs) Remove(digest string) error {
+	if !ValidDigest(digest) {
+		return fmt.Errorf("blob %q: %w", digest, ErrNotFound)
+	}
+	if err := os.Remove(b.path(digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove blob: %w", err)
+	}
+	return nil
+}
+
+// List lists the digests of the stored blobs (in-progress uploads and
+// stray files are left out).
+func (b Blobs) List() ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(b.Dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && ValidDigest(d.Name()) {
+			out = append(out, d.Name())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list blobs: %w", err)
+	}
+	return out, nil
 }
 
 // Open opens a stored blob.
@@ -79,12 +133,18 @@ func (b Blobs) Open(digest string) (*os.File, error) {
 
 // writeVerified writes r to path atomically; with a digest it checks it.
 func writeVerified(path, digest string, r io.Reader, maxBytes int64) error {
+	_, err := writeCounted(path, digest, r, maxBytes)
+	return err
+}
+
+// writeCounted is writeVerified that also returns the size written.
+func writeCounted(path, digest string, r io.Reader, maxBytes int64) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("store file: %w", err)
+		return 0, fmt.Errorf("store file: %w", err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".upload-*")
 	if err != nil {
-		return fmt.Errorf("store file: %w", err)
+		return 0, fmt.Errorf("store file: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
@@ -93,16 +153,16 @@ func writeVerified(path, digest string, r io.Reader, maxBytes int64) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("store file: %w", err)
+		return n, fmt.Errorf("store file: %w", err)
 	}
 	if n > maxBytes {
-		return fmt.Errorf("upload is larger than %d bytes", maxBytes)
+		return n, fmt.Errorf("upload is larger than %d bytes: %w", maxBytes, ErrTooLarge)
 	}
 	if digest != "" && hex.EncodeToString(h.Sum(nil)) != digest {
-		return fmt.Errorf("blob %s: %w", digest, ErrDigest)
+		return n, fmt.Errorf("blob %s: %w", digest, ErrDigest)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("store file: %w", err)
+		return n, fmt.Errorf("store file: %w", err)
 	}
-	return nil
+	return n, nil
 }

@@ -18,7 +18,16 @@ const (
 	Evict   Action = "evict"   // simulateEviction
 	Secrets Action = "secrets" // listKeys: admin credentials
 	Access  Action = "access"  // principals, tokens, role assignments, audit log
+	// AssignIdentity is attaching a user-assigned identity to a compute
+	// or workspace; it is checked at the identity's id, not the
+	// compute's (Azure's Microsoft.ManagedIdentity/userAssignedIdentities/
+	// assign/action, which its Managed Identity Operator role grants).
+	AssignIdentity Action = "assignIdentity"
 )
+
+// AssignIdentityOperation names AssignIdentity in ARM's style, for the
+// audit log and refusals.
+const AssignIdentityOperation = "Microsoft.ManagedIdentity/userAssignedIdentities/assign/action"
 
 // Built-in roles.
 const (
@@ -26,17 +35,24 @@ const (
 	Contributor     = "Contributor"
 	Reader          = "Reader"
 	ComputeOperator = "ComputeOperator"
+	// ManagedIdentityOperator may only attach identities: assigned at an
+	// identity's id (or its resource group) it lets a workspace's
+	// Contributor attach that identity to the workspace's computes.
+	ManagedIdentityOperator = "ManagedIdentityOperator"
 )
 
 var roles = map[string][]Action{
-	Owner:           {Read, Write, Delete, Scale, Evict, Secrets, Access},
-	Contributor:     {Read, Write, Delete, Scale, Evict, Secrets},
-	Reader:          {Read},
-	ComputeOperator: {Read, Scale, Evict},
+	Owner:                   {Read, Write, Delete, Scale, Evict, Secrets, Access, AssignIdentity},
+	Contributor:             {Read, Write, Delete, Scale, Evict, Secrets, AssignIdentity},
+	Reader:                  {Read},
+	ComputeOperator:         {Read, Scale, Evict},
+	ManagedIdentityOperator: {AssignIdentity},
 }
 
 // Roles lists the built-in roles.
-func Roles() []string { return []string{Owner, Contributor, Reader, ComputeOperator} }
+func Roles() []string {
+	return []string{Owner, Contributor, Reader, ComputeOperator, ManagedIdentityOperator}
+}
 
 // CanonicalRole returns the built-in role's spelling, or "".
 func CanonicalRole(name string) string {

@@ -3,8 +3,9 @@ package rbac
 import "testing"
 
 const (
-	ws    = "/subscriptions/s1/resourceGroups/g1/providers/Microsoft.MachineLearningServices/workspaces/w1"
-	other = "/subscriptions/s1/resourceGroups/g2/providers/Microsoft.MachineLearningServices/workspaces/w2"
+	ws       = "/subscriptions/s1/resourceGroups/g1/providers/Microsoft.MachineLearningServices/workspaces/w1"
+	other    = "/subscriptions/s1/resourceGroups/g2/providers/Microsoft.MachineLearningServices/workspaces/w2"
+	identity = "/subscriptions/s1/resourceGroups/g1/providers/Microsoft.ManagedIdentity/userAssignedIdentities/team-b"
 )
 
 func TestAllowed(t *testing.T) {
@@ -29,6 +30,12 @@ func TestAllowed(t *testing.T) {
 		{"operator cannot create", []Assignment{{ComputeOperator, ws}}, ws + "/computes/c", Write, false},
 		{"case-insensitive ids", []Assignment{{Reader, "/SUBSCRIPTIONS/s1"}}, ws, Read, true},
 		{"no assignment", nil, ws, Read, false},
+		{"workspace contributor cannot assign the group's identity", []Assignment{{Contributor, ws}}, identity, AssignIdentity, false},
+		{"group contributor assigns its identities", []Assignment{{Contributor, "/subscriptions/s1/resourceGroups/g1"}}, identity, AssignIdentity, true},
+		{"identity operator assigns that identity", []Assignment{{ManagedIdentityOperator, identity}}, identity, AssignIdentity, true},
+		{"identity operator cannot assign another", []Assignment{{ManagedIdentityOperator, identity}}, identity + "2", AssignIdentity, false},
+		{"identity operator cannot read", []Assignment{{ManagedIdentityOperator, identity}}, identity, Read, false},
+		{"identity operator cannot write", []Assignment{{ManagedIdentityOperator, "/"}}, ws + "/computes/c", Write, false},
 	}
 	for _, c := range cases {
 		if got := Allowed(c.as, c.res, c.action); got != c.want {
@@ -68,6 +75,14 @@ func TestOperationName(t *testing.T) {
 	for in, want := range cases {
 		if got := OperationName(in[0], in[1]); got != want {
 			t.Errorf("OperationName(%s %s) = %s, want %s", in[0], in[1], got, want)
+		}
+	}
+}
+
+func TestCanonicalRole(t *testing.T) {
+	for in, want := range map[string]string{"Managed Identity Operator": ManagedIdentityOperator, "contributor": Contributor, "Admin": ""} {
+		if got := CanonicalRole(in); got != want {
+			t.Errorf("CanonicalRole(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

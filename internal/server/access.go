@@ -110,7 +110,8 @@ func (s *Server) createPrincipal(w http.ResponseWriter, r *http.Request, _ param
 			return api.BadRequest(api.CodeValidationError, "kind %q is not one of User, ServicePrincipal", p.Kind)
 		}
 		p.Created = s.clock.Now().UTC()
-		if err := store.PutPrincipal(r.Context(), s.db.W(), p); errors.Is(err, store.ErrExists) {
+		err := s.tx(r, func(q store.Querier) error { return store.PutPrincipal(r.Context(), q, p) })
+		if errors.Is(err, store.ErrExists) {
 			return api.Conflict(api.CodeConflict, "principal %s already exists", p.Name)
 		} else if err != nil {
 			return err
@@ -176,7 +177,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, _ params) e
 		}
 		tok := secret.NewToken("cml_")
 		t.Hash = secret.Hash(tok)
-		if err := store.InsertToken(r.Context(), s.db.W(), t); err != nil {
+		if err := s.tx(r, func(q store.Querier) error { return store.InsertToken(r.Context(), q, t) }); err != nil {
 			return err
 		}
 		out := TokenCreated{ID: t.ID, Principal: t.Name, Token: tok}
@@ -193,7 +194,8 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request, p params) e
 		if err := s.accessCheck(rec, r, "/", rbac.Access); err != nil {
 			return err
 		}
-		if err := store.RevokeToken(r.Context(), s.db.W(), p["id"]); isNotFound(err) {
+		err := s.tx(r, func(q store.Querier) error { return store.RevokeToken(r.Context(), q, p["id"]) })
+		if isNotFound(err) {
 			return api.NotFound("token %s was not found", p["id"])
 		} else if err != nil {
 			return err
@@ -250,7 +252,7 @@ func (s *Server) createRoleAssignment(w http.ResponseWriter, r *http.Request, _ 
 			return api.BadRequest(api.CodeValidationError, "principal %q does not exist", a.Principal)
 		}
 		a.ID, a.Role, a.Created = secret.NewID(), role, s.clock.Now().UTC()
-		if err := store.PutRoleAssignment(r.Context(), s.db.W(), a); err != nil {
+		if err := s.tx(r, func(q store.Querier) error { return store.PutRoleAssignment(r.Context(), q, a) }); err != nil {
 			return err
 		}
 		writeJSON(rec, http.StatusCreated, a)
@@ -263,7 +265,8 @@ func (s *Server) deleteRoleAssignment(w http.ResponseWriter, r *http.Request, p 
 		if err := s.accessCheck(rec, r, "/", rbac.Access); err != nil {
 			return err
 		}
-		if err := store.DeleteRoleAssignment(r.Context(), s.db.W(), p["id"]); isNotFound(err) {
+		err := s.tx(r, func(q store.Querier) error { return store.DeleteRoleAssignment(r.Context(), q, p["id"]) })
+		if isNotFound(err) {
 			return api.NotFound("role assignment %s was not found", p["id"])
 		} else if err != nil {
 			return err

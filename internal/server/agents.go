@@ -15,7 +15,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// maxUpload bounds an output or blob an agent or user uploads.
+// maxUpload bounds an output an agent uploads (blobs: Config.MaxBlobSize).
 const maxUpload = 4 << 30
 
 func (s *Server) agentRoutes() {
@@ -194,47 +194,6 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
 	}
 	if err := s.outputs.Put(j.UID, name, r.Body, maxUpload); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-// blobAuth accepts a user token or a node token.
-func (s *Server) blobAuth(r *http.Request) error {
-	if dispatch.IsNodeToken(bearer(r)) {
-		_, err := s.nodeAuth(r)
-		return asUnauthorized(err)
-	}
-	return s.authenticate(r)
-}
-
-func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, p params) error {
-	if err := s.blobAuth(r); err != nil {
-		return err
-	}
-	f, err := s.blobs.Open(p["digest"])
-	if errors.Is(err, files.ErrNotFound) {
-		return api.NotFound("blob %s is not stored", p["digest"])
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	_, err = io.Copy(w, f)
-	return err
-}
-
-func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error {
-	if err := s.authenticate(r); err != nil {
-		return err
-	}
-	err := s.blobs.Put(p["digest"], r.Body, maxUpload)
-	if errors.Is(err, files.ErrDigest) {
-		return api.BadRequest(api.CodeBadRequest, "%s", err)
-	}
-	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -24,6 +24,11 @@ func (s *Server) authorize(r *http.Request) error {
 
 // allow checks one action on one resource for the request's principal.
 func (s *Server) allow(r *http.Request, resource string, action rbac.Action) error {
+	return s.allowOperation(r, resource, action, rbac.OperationName(r.Method, r.URL.Path))
+}
+
+// allowOperation is allow with the operation a refusal names.
+func (s *Server) allowOperation(r *http.Request, resource string, action rbac.Action, operation string) error {
 	who := principal(r)
 	as, err := store.RoleAssignments(r.Context(), s.db.Q(), who)
 	if err != nil {
@@ -37,20 +42,8 @@ func (s *Server) allow(r *http.Request, resource string, action rbac.Action) err
 		return nil
 	}
 	return &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
-		Message: "principal '" + who + "' does not have authorization to perform action '" + rbac.OperationName(r.Method, r.URL.Path) +
+		Message: "principal '" + who + "' does not have authorization to perform action '" + operation +
 			"' over scope '" + resource + "' (it needs a role that allows " + string(action) + "; see 'cumulus auth role list')"}
-}
-
-// audit records a write (or a refused attempt at one).
-func (s *Server) audit(r *http.Request, status int) {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead || status == http.StatusUnauthorized {
-		return
-	}
-	e := store.AuditEntry{Time: s.clock.Now().UTC(), Principal: principal(r), Operation: rbac.OperationName(r.Method, r.URL.Path),
-		Resource: r.URL.Path, Status: status}
-	if err := store.AppendAudit(r.Context(), s.db.W(), e); err != nil {
-		s.log.Error("audit record lost", "operation", e.Operation, "resource", e.Resource, "err", err)
-	}
 }
 
 // CanRead says whether a principal may read a resource, for parts of

@@ -34,7 +34,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		version int64
 		opID    string
 	)
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		old, err := store.Get[api.Compute](r.Context(), q, store.KindCompute, sc.WorkspaceID(), name)
 		var existing *api.Compute
 		switch {
@@ -47,6 +47,17 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			return err
 		}
 		if err := api.PrepareCompute(&c, name, existing, wsd.Value.Location); err != nil {
+			return err
+		}
+		if existing == nil { // an existing compute's location cannot change
+			if err := s.checkLocation("location", c.Location); err != nil {
+				return err
+			}
+			if err := s.checkLocation("properties.computeLocation", c.Properties.ComputeLocation); err != nil {
+				return err
+			}
+		}
+		if err := s.checkAssign(r, q, c.Identity, existingIdentity(existing)); err != nil {
 			return err
 		}
 		if err := s.keepCredentials(r.Context(), q, sc.ComputeID(name), &c, existing); err != nil {
@@ -234,7 +245,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	now := s.clock.Now().UTC()
 	var c api.Compute
 	var version int64
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		d, err := s.compute(r.Context(), q, sc, name)
 		if isNotFound(err) {
 			if perr := missingWithPrecondition(ifv); perr != nil {
@@ -290,7 +301,7 @@ func (s *Server) deleteCompute(w http.ResponseWriter, r *http.Request, p params)
 	}
 	now := s.clock.Now().UTC()
 	var opID, location string
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		d, err := store.Get[api.Compute](r.Context(), q, store.KindCompute, sc.WorkspaceID(), name)
 		if isNotFound(err) {
 			if perr := missingWithPrecondition(ifv); perr != nil {

@@ -36,7 +36,7 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request, p params
 	e.ID = envParent(sc, p["env"]) + "/versions/" + p["version"]
 	e.Name, e.Type = p["version"], api.TypeEnvironment
 	status := http.StatusCreated
-	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+	err := s.tx(r, func(q store.Querier) error {
 		old, err := store.Get[api.Environment](r.Context(), q, KindEnvironment, envParent(sc, p["env"]), p["version"])
 		if err == nil {
 			status = http.StatusOK

@@ -23,7 +23,7 @@ func (s *Server) simulateEviction(w http.ResponseWriter, r *http.Request, p para
 	}
 	now := s.clock.Now().UTC()
 	var n store.Node
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		cur, err := store.GetNode(r.Context(), q, p["node"])
 		if isNotFound(err) || (err == nil && !store.SameKey(cur.Compute, d.Value.ID)) {
 			return api.NotFound("node %s is not a node of compute %s", p["node"], d.Value.Name)

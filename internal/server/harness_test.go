@@ -49,6 +49,7 @@ type harness struct {
 	url    string
 	token  string
 	db     *store.DB
+	srv    *server.Server
 	dir    string
 	ops    *controller.Operations
 	logs   *syncBuffer
@@ -76,6 +77,8 @@ func (s *syncBuffer) String() string {
 type harnessOpts struct {
 	manualOps bool            // do not run the operations loop; tests call RunOnce
 	clusters  server.Notifier // told when jobs, nodes or quotas change; nil for none
+	clock     clock.Clock     // the server's clock; nil: the real one
+	config    func(*server.Config)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -95,12 +98,20 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	ops := &controller.Operations{DB: db, Clock: clock.Real{}, Log: log, Resync: 50 * time.Millisecond}
 	ops.Init()
 	cfg := server.Config{
-		Defaults: server.Defaults{Subscription: hSub, ResourceGroup: hRG, Location: hLoc, Workspace: hWS},
-		Quotas:   server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 500},
-		PageSize: hPageSize,
-		DataDir:  dir,
+		Defaults:  server.Defaults{Subscription: hSub, ResourceGroup: hRG, Location: hLoc, Workspace: hWS},
+		Quotas:    server.Quotas{FamilyCores: 400, TotalCores: 1000, LowPriorityCores: 500},
+		Locations: []string{hLoc, "eastus"},
+		PageSize:  hPageSize,
+		DataDir:   dir,
 	}
-	srv := server.New(cfg, server.Deps{DB: db, Box: box, Clock: clock.Real{}, Log: log, Ops: ops, Clusters: o.clusters})
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	var clk clock.Clock = clock.Real{}
+	if o.clock != nil {
+		clk = o.clock
+	}
+	srv := server.New(cfg, server.Deps{DB: db, Box: box, Clock: clk, Log: log, Ops: ops, Clusters: o.clusters})
 	if err := srv.EnsureDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +119,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if err != nil || tok == "" {
 		t.Fatalf("admin token %q: %v", tok, err)
 	}
-	h := &harness{t: t, db: db, dir: dir, ops: ops, token: tok, logs: logs}
+	h := &harness{t: t, db: db, dir: dir, ops: ops, token: tok, logs: logs, srv: srv}
 	h.ts = httptest.NewServer(srv)
 	h.url = h.ts.URL
 	runCtx, cancel := context.WithCancel(ctx)

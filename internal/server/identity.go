@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -115,6 +116,16 @@ func (s *Server) agentToken(w http.ResponseWriter, r *http.Request, p params) er
 			msg = "client id " + req.ClientID + " is not an identity of compute " + comp.Name
 		}
 		return &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden, Message: msg}
+	}
+	if chosen.resourceID != comp.ID {
+		// A user-assigned identity: only while it exists (deleting it
+		// ends the tokens of every compute it is attached to).
+		var missing *api.Error
+		if err := s.userIdentityExists(r, s.db.Q(), chosen.resourceID); errors.As(err, &missing) {
+			return &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden, Message: "user-assigned identity " + chosen.resourceID + " no longer exists"}
+		} else if err != nil {
+			return err
+		}
 	}
 	resource := strings.TrimSuffix(strings.TrimSpace(req.Resource), "/.default")
 	if resource == "" {

@@ -47,7 +47,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if csc != sc {
 		return api.BadRequest(api.CodeValidationError, "computeId must name a compute of workspace %s", sc.Workspace)
 	}
-	if err := s.checkCode(j.Properties.CodeID); err != nil {
+	if err := s.checkJobBlobs(r.Context(), sc, j.Properties); err != nil {
 		return err
 	}
 	image, err := s.jobImage(r.Context(), sc, j.Properties.EnvironmentID)
@@ -58,7 +58,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	now := s.clock.Now().UTC()
 	status := http.StatusCreated
 	var out store.Job
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		cd, err := s.compute(r.Context(), q, sc, cname)
 		if err != nil {
 			return api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
@@ -110,19 +110,6 @@ func updateJobMetadata(old store.Job, j api.Job) (store.Job, error) {
 	}
 	o.Description, o.Tags, o.DisplayName, o.IsArchived = n.Description, n.Tags, n.DisplayName, n.IsArchived
 	return old, nil
-}
-
-// checkCode verifies that a codeId names an uploaded snapshot: Cumulus
-// code versions are content-addressed, the version is the sha256.
-func (s *Server) checkCode(codeID string) error {
-	if codeID == "" {
-		return nil
-	}
-	digest := codeID[strings.LastIndex(codeID, "/")+1:]
-	if !files.ValidDigest(digest) || !s.blobs.Has(digest) {
-		return api.BadRequest(api.CodeValidationError, "codeId %q does not name an uploaded code snapshot (…/codes/NAME/versions/<sha256>); the CLI uploads 'code:' folders itself", codeID)
-	}
-	return nil
 }
 
 func (s *Server) job(r *http.Request, q store.Querier, p params) (store.Job, error) {
@@ -188,7 +175,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) error {
 	now := s.clock.Now().UTC()
 	var opID string
-	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+	err := s.tx(r, func(q store.Querier) error {
 		j, err := s.job(r, q, p)
 		if err != nil {
 			return err
@@ -225,7 +212,7 @@ func (s *Server) jobNodes(r *http.Request, p params) []string {
 
 func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request, p params) error {
 	var uid string
-	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+	err := s.tx(r, func(q store.Querier) error {
 		j, err := s.job(r, q, p)
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
+	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 func (s *Server) joinToken(w http.ResponseWriter, r *http.Request, p params) error {
@@ -13,7 +14,12 @@ func (s *Server) joinToken(w http.ResponseWriter, r *http.Request, p params) err
 		return err
 	}
 	id := d.Value.ID
-	tok, err := dispatch.IssueComputeJoinToken(r.Context(), s.db.W(), id)
+	var tok string
+	err = s.tx(r, func(q store.Querier) error {
+		var err error
+		tok, err = dispatch.IssueComputeJoinToken(r.Context(), q, id)
+		return err
+	})
 	if err != nil {
 		return err
 	}

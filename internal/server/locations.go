@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -14,11 +15,55 @@ import (
 // KindQuota holds per-location quota limits set through updateQuotas.
 const KindQuota = "quota"
 
+// CodeLocationNotAvailable is Azure's code for a location a resource type
+// is not offered in.
+const CodeLocationNotAvailable = "LocationNotAvailableForResourceType"
+
+// checkLocation refuses a location this server does not serve
+// (Config.Locations): a made-up one would otherwise get computes, nodes
+// and quota limits of its own, outside every configured limit.
+func (s *Server) checkLocation(field, loc string) error {
+	for _, l := range s.cfg.Locations {
+		if strings.EqualFold(l, loc) {
+			return nil
+		}
+	}
+	return &api.Error{Status: http.StatusBadRequest, Code: CodeLocationNotAvailable, Target: field,
+		Message: fmt.Sprintf("location %q is not served here; the available locations are: %s", loc, strings.Join(s.cfg.Locations, ", "))}
+}
+
+// CheckLocations checks a configured list of locations: names a path
+// segment can hold, each once, and among them the default location.
+func CheckLocations(locations []string, def string) error {
+	if len(locations) == 0 {
+		return nil
+	}
+	for i, l := range locations {
+		if err := api.CheckSegment("location", l); err != nil {
+			return err
+		}
+		for _, m := range locations[:i] {
+			if strings.EqualFold(l, m) {
+				return fmt.Errorf("location %q is listed twice", l)
+			}
+		}
+	}
+	for _, l := range locations {
+		if strings.EqualFold(l, def) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not hold the default location %q", strings.Join(locations, ","), def)
+}
+
 func locationID(sub, loc string) string {
 	return "/subscriptions/" + sub + "/providers/" + api.Provider + "/locations/" + loc
 }
 
 func (s *Server) listVMSizes(w http.ResponseWriter, r *http.Request, p params) error {
+	if err := s.checkLocation("location", p["loc"]); err != nil {
+		return err
+	}
 	out := api.VMSizeList{Value: []api.VMSize{}}
 	for _, sz := range catalog.All() {
 		out.Value = append(out.Value, api.VMSizeOf(sz))
@@ -129,6 +174,9 @@ func (s *Server) checkMinimumQuota(ctx context.Context, q store.Querier, sub str
 
 func (s *Server) listUsages(w http.ResponseWriter, r *http.Request, p params) error {
 	sub, loc := p["sub"], p["loc"]
+	if err := s.checkLocation("location", loc); err != nil {
+		return err
+	}
 	l, err := s.Limits(r.Context(), s.db.Q(), sub, loc)
 	if err != nil {
 		return err
@@ -176,6 +224,9 @@ func (s *Server) quotaRows(sub, loc string, l quota.Limits) []api.Quota {
 }
 
 func (s *Server) listQuotas(w http.ResponseWriter, r *http.Request, p params) error {
+	if err := s.checkLocation("location", p["loc"]); err != nil {
+		return err
+	}
 	l, err := s.Limits(r.Context(), s.db.Q(), p["sub"], p["loc"])
 	if err != nil {
 		return err
@@ -199,9 +250,12 @@ func (s *Server) updateQuotas(w http.ResponseWriter, r *http.Request, p params) 
 		return api.BadRequest(api.CodeValidationError, "value must list at least one quota to update")
 	}
 	sub, loc := p["sub"], p["loc"]
+	if err := s.checkLocation("location", loc); err != nil {
+		return err
+	}
 	now := s.clock.Now().UTC()
 	out := api.Page[api.QuotaUpdate]{Value: []api.QuotaUpdate{}}
-	err := s.db.Tx(r.Context(), func(q store.Querier) error {
+	err := s.tx(r, func(q store.Querier) error {
 		held, err := s.minimumIn(r.Context(), q, sub, loc)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -46,6 +47,15 @@ type Config struct {
 	PageSize  int
 	// DataDir holds blobs, logs and outputs beside the store.
 	DataDir string
+	// Locations are the locations this server serves (computes,
+	// workspaces, quotas and usages name one of them); empty: only
+	// Defaults.Location.
+	Locations []string
+	// MaxBlobSize bounds one uploaded blob (0: DefaultMaxBlobSize).
+	MaxBlobSize int64
+	// BlobGrace is how long an uploaded blob that no job references is
+	// kept (0: DefaultBlobGrace).
+	BlobGrace time.Duration
 	// PollTimeout is how long an agent's poll is held; HeartbeatInterval
 	// is how often an agent must poll at least.
 	PollTimeout       time.Duration
@@ -75,6 +85,7 @@ type Server struct {
 	clusters Notifier
 	hub      *hub.Hub
 	blobs    files.Blobs
+	blobMu   sync.RWMutex // uploads (read) against the collector's file removal (write)
 	logs     *files.Logs
 	outputs  files.Outputs
 	router   router
@@ -114,6 +125,15 @@ type SessionAuth interface {
 func New(cfg Config, d Deps) *Server {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
+	}
+	if len(cfg.Locations) == 0 && cfg.Defaults.Location != "" {
+		cfg.Locations = []string{cfg.Defaults.Location}
+	}
+	if cfg.MaxBlobSize <= 0 {
+		cfg.MaxBlobSize = DefaultMaxBlobSize
+	}
+	if cfg.BlobGrace <= 0 {
+		cfg.BlobGrace = DefaultBlobGrace
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = dispatch.DefaultPollTimeout
@@ -199,6 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
 	}()
+	withAudit(r)
 	if strings.HasPrefix(r.URL.Path, "/cumulus/") || strings.HasPrefix(r.URL.Path, "/.well-known/") {
 		s.serveCumulus(rec, r)
 		return

@@ -26,7 +26,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 	now := s.clock.Now().UTC()
 	status := http.StatusOK
 	var version int64
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		old, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
 		switch {
 		case err == nil && old.Value.Properties.ProvisioningState == api.StateDeleting:
@@ -40,11 +40,20 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 			if ws.Location != old.Value.Location {
 				return api.BadRequest(api.CodeImmutable, "the location of workspace %s cannot change (%s → %s)", sc.Workspace, old.Value.Location, ws.Location)
 			}
+			if err := s.checkAssign(r, q, ws.Identity, old.Value.Identity); err != nil {
+				return err
+			}
 		case isNotFound(err):
+			if err := s.checkLocation("location", ws.Location); err != nil {
+				return err
+			}
 			status = http.StatusCreated
 			ws.Properties.WorkspaceID = secret.NewID()
 			ws.Properties.CreationTime = &now
 			ws.SystemData = touch(nil, principal(r), now)
+			if err := s.checkAssign(r, q, ws.Identity, nil); err != nil {
+				return err
+			}
 		default:
 			return err
 		}
@@ -106,7 +115,7 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 	}
 	now := s.clock.Now().UTC()
 	var opID, location string
-	err = s.db.Tx(r.Context(), func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		d, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
 		if isNotFound(err) {
 			if perr := missingWithPrecondition(ifv); perr != nil {

@@ -172,12 +172,25 @@ func RevokeToken(ctx context.Context, q Querier, id string) error {
 	return nil
 }
 
-// AppendAudit records one write.
-func AppendAudit(ctx context.Context, q Querier, e AuditEntry) error {
-	_, err := q.ExecContext(ctx, `INSERT INTO audit (time, principal, operation, resource, status) VALUES (?, ?, ?, ?, ?)`,
-		e.Time.UnixMilli(), e.Principal, e.Operation, e.Resource, e.Status)
+// AppendAudit records one write and returns its sequence number. A
+// write's entry belongs in the write's own transaction (q), so that the
+// one is never committed without the other.
+func AppendAudit(ctx context.Context, q Querier, e AuditEntry) (int64, error) {
+	var seq int64
+	err := q.QueryRowContext(ctx, `INSERT INTO audit (time, principal, operation, resource, status) VALUES (?, ?, ?, ?, ?) RETURNING seq`,
+		e.Time.UnixMilli(), e.Principal, e.Operation, e.Resource, e.Status).Scan(&seq)
 	if err != nil {
-		return fmt.Errorf("audit: %w", err)
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	return seq, nil
+}
+
+// SetAuditStatus corrects the status of an entry written before the
+// answer was known (a write's transaction records 200; the answer may be
+// 201 or 202).
+func SetAuditStatus(ctx context.Context, q Querier, seq int64, status int) error {
+	if _, err := q.ExecContext(ctx, `UPDATE audit SET status = ? WHERE seq = ?`, status, seq); err != nil {
+		return fmt.Errorf("audit status: %w", err)
 	}
 	return nil
 }

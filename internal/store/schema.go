@@ -111,7 +111,30 @@ var migrations = []string{
 	CREATE TRIGGER nodes_count_delete AFTER DELETE ON nodes BEGIN ` + countOut("OLD") + ` END;
 	CREATE TRIGGER nodes_count_update AFTER UPDATE OF compute, state ON nodes
 		WHEN OLD.state != NEW.state OR OLD.compute != NEW.compute BEGIN ` + countOut("OLD") + " " + countIn("NEW") + ` END`,
+	// 8: which workspaces own which blobs (a blob is content-addressed and
+	// stored once; each workspace that uploaded it owns it). Blobs that
+	// jobs already reference are owned by the jobs' workspaces.
+	`CREATE TABLE blob_owners (
+		digest    TEXT NOT NULL,
+		workspace TEXT NOT NULL,
+		size      INTEGER NOT NULL,
+		uploaded  INTEGER NOT NULL,
+		principal TEXT NOT NULL,
+		PRIMARY KEY (digest, workspace)
+	);
+	CREATE INDEX blob_owners_uploaded ON blob_owners (uploaded);` + backfillBlobOwners,
 }
+
+// backfillBlobOwners gives the blobs that stored jobs reference (their
+// code snapshot, their cumulus://blobs/ inputs) to the jobs' workspaces.
+const backfillBlobOwners = `
+	INSERT OR IGNORE INTO blob_owners (digest, workspace, size, uploaded, principal)
+		SELECT lower(substr(json_extract(body, '$.doc.properties.codeId'), -64)), parent, 0, created, 'cumulus'
+		FROM jobs WHERE length(coalesce(json_extract(body, '$.doc.properties.codeId'), '')) >= 64;
+	INSERT OR IGNORE INTO blob_owners (digest, workspace, size, uploaded, principal)
+		SELECT lower(substr(json_extract(i.value, '$.uri'), 17)), jobs.parent, 0, jobs.created, 'cumulus'
+		FROM jobs, json_each(jobs.body, '$.doc.properties.inputs') AS i
+		WHERE json_extract(i.value, '$.uri') LIKE 'cumulus://blobs/%'`
 
 // countIn and countOut are the trigger statements that count a node row in
 // or out of node_counts.

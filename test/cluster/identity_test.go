@@ -83,6 +83,11 @@ func TestJobGetsManagedIdentityToken(t *testing.T) {
 		return out
 	}
 	withID := mk("with-identity", &api.Identity{Type: api.IdentitySystem})
+	// A user-assigned identity must exist before a compute can use it.
+	if _, err := s.c.Do(bctx, http.MethodPut, "/subscriptions/local/resourceGroups/local/providers/Microsoft.ManagedIdentity/userAssignedIdentities/theirs",
+		map[string]any{"location": "local"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	other := mk("other-identity", &api.Identity{Type: api.IdentityUser, UserAssignedIdentities: map[string]*api.UserAssignedIdentity{
 		"/subscriptions/local/resourceGroups/local/providers/Microsoft.ManagedIdentity/userAssignedIdentities/theirs": {}}})
 	mk("no-identity", nil)

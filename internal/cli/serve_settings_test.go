@@ -1,0 +1,30 @@
+package cli
+
+import "testing"
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"1GiB": 1 << 30, "512MiB": 512 << 20, "1048576": 1 << 20, "2 KiB": 2048, "1GB": 1e9, "0": 0, "10B": 10} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "1.5GiB", "-1", "GiB", "1 PiB", "99999999999999TiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) = %d, want an error", in, b)
+		}
+	}
+}
+
+func TestSettingValue(t *testing.T) {
+	if got := settingValue([]any{"local", "westeurope"}); got != "local,westeurope" {
+		t.Errorf("list: %q", got)
+	}
+	if got := settingValue(1024); got != "1024" {
+		t.Errorf("number: %q", got)
+	}
+	if got := splitList(" local, westeurope ,,"); len(got) != 2 || got[0] != "local" || got[1] != "westeurope" {
+		t.Errorf("splitList: %q", got)
+	}
+}
