@@ -337,3 +337,52 @@ func TestBlobGarbageCollection(t *testing.T) {
 	}
 	h.do("GET", blobPath(used, hWSPath), nil).want(t, 200)
 }
+
+// A node reads a blob only while it runs a job that uses it, and only a
+// blob of that job's workspace; every refusal is the same 404.
+func TestNodeReadsOnlyItsJobsBlobs(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	ws2 := wsPath(hRG, "ws2")
+	h.do("PUT", ws2, map[string]any{"location": hLoc}).want(t, 201)
+	up := func(ws, s string) string {
+		d := digestOf([]byte(s))
+		h.putBlob(h.token, d, ws, []byte(s)).want(t, 204)
+		return d
+	}
+	used, unused, elsewhere := up(hWSPath, "used"), up(hWSPath, "unused"), up(ws2, "elsewhere")
+	h.create("cpu", computeBody())
+	h.do("PUT", hWSPath+"/jobs/j", map[string]any{"properties": map[string]any{"jobType": "Command", "command": "true",
+		"computeId": computePath("cpu"), "codeId": hWSPath + "/codes/c/versions/" + used}}).want(t, 201)
+	tok := hardRegisterNode(t, h.url, h.db, "n1")
+	get := func(digest string) *resp {
+		t.Helper()
+		return h.raw("GET", "/cumulus/v1/blobs/"+digest, nil, "Authorization", "Bearer "+tok)
+	}
+	get(used).want(t, 404) // no job yet
+
+	// The scheduler gives the job to the node.
+	j, err := store.GetJob(ctx, h.db.Q(), hWSPath, "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Nodes = []string{"n1"}
+	if err := store.UpdateJob(ctx, h.db.W(), &j); err != nil {
+		t.Fatal(err)
+	}
+	n, err := store.GetNode(ctx, h.db.Q(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.JobID, n.State = j.UID, api.NodeRunning
+	if err := store.PutNode(ctx, h.db.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(used).want(t, 200); string(r.Body) != "used" {
+		t.Errorf("the job's code: %q", r.Body)
+	}
+	get(unused).want(t, 404)
+	get(elsewhere).want(t, 404)
+	// A user token cannot stand in for the node: it reads by workspace.
+	h.do("GET", "/cumulus/v1/blobs/"+elsewhere, nil).want(t, 400)
+}
