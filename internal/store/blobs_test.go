@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // Ownership is per workspace; a blob a job of its workspace mentions is
@@ -80,5 +83,41 @@ func TestAuditSeqAndStatus(t *testing.T) {
 	es, err := ListAudit(ctx, db.Q(), AuditFilter{})
 	if err != nil || len(es) != 1 || es[0].Seq != seq || es[0].Status != 201 {
 		t.Errorf("audit %+v, %v", es, err)
+	}
+}
+
+// Migration 8 gives the blobs stored jobs reference (code snapshot and
+// cumulus://blobs/ inputs) to the jobs' workspaces.
+func TestBlobOwnersBackfill(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	const ws = "/subscriptions/s/resourceGroups/g/providers/P/workspaces/W"
+	code, input := "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	j := queuedJob("u1", "j1", 1, 0, "", "")
+	j.Parent = ws
+	j.Doc.Properties.CodeID = ws + "/codes/c/versions/" + code
+	j.Doc.Properties.Inputs = map[string]api.JobInput{"data": {JobInputType: "uri_folder", URI: "cumulus://blobs/" + input},
+		"lit": {JobInputType: "literal", Value: "3"}, "web": {JobInputType: "uri_file", URI: "https://example.com/x"}}
+	if err := InsertJob(ctx, db.W(), j); err != nil {
+		t.Fatal(err)
+	}
+	plain := queuedJob("u2", "j2", 1, 0, "", "")
+	plain.Parent = ws
+	if err := InsertJob(ctx, db.W(), plain); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range strings.Split(backfillBlobOwners, ";\n") {
+		if _, err := db.W().ExecContext(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{code, input} {
+		if o, err := GetBlobOwner(ctx, db.Q(), d, ws); err != nil || o.Principal != "cumulus" {
+			t.Errorf("blob %s…: %+v, %v; want owned by the job's workspace", d[:4], o, err)
+		}
+	}
+	var n int
+	if err := db.Q().QueryRowContext(ctx, `SELECT count(*) FROM blob_owners`).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d owners, %v; want 2", n, err)
 	}
 }
