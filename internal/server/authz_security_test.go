@@ -386,3 +386,30 @@ func TestNodeReadsOnlyItsJobsBlobs(t *testing.T) {
 	// A user token cannot stand in for the node: it reads by workspace.
 	h.do("GET", "/cumulus/v1/blobs/"+elsewhere, nil).want(t, 400)
 }
+
+// The collector runs at start and then every quarter of the grace period
+// on the server's clock.
+func TestBlobGCLoop(t *testing.T) {
+	fc := clock.NewFake(time.Now())
+	h := newHarness(t, harnessOpts{clock: fc, config: func(c *server.Config) { c.BlobGrace = time.Hour }})
+	d := digestOf([]byte("x"))
+	h.putBlob(h.token, d, hWSPath, []byte("x")).want(t, 204)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.srv.RunBlobGC(ctx) }()
+	defer func() { cancel(); <-done }()
+	if err := fc.BlockUntil(ctx, 1); err != nil { // the first pass is done and waits
+		t.Fatal(err)
+	}
+	h.do("GET", blobPath(d, hWSPath), nil).want(t, 200)
+	for i := range 4 { // a pass every 15 minutes: the fourth is past the grace period
+		if i > 0 {
+			h.do("GET", blobPath(d, hWSPath), nil).want(t, 200)
+		}
+		fc.Step(15*time.Minute + time.Second)
+		if err := fc.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.do("GET", blobPath(d, hWSPath), nil).want(t, 404)
+}
