@@ -189,6 +189,12 @@ func TestAuditSurvivesClientDisconnect(t *testing.T) {
 			prefix, i, client.APIVersion, s.addr, s.admin.Token, len(body), body)
 		conns = append(conns, c)
 	}
+	// Close them all at once, as soon as the server has made the first
+	// workspace: the rest are read, in flight or waiting.
+	waitFor(t, "the first workspace", 30*time.Second, func() bool {
+		_, err := s.admin.GetWorkspace(bctx, fmt.Sprintf("dc-%03d", 0))
+		return err == nil
+	})
 	for _, c := range conns {
 		c.Close()
 	}
