@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
@@ -71,6 +72,11 @@ type Config struct {
 	// the node from a job's image (kubernetes): jobs of that image run here
 	// as plain processes, already inside it.
 	Image string
+	// JobUser is "uid[:gid]" to run jobs as, isolated from the agent and
+	// the rest of the machine (see sandbox.go; the agent must be root),
+	// or "" to run them as the agent's user. Default: $CUMULUS_JOB_USER,
+	// which the local provider sets for each node when it runs as root.
+	JobUser string
 }
 
 // DefaultConfig returns the defaults Run fills in for zero fields.
@@ -87,6 +93,7 @@ func DefaultConfig() Config {
 		KeepJobDirs:  10,
 		Docker:       "docker",
 		PullTimeout:  60 * time.Second,
+		JobUser:      os.Getenv("CUMULUS_JOB_USER"),
 	}
 }
 
@@ -169,6 +176,9 @@ type agent struct {
 	clk  clock.Clock
 	c    *client
 	gpus []agentapi.GPU
+	// jobCred is the user jobs run as (Config.JobUser), nil for the
+	// agent's own.
+	jobCred *syscall.Credential
 
 	// life outlives the caller's ctx by up to StopTimeout, so that a
 	// stopping agent can still report how its jobs ended.
@@ -215,8 +225,8 @@ func (a *agent) node() string {
 }
 
 func (a *agent) run(ctx context.Context) error {
-	if err := os.MkdirAll(filepath.Join(a.cfg.WorkDir, "jobs"), 0o700); err != nil {
-		return fmt.Errorf("work dir: %w", err)
+	if err := a.isolate(); err != nil {
+		return err
 	}
 	if a.cfg.Address == "" {
 		a.cfg.Address = detectAddress()

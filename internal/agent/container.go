@@ -107,7 +107,9 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	}
 	args = append(args, j.image, "/bin/sh", "-c", j.asg.Command)
 	cmd := exec.Command(j.a.cfg.Docker, args...)
-	cmd.Env = env
+	// The docker client needs the agent's environment (DOCKER_HOST, …);
+	// the container gets only the job's variables named above.
+	cmd.Env = append(agentEnvWithoutSecrets(), env[j.hostEnv:]...)
 	return cmd
 }
 

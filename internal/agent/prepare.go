@@ -104,22 +104,27 @@ func (e *digestError) Error() string {
 	return fmt.Sprintf("sha256 mismatch: the server sent %s, the job asked for %s", e.got, e.want)
 }
 
-// prepare makes the output folders and returns the job's environment.
+// prepare makes the output folders and returns the job's environment,
+// which holds nothing of the agent's own (see jobBaseEnv).
 func (j *job) prepare() ([]string, error) {
 	asg := j.asg
 	out := filepath.Join(j.dir, outputDir)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, fmt.Errorf("make the outputs folder: %w", err)
 	}
-	env := make([]string, 0, len(os.Environ())+len(asg.Env)+16)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CUMULUS_JOIN_TOKEN=") {
-			env = append(env, kv)
-		}
-	}
+	// The agent's environment is not the job's: PATH, HOME and the locale
+	// (jobBaseEnv), then the job's own variables and the Cumulus and Azure
+	// ML ones.
+	env := jobBaseEnv(j.dir)
 	j.hostEnv = len(env) // what follows is the job's own: a container gets only that
 	for k, v := range asg.Env {
 		env = append(env, k+"="+v)
+	}
+	if c := j.a.cfg.VCPUs; c > 0 {
+		env = append(env, "CUMULUS_VCPUS="+strconv.Itoa(c))
+	}
+	if m := j.a.cfg.MemoryMB; m > 0 {
+		env = append(env, "CUMULUS_MEMORY_MB="+strconv.Itoa(m))
 	}
 	numNodes := len(asg.NodeIPs)
 	if numNodes == 0 {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -275,6 +276,16 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if err := j.chooseRuntime(ctx, logf); err != nil {
 		return exitNotRun, err.Error()
 	}
+	if j.image == "" {
+		if err := j.handOver(); err != nil {
+			return exitNotRun, err.Error()
+		}
+	}
+	// The job's processes get a parent-death signal tied to the thread
+	// that starts them: keep this goroutine on its thread until it ends
+	// (the thread then exits with it), so that the signal fires when the
+	// agent dies, not when the Go runtime moves on.
+	runtime.LockOSThread()
 	defer j.removeContainers()
 	group, cg, err := j.start(env, procs, logf)
 	if err != nil {
@@ -331,6 +342,8 @@ type procGroup struct {
 // start runs the command once per process of this node (one, unless the
 // job is distributed with several processes per node), in one new process
 // group, inside a cgroup with the node's limits when one can be made.
+// Each process runs under the job init (sandbox.go), which dies with the
+// agent and takes the group with it. The caller's thread is locked.
 // With several processes each output line is prefixed with its rank.
 func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*procGroup, *cgroup, error) {
 	var shared *lineLog
@@ -351,7 +364,8 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 		} else {
 			cmd.Stdout, cmd.Stderr = logf, logf
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		cmd = j.initCommand(cmd, j.image == "")
+		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, pgid
 		if cg != nil {
 			cmd.SysProcAttr.UseCgroupFD = true
 			cmd.SysProcAttr.CgroupFD = cg.fd()
@@ -362,13 +376,13 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 	group := &procGroup{log: shared}
 	for i, p := range procs {
 		cmd := mk(cg, p, group.pgid)
-		err := cmd.Start()
+		err := startInit(cmd)
 		if err != nil && cg != nil && i == 0 {
 			j.a.limitsNotEnforced(j.log, fmt.Errorf("start in cgroup: %w", err))
 			cg.remove()
 			cg = nil
 			cmd = mk(nil, p, 0)
-			err = cmd.Start()
+			err = startInit(cmd)
 		}
 		if err != nil {
 			signalGroup(group.pgid, syscall.SIGKILL)
@@ -429,6 +443,13 @@ func (j *job) wait(g *procGroup) int {
 			}
 			if left == 0 {
 				signalGroup(g.pgid, syscall.SIGKILL)
+				if cred := j.a.jobCred; cred != nil && j.image == "" {
+					// Processes that left the group end too, before the
+					// agent reads the job's outputs.
+					if err := killAllOf(cred); err != nil {
+						j.log.Warn("could not end the job user's processes", "err", err)
+					}
+				}
 				g.log.flush()
 				return code
 			}

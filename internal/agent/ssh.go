@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -182,12 +181,7 @@ func (a *agent) sshRun(ch ssh.Channel, command string) int {
 	}
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Dir = a.cfg.WorkDir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CUMULUS_JOIN_TOKEN=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "CUMULUS_NODE_ID="+a.node())
+	cmd.Env = append(agentEnvWithoutSecrets(), "CUMULUS_NODE_ID="+a.node())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError

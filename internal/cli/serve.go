@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 func newServeCmd(g *globals) *cobra.Command {
 	o := daemon.DefaultOptions()
 	var logLevel, logFormat, serverConfig string
+	isolateJobs := true
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane (API, controllers, store) on this machine",
@@ -33,6 +35,14 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 				return err
 			}
 			envDefaults(cmd, &o)
+			if v := os.Getenv("CUMULUS_ISOLATE_JOBS"); v != "" && !cmd.Flags().Changed("isolate-jobs") {
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return fmt.Errorf("CUMULUS_ISOLATE_JOBS=%q is not true or false", v)
+				}
+				isolateJobs = b
+			}
+			o.JobsAsServerUser = !isolateJobs
 			log, err := newLogger(g, logLevel, logFormat)
 			if err != nil {
 				return err
@@ -60,6 +70,8 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Listen, "listen", o.Listen, "address to listen on (env CUMULUS_LISTEN)")
 	fl.StringVar(&o.DataDir, "data-dir", o.DataDir, "state directory (env CUMULUS_DATA_DIR)")
+	fl.StringVar(&o.NodesDir, "nodes-dir", "", "with --provider local: folder of the node folders where jobs run, outside the data dir (env CUMULUS_NODES_DIR; default <data dir>-nodes)")
+	fl.BoolVar(&isolateJobs, "isolate-jobs", true, "with --provider local: run each node's jobs as a user of their own that cannot see the data dir, other nodes or the agent (needs root; env CUMULUS_ISOLATE_JOBS); false runs them as the server's user")
 	fl.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
 	fl.StringVar(&o.TLSKey, "tls-key", "", "TLS key file (PEM)")
 	fl.BoolVar(&o.TLSSelfSigned, "tls-self-signed", false, "serve HTTPS with a self-signed certificate for localhost, kept in the data dir")
@@ -99,6 +111,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
 		o.DataDir = v
+	}
+	if v := os.Getenv("CUMULUS_NODES_DIR"); v != "" && !cmd.Flags().Changed("nodes-dir") {
+		o.NodesDir = v
 	}
 	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
 		o.Locations = splitList(v)

@@ -35,6 +35,14 @@ func DataDir() string {
 	return filepath.Join(home, ".cumulus")
 }
 
+// NodesDir is where the local provider keeps its node folders (agents'
+// work dirs, where jobs run) for a data dir: a sibling of it,
+// <data dir>-nodes, so that a job's folder never lies inside the control
+// plane's state.
+func NodesDir(dataDir string) string {
+	return filepath.Clean(dataDir) + "-nodes"
+}
+
 // Path is the CLI config file: $CUMULUS_CONFIG, else <data dir>/config.yaml.
 func Path() string {
 	if p := os.Getenv("CUMULUS_CONFIG"); p != "" {

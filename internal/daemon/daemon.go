@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +69,8 @@ type Options struct {
 	// AgentCommand overrides the local agent binary (tests).
 	Provider         string
 	AgentCommand     []string
+	NodesDir         string        // local: node folders, outside DataDir ("" = config.NodesDir(DataDir))
+	JobsAsServerUser bool          // local: jobs run as the server's user, not isolated (see local.Options)
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
@@ -166,6 +169,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.NodesDir == "" {
+		o.NodesDir = config.NodesDir(o.DataDir)
 	}
 	if o.PollTimeout > 0 && o.HeartbeatTimeout > 0 && o.PollTimeout >= o.HeartbeatTimeout {
 		// An agent's held poll must come back well inside the heartbeat timeout.
@@ -415,8 +421,19 @@ func newProvider(ctx context.Context, o Options, caFile string) (provider.Provid
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
-		return local.New(local.Options{BaseDir: filepath.Join(o.DataDir, "nodes"), AgentCommand: o.AgentCommand,
-			Log: log}), nil
+		if err := nodesOutsideData(o.NodesDir, o.DataDir); err != nil {
+			return nil, err
+		}
+		prov := local.New(local.Options{BaseDir: o.NodesDir, AgentCommand: o.AgentCommand,
+			JobsAsServerUser: o.JobsAsServerUser, Log: log})
+		if ok, why := prov.Isolation(); !ok {
+			log.Warn("jobs are not isolated from the control plane: " + why)
+		}
+		if old, _ := filepath.Glob(filepath.Join(o.DataDir, "nodes", "*", "agent.pid")); len(old) > 0 {
+			log.Warn("node folders of an earlier version are in the data dir; their agents are no longer managed: stop them and remove the folder",
+				"folder", filepath.Join(o.DataDir, "nodes"), "nodesDir", o.NodesDir)
+		}
+		return prov, nil
 	case "docker":
 		if err := nodeimage.Ensure(ctx, o.NodeImage, log); err != nil {
 			return nil, fmt.Errorf("docker provider: %w", err)
@@ -432,6 +449,23 @@ func newProvider(ctx context.Context, o Options, caFile string) (provider.Provid
 		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, Log: log})
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
+}
+
+// nodesOutsideData refuses a nodes dir inside the data dir (or the other
+// way round): jobs run in the node folders and must not reach the state.
+func nodesOutsideData(nodes, data string) error {
+	n, err := filepath.Abs(nodes)
+	if err != nil {
+		return fmt.Errorf("--nodes-dir: %w", err)
+	}
+	d, err := filepath.Abs(data)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	if n == d || strings.HasPrefix(n, d+string(filepath.Separator)) || strings.HasPrefix(d, n+string(filepath.Separator)) {
+		return fmt.Errorf("--nodes-dir %s must lie outside the data dir %s (jobs run there)", nodes, data)
+	}
+	return nil
 }
 
 // newKubernetesProvider connects to the Kubernetes API server and hands

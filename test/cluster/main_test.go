@@ -96,7 +96,11 @@ func (s *server) start(args ...string) {
 	all := append([]string{"serve", "--listen", s.addr, "--data-dir", s.dataDir, "--log-level", "debug"}, args...)
 	s.cmd = exec.Command(binary, all...)
 	s.cmd.Stdout, s.cmd.Stderr = f, f
-	s.cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"))
+	// Jobs of these tests run helper binaries and leave marks in the test's
+	// private temporary folders, which an isolated job (root: a user of its
+	// own that sees none of them) cannot reach; test/security checks the
+	// isolation.
+	s.cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"), "CUMULUS_ISOLATE_JOBS=false")
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
@@ -141,8 +145,11 @@ func (s *server) stop() {
 	}
 }
 
-// agents lists the pids of agent processes of this server's nodes.
+// agents lists the pids of agent processes of this server's nodes: their
+// command lines name a work dir in the server's nodes dir, which is
+// <data dir>-nodes (config.NodesDir).
 func agents(dataDir string) []int {
+	nodesDir := config.NodesDir(dataDir)
 	var pids []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -155,7 +162,7 @@ func agents(dataDir string) []int {
 			continue
 		}
 		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmd, " agent ") && strings.Contains(cmd, dataDir) {
+		if strings.Contains(cmd, " agent ") && strings.Contains(cmd, " "+nodesDir+"/") {
 			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(st), ") Z ") {
 				continue // a zombie is not running
 			}

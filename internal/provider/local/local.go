@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -27,8 +28,9 @@ import (
 
 // Options configure the provider.
 type Options struct {
-	// BaseDir holds one folder per node: agent.pid, agent.log and the
-	// agent's work dir (e.g. <data-dir>/nodes).
+	// BaseDir holds one folder per node: agent.pid, agent.log, job.uid
+	// and the agent's work dir. It must lie outside the control plane's
+	// data dir (the daemon's default is a sibling, <data-dir>-nodes).
 	BaseDir string
 	// AgentCommand starts an agent; the node's flags are appended. Default:
 	// this executable and "agent".
@@ -37,6 +39,12 @@ type Options struct {
 	// StopGrace is how long Delete waits for an agent to stop its job and
 	// exit after SIGTERM before it kills it. Default 10 s.
 	StopGrace time.Duration
+	// JobsAsServerUser turns job isolation off: jobs run as the server's
+	// user and see what it sees. By default, when the server runs as root
+	// and can make mount namespaces, each node's jobs run as a user of
+	// their own in a mount namespace that hides the data dir, the other
+	// node folders and the agent's files (see Isolation).
+	JobsAsServerUser bool
 }
 
 // Provider runs nodes as local agent processes.
@@ -51,6 +59,7 @@ var _ provider.Provider = (*Provider)(nil)
 const (
 	pidFile  = "agent.pid"
 	logFile  = "agent.log"
+	uidFile  = "job.uid" // the user the node's jobs run as, when isolated
 	workDir  = "work"
 	idPrefix = "local:"
 )
@@ -102,6 +111,14 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if err := os.MkdirAll(filepath.Join(dir, workDir), 0o700); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
+	jobUser := ""
+	if isolated, _ := p.Isolation(); isolated {
+		uid, err := p.jobUID(spec.NodeID)
+		if err != nil {
+			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		}
+		jobUser = fmt.Sprintf("%d:%d", uid, uid)
+	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
@@ -117,13 +134,17 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	cmd := exec.Command(argv[0], args...)
 	cmd.Dir = dir
 	// The join token goes in the environment, not the command line that
-	// any user can read in /proc.
-	cmd.Env = append(os.Environ(),
+	// any user can read in /proc. The agent gets a minimal environment,
+	// not the server's (which may hold cloud credentials).
+	cmd.Env = append(agentEnv(),
 		"CUMULUS_JOIN_TOKEN="+spec.JoinToken,
 		"CUMULUS_VCPUS="+strconv.Itoa(spec.VCPUs),
 		"CUMULUS_MEMORY_MB="+strconv.Itoa(int(spec.MemoryGB*1024)),
 		"CUMULUS_GPUS="+strconv.Itoa(spec.GPUs),
 	)
+	if jobUser != "" {
+		cmd.Env = append(cmd.Env, "CUMULUS_JOB_USER="+jobUser)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // survive the control plane
 	if err := cmd.Start(); err != nil {
@@ -263,4 +284,107 @@ func isAgent(pid int, nodeID string) bool {
 		}
 	}
 	return false
+}
+
+// agentEnvKeys are the variables of the server's environment an agent
+// gets: what it needs to run (paths, locale, proxies and TLS roots to reach
+// the server, the container runtime's client, its log level), no more.
+var agentEnvKeys = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR",
+	"SSL_CERT_FILE", "SSL_CERT_DIR",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_CONTEXT",
+	"CUDA_VISIBLE_DEVICES", "CUMULUS_LOG_LEVEL", "GOCOVERDIR",
+}
+
+// agentEnv is an agent's environment before its node's own variables.
+func agentEnv() []string {
+	var env []string
+	for _, k := range agentEnvKeys {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Isolation reports whether this provider isolates jobs: when the server
+// runs as root and can make mount namespaces, each node's jobs run as a
+// user of their own (see jobUID) in a mount namespace that hides the data
+// dir, the other node folders and the agent's files. Otherwise why says
+// what a job can reach, in one line.
+func (p *Provider) Isolation() (isolated bool, why string) {
+	const risk = "so jobs on local nodes run as the server's user: a job can read whatever that user can, " +
+		"including the data dir (admin token, secret key, database), other nodes' folders and agent identities; " +
+		"run cumulus serve as root where it can make mount namespaces, or use --provider docker or kubernetes"
+	if p.o.JobsAsServerUser {
+		return false, "job isolation is turned off (--isolate-jobs=false), " + risk
+	}
+	isolation.Do(func() {
+		if os.Geteuid() != 0 {
+			isolation.why = "the server does not run as root, " + risk
+			return
+		}
+		if err := agent.CheckIsolation(jobUIDBase); err != nil {
+			isolation.why = "jobs cannot be isolated here (" + err.Error() + "), " + risk
+			return
+		}
+		isolation.ok = true
+	})
+	return isolation.ok, isolation.why
+}
+
+var isolation struct {
+	sync.Once
+	ok  bool
+	why string
+}
+
+// Job users: node n of this provider runs its jobs as uid (and gid)
+// jobUIDBase + block*jobUIDBlock + n, where block comes from a hash of the
+// nodes folder, so that two servers on one machine rarely share users.
+// Numbers this high belong to no account on an ordinary machine.
+const (
+	jobUIDBase   = 2_000_000_000
+	jobUIDBlock  = 10_000
+	jobUIDBlocks = 10_000
+)
+
+// jobUID returns the user of a node's jobs: the one it was given (job.uid
+// in its folder), else the lowest one no other node folder holds. The
+// caller holds p.mu. With it the node folder becomes passable (not
+// listable) for others, so that the job user reaches its own job folder.
+func (p *Provider) jobUID(nodeID string) (int, error) {
+	dir := filepath.Join(p.o.BaseDir, nodeID)
+	for _, d := range []string{p.o.BaseDir, dir, filepath.Join(dir, workDir)} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			return 0, fmt.Errorf("node folder: %w", err)
+		}
+	}
+	if uid, ok := readPID(filepath.Join(dir, uidFile)); ok {
+		return uid, nil
+	}
+	abs, err := filepath.Abs(p.o.BaseDir)
+	if err != nil {
+		return 0, fmt.Errorf("job user: %w", err)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(abs))
+	first := jobUIDBase + int(h.Sum32()%jobUIDBlocks)*jobUIDBlock
+	used := map[int]bool{}
+	files, _ := filepath.Glob(filepath.Join(p.o.BaseDir, "*", uidFile))
+	for _, f := range files {
+		if uid, ok := readPID(f); ok {
+			used[uid] = true
+		}
+	}
+	for uid := first; uid < first+jobUIDBlock; uid++ {
+		if !used[uid] {
+			if err := os.WriteFile(filepath.Join(dir, uidFile), []byte(strconv.Itoa(uid)+"\n"), 0o600); err != nil {
+				return 0, fmt.Errorf("job user: %w", err)
+			}
+			return uid, nil
+		}
+	}
+	return 0, fmt.Errorf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
 }

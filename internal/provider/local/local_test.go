@@ -151,7 +151,10 @@ func TestDeleteStopsTheRunningJob(t *testing.T) {
 	}
 }
 
-func TestDeleteKillsJobsOfADeadAgent(t *testing.T) {
+// TestJobDiesWithItsAgent: an agent killed with SIGKILL takes its job
+// with it (the job's supervisor gets the agent's parent-death signal), and
+// Delete of the dead node still succeeds.
+func TestJobDiesWithItsAgent(t *testing.T) {
 	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
 	ctx := context.Background()
@@ -159,22 +162,20 @@ func TestDeleteKillsJobsOfADeadAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Delete(ctx, "n2") })
-	srv.Assign <- agentapi.Assignment{UID: "j2", Attempt: 1, Command: "sleep 30"}
+	srv.Assign <- agentapi.Assignment{UID: "j2", Attempt: 1, Command: "sleep 30 & sleep 30"}
 	srv.Event(t)
 	pgid := jobPgid(t, p, "n2", "j2")
-	// The agent dies without a chance to stop its job; the job lives on
-	// in its own process group.
 	pid, ok := p.running("n2")
 	if !ok {
 		t.Fatal("agent not running")
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
+	if !gone(pgid) {
+		t.Fatal("the job outlived its agent")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for isAgent(pid, "n2") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
-	}
-	if !alive(pgid) {
-		t.Fatal("the job died with its agent")
 	}
 	ins, _ := p.List(ctx)
 	if len(ins) != 1 || ins[0].Running {
@@ -183,7 +184,49 @@ func TestDeleteKillsJobsOfADeadAgent(t *testing.T) {
 	if err := p.Delete(ctx, "n2"); err != nil {
 		t.Fatal(err)
 	}
-	if !gone(pgid) {
-		t.Error("Delete left the orphaned job running")
+}
+
+// TestNodesRunJobsAsUsersOfTheirOwn: with isolation (root), each node's
+// jobs run as a user of their own, which cannot read the agent's identity.
+func TestNodesRunJobsAsUsersOfTheirOwn(t *testing.T) {
+	p := newTestProvider(t)
+	if ok, why := p.Isolation(); !ok {
+		t.Skip(why)
+	}
+	srv := providertest.NewStubServer(t)
+	ctx := context.Background()
+	uids := map[string]string{}
+	for _, n := range []string{"u1", "u2"} {
+		if _, err := p.Create(ctx, spec(srv, n)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Delete(ctx, n) })
+		b, err := os.ReadFile(filepath.Join(p.o.BaseDir, n, uidFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uids[n] = strings.TrimSpace(string(b))
+	}
+	if uids["u1"] == uids["u2"] {
+		t.Fatalf("both nodes run jobs as uid %s", uids["u1"])
+	}
+	srv.Assign <- agentapi.Assignment{UID: "who", Attempt: 1,
+		Command: `id -u; cat ../../identity.json > /dev/null 2>&1 && echo IDENTITY-READ; echo done`}
+	srv.Event(t) // running
+	ev := srv.Event(t)
+	if ev.Phase != agentapi.PhaseExited || ev.ExitCode != 0 {
+		t.Fatalf("exit event = %+v", ev)
+	}
+	var log []byte
+	for _, n := range []string{"u1", "u2"} {
+		if b, err := os.ReadFile(filepath.Join(p.o.BaseDir, n, workDir, "jobs", "who", "std.log")); err == nil {
+			log = b
+			if got := strings.Fields(string(b)); len(got) == 0 || got[0] != uids[n] {
+				t.Errorf("job on %s ran as uid %v; want %s", n, got, uids[n])
+			}
+		}
+	}
+	if len(log) == 0 || strings.Contains(string(log), "IDENTITY-READ") || !strings.Contains(string(log), "done") {
+		t.Errorf("job log = %q; want its uid and done, and the identity unread", log)
 	}
 }

@@ -1,0 +1,419 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// What a job can reach on this node, and how long it lives.
+//
+// Every process of a job is started through a small supervisor, the job
+// init: this executable again, under the name cumulus-job-init. The agent
+// starts it from a thread locked for the job's lifetime with a parent-death
+// signal, so when the agent dies (kill -9 included) the kernel tells the
+// init, which kills the job's whole process group at once: a job never runs
+// on unsupervised while the control plane starts it again elsewhere. With
+// a job user, every process of that user is killed as well (when the job
+// ends, and when the agent dies), so that leaving the process group
+// (setsid) does not help.
+//
+// With a job user (Config.JobUser, which the local provider sets when it
+// runs as root) the init also isolates the job before it drops to that
+// user: in a mount namespace of its own, the topmost directory above the
+// job's folder that other users cannot search (typically the home or
+// temporary directory that holds the control plane's data dir and the node
+// folders), or else the agent's work dir, is covered by an empty tmpfs in
+// which only the job's own folder is mounted back. The job then sees its
+// own folder (code, inputs, outputs, checkpoint) and the machine's system
+// directories, never the agent's identity, other jobs' or nodes' folders
+// or the data dir; and as another user it cannot read the agent's
+// /proc/<pid>/environ.
+//
+// Jobs get a minimal environment (jobBaseEnv plus their own variables and
+// the Cumulus/Azure ML ones), never the agent's, and the agent marks itself
+// not dumpable, so that a job running as the agent's own user (no job user)
+// cannot read the agent's environment or memory through /proc either.
+
+// jobInitName is argv[0] of the job init; package init runs it instead of
+// the program when a process starts under that name.
+const jobInitName = "cumulus-job-init"
+
+// initDeathSignal is what the kernel sends the job init when the agent
+// thread that started it dies.
+const initDeathSignal = syscall.SIGUSR1
+
+// killAllName is argv[0] of a process that, started as a job user,
+// kills every process of that user (kill(-1)): what is left of a job that
+// left its process group.
+const killAllName = "cumulus-job-kill-all"
+
+func init() {
+	switch filepath.Base(os.Args[0]) {
+	case jobInitName:
+		os.Exit(jobInit(os.Args[1:]))
+	case killAllName:
+		_ = syscall.Kill(-1, syscall.SIGKILL) // not this process itself
+		os.Exit(0)
+	}
+}
+
+// killAllOf kills every process of the job user cred (one node's jobs
+// have a user of their own, and a node runs one job at a time).
+func killAllOf(cred *syscall.Credential) error {
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{killAllName}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kill the job user's processes: %w", err)
+	}
+	return nil
+}
+
+// defaultPath is a job's PATH when the agent has none.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// jobBaseEnv is what a job gets of the node's environment: PATH, HOME (the
+// job's folder), the locale (LANG, default C.UTF-8, and LC_ALL) and TZ when
+// set. Nothing else of the agent's environment reaches a job.
+func jobBaseEnv(home string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = defaultPath
+	}
+	lang := os.Getenv("LANG")
+	if lang == "" {
+		lang = "C.UTF-8"
+	}
+	env := []string{"PATH=" + path, "HOME=" + home, "LANG=" + lang}
+	for _, k := range []string{"LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// agentEnvWithoutSecrets is the agent's environment less its join token:
+// the container runtime's client runs with it (DOCKER_HOST and the like).
+func agentEnvWithoutSecrets() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CUMULUS_JOIN_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// parseJobUser reads Config.JobUser: "" (jobs run as the agent's user) or
+// "uid[:gid]" (numeric; gid defaults to uid).
+func parseJobUser(s string) (*syscall.Credential, error) {
+	if s == "" {
+		return nil, nil
+	}
+	us, gs, ok := strings.Cut(s, ":")
+	if !ok {
+		gs = us
+	}
+	uid, err1 := strconv.ParseUint(us, 10, 32)
+	gid, err2 := strconv.ParseUint(gs, 10, 32)
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil, fmt.Errorf("job user %q is not uid[:gid] with a uid other than 0", s)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// isolate prepares the agent before it runs jobs: it makes the work dir
+// (only the agent may list it; with a job user, others may pass through it
+// to their job's folder), marks the agent not dumpable, and checks that a
+// job user can be switched to.
+func (a *agent) isolate() error {
+	jobs := filepath.Join(a.cfg.WorkDir, "jobs")
+	if err := os.MkdirAll(jobs, 0o700); err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	cred, err := parseJobUser(a.cfg.JobUser)
+	if err != nil {
+		return err
+	}
+	if cred != nil {
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("job user %s: the agent must run as root to run jobs as another user", a.cfg.JobUser)
+		}
+		for _, d := range []string{a.cfg.WorkDir, jobs} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				return fmt.Errorf("work dir: %w", err)
+			}
+		}
+	}
+	a.jobCred = cred
+	// Not dumpable: /proc/<agent>/environ, mem and the like belong to root,
+	// so a job of the agent's own user cannot read the join token there.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		a.logger().Warn("could not mark the agent not dumpable; a job of the agent's user may read its environment", "err", errno)
+	}
+	return nil
+}
+
+// handOver gives the job's folder to the job user (when there is one):
+// everything in it but the agent's own files (state, log, process group)
+// is chowned, and the folder is closed to everyone else.
+func (j *job) handOver() error {
+	cred := j.a.jobCred
+	if cred == nil {
+		return nil
+	}
+	uid, gid := int(cred.Uid), int(cred.Gid)
+	err := filepath.WalkDir(j.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if filepath.Dir(p) == j.dir {
+			switch d.Name() {
+			case stateFile, logFile, pgidFile:
+				return nil
+			}
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err == nil {
+		err = os.Chmod(j.dir, 0o700)
+	}
+	if err != nil {
+		return fmt.Errorf("give the job's folder to its user: %w", err)
+	}
+	return nil
+}
+
+// maskDir is the directory the job init covers with an empty tmpfs (in
+// the job's mount namespace) before mounting the job's folder back: the
+// topmost directory on the way to the job's folder that other users cannot
+// search, else the agent's work dir.
+func (j *job) maskDir() string {
+	dir, err := filepath.Abs(j.dir)
+	if err != nil {
+		return ""
+	}
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	p := "/"
+	for _, part := range parts[:len(parts)-1] {
+		p = filepath.Join(p, part)
+		fi, err := os.Stat(p)
+		if err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return p
+		}
+	}
+	work, err := filepath.Abs(j.a.cfg.WorkDir)
+	if err != nil {
+		return ""
+	}
+	return work
+}
+
+// initCommand wraps cmd in the job init: the same command, environment,
+// folder and output, run by a supervisor that kills the job's process
+// group when the agent dies, and (with a job user) isolates it and drops
+// to that user. The caller starts it from a locked thread.
+func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) *exec.Cmd {
+	uid, gid, mask := "-", "-", "-"
+	var cred *syscall.Credential
+	if asJobUser {
+		cred = j.a.jobCred
+	}
+	if cred != nil {
+		uid, gid = strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10)
+		if m := j.maskDir(); m != "" {
+			mask = m
+		}
+	}
+	dir, _ := filepath.Abs(cmd.Dir)
+	args := append([]string{jobInitName, readyFD, uid, gid, mask, dir, cmd.Path}, cmd.Args[1:]...)
+	c := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: cmd.Env, Dir: cmd.Dir,
+		Stdout: cmd.Stdout, Stderr: cmd.Stderr, WaitDelay: cmd.WaitDelay, Err: cmd.Err}
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal}
+	if cred != nil && mask != "-" {
+		c.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
+	}
+	return c
+}
+
+// readyFD is the descriptor on which the job init says the command runs
+// (startInit passes it).
+const readyFD = "3"
+
+// startInit starts a job init (initCommand) and waits until it has
+// started the command, or failed to: the job's timeout and signals then
+// reach the command, not an init that is still starting.
+func startInit(c *exec.Cmd) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	c.ExtraFiles = []*os.File{w} // descriptor 3 in the init: readyFD
+	err = c.Start()
+	w.Close()
+	if err != nil {
+		return err
+	}
+	var b [1]byte
+	_, _ = r.Read(b[:]) // a byte when the command runs; EOF when the init ended first
+	return nil
+}
+
+// jobInit is the job init's main: READY UID GID MASK DIR COMMAND ARGS...
+// ("-" for no ready descriptor, no user, no mask). It isolates the job
+// (mask), starts the command as the job user in the init's process group,
+// says so on READY, passes the command's exit status on, and kills the
+// whole process group when its parent, the agent, dies.
+func jobInit(args []string) int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "cumulus: %v\n", err)
+		return 127
+	}
+	if len(args) < 6 {
+		return fail(errors.New("job init: want READY UID GID MASK DIR COMMAND [ARGS...]"))
+	}
+	var ready *os.File
+	if args[0] != "-" {
+		fd, err := strconv.Atoi(args[0])
+		if err != nil {
+			return fail(fmt.Errorf("job init: ready descriptor %q", args[0]))
+		}
+		syscall.CloseOnExec(fd)                  // not the command's
+		ready = os.NewFile(uintptr(fd), "ready") // closed when the command runs, or with this process
+	}
+	args = args[1:]
+	sigs := make(chan os.Signal, 4)
+	// SIGTERM and SIGINT reach the whole group; the command decides what
+	// to do with them and the init waits for it (it must not die first).
+	signal.Notify(sigs, initDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	runtime.LockOSThread() // the command's parent-death signal follows this thread
+	ppid := os.Getppid()
+	if ppid == 1 {
+		return 137 // the agent is gone already
+	}
+	uid, gid, mask, dir := args[0], args[1], args[2], args[3]
+	if mask != "-" {
+		if err := maskAround(mask, dir); err != nil {
+			return fail(fmt.Errorf("isolate the job: %w", err))
+		}
+	}
+	cmd := exec.Command(args[4], args[5:]...)
+	cmd.Dir = dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if uid != "-" {
+		cred, err := parseJobUser(uid + ":" + gid)
+		if err != nil {
+			return fail(err)
+		}
+		cmd.SysProcAttr.Credential = cred
+	}
+	if err := cmd.Start(); err != nil {
+		return fail(err)
+	}
+	if ready != nil {
+		_, _ = ready.Write([]byte{1})
+		ready.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return exitCode(cmd.ProcessState)
+		case s := <-sigs:
+			if s == initDeathSignal || os.Getppid() != ppid {
+				if cred := cmd.SysProcAttr.Credential; cred != nil {
+					_ = killAllOf(cred) // those that left the group too
+				}
+				_ = syscall.Kill(0, syscall.SIGKILL) // the job's whole process group, this init included
+				return 137
+			}
+		}
+	}
+}
+
+// maskAround covers mask with an empty tmpfs in this process's (new)
+// mount namespace and mounts dir, which lies under mask, back at its path.
+func maskAround(mask, dir string) error {
+	if dir != mask && !strings.HasPrefix(dir, mask+"/") {
+		return fmt.Errorf("%s is not under %s", dir, mask)
+	}
+	keep, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer keep.Close()
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if err := syscall.Mount("cumulus-mask", mask, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0711,size=64k"); err != nil {
+		return fmt.Errorf("mask %s: %w", mask, err)
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	src := "/proc/self/fd/" + strconv.Itoa(int(keep.Fd()))
+	if err := syscall.Mount(src, dir, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("mount the job's folder back: %w", err)
+	}
+	return nil
+}
+
+// CheckIsolation runs what a job with a job user runs, as uid, on a
+// scratch folder: the job init masks the folder's parent and drops to uid.
+// It reports why that fails (not root, no mount namespace: a container
+// without CAP_SYS_ADMIN, …), so that a provider can say it at start
+// rather than fail every job.
+func CheckIsolation(uid int) error {
+	if os.Geteuid() != 0 {
+		return errors.New("not root")
+	}
+	root, err := os.MkdirTemp("", "cumulus-isolation-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	dir := filepath.Join(root, "job")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chown(dir, uid, uid); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "hidden"), nil, 0o644); err != nil {
+		return err
+	}
+	u := strconv.Itoa(uid)
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Dir: dir,
+		Args: []string{jobInitName, "-", u, u, root, dir, "/bin/sh", "-c", "touch ok && ! test -e ../hidden"}}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if msg := strings.TrimSpace(string(out)); msg != "" {
+			return fmt.Errorf("%w: %s", err, msg)
+		}
+		return err
+	}
+	fi, err := os.Stat(filepath.Join(dir, "ok"))
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != uint32(uid) {
+		return errors.New("the command did not run as the job user")
+	}
+	return nil
+}
