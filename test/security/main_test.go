@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -68,6 +69,7 @@ func startServer(t testing.TB, args ...string) *server {
 	s.start()
 	t.Cleanup(func() {
 		s.stop()
+		killAgents(s.dataDir)
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(s.dataDir, "serve.log"))
 			t.Logf("server log:\n%s", tail(string(b), 8000))
@@ -224,6 +226,28 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// killAgents kills the agent processes of a server's nodes (they outlive
+// the server by design) and their jobs.
+func killAgents(dataDir string) {
+	nodesDir := config.NodesDir(dataDir)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		cmd := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(cmd, " agent ") && strings.Contains(cmd, " "+nodesDir+"/") {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
