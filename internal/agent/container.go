@@ -109,7 +109,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	cmd := exec.Command(j.a.cfg.Docker, args...)
 	// The docker client needs the agent's environment (DOCKER_HOST, …);
 	// the container gets only the job's variables named above.
-	cmd.Env = append(agentEnvWithoutSecrets(), env[j.hostEnv:]...)
+	cmd.Env = append(append(agentEnvWithoutSecrets(), env[j.hostEnv:]...), envJobContainer+"="+name)
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,9 +10,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // What a job can reach on this node, and how long it lives.
@@ -245,6 +248,19 @@ func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) *exec.Cmd {
 	return c
 }
 
+// envJobContainer names, in a job init's environment, the container its
+// command (`docker run --name …`) runs, for the init to remove when the
+// agent dies: the engine keeps a container whose client was killed.
+const envJobContainer = "CUMULUS_JOB_CONTAINER"
+
+// removeContainer removes a job's container with the docker client at
+// docker, within a bound.
+func removeContainer(docker, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_ = exec.CommandContext(ctx, docker, "rm", "-f", name).Run()
+}
+
 // readyFD is the descriptor on which the job init says the command runs
 // (startInit passes it).
 const readyFD = "3"
@@ -307,8 +323,10 @@ func jobInit(args []string) int {
 			return fail(fmt.Errorf("isolate the job: %w", err))
 		}
 	}
+	name := os.Getenv(envJobContainer)
 	cmd := exec.Command(args[4], args[5:]...)
 	cmd.Dir = dir
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envJobContainer+"=") })
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if uid != "-" {
@@ -338,6 +356,9 @@ func jobInit(args []string) int {
 			if s == initDeathSignal || os.Getppid() != ppid {
 				if cred := cmd.SysProcAttr.Credential; cred != nil {
 					_ = killAllOf(cred) // those that left the group too
+				}
+				if name != "" {
+					removeContainer(args[4], name) // the docker client's container lives in the engine
 				}
 				_ = syscall.Kill(0, syscall.SIGKILL) // the job's whole process group, this init included
 				return 137

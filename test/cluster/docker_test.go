@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -143,6 +144,35 @@ func TestJobRunsInItsImage(t *testing.T) {
 	if _, err := s.c.PutJob(bctx, imageJob("bad-env", "imgc", "azureml:nosuch:1", "true")); err == nil {
 		t.Fatal("a job naming a missing environment was accepted")
 	}
+}
+
+// A job's container does not outlive its agent: after kill -9 of the agent
+// the container is removed (the engine would keep it running otherwise),
+// so the job never runs twice at the same time.
+func TestImageJobContainerDiesWithItsAgent(t *testing.T) {
+	requireDocker(t)
+	s := startServer(t)
+	s.createCompute("imgk", 0, 1, "PT30S")
+	s.submitJob(imageJob("orphan", "imgk", "image:"+testImage, "echo started; sleep 300"))
+	waitFor(t, "the container job running", 30*time.Second, func() bool {
+		return strings.Contains(s.jobLog("orphan"), "started")
+	})
+	node := s.nodeOf("orphan", 0)
+	running := func() bool {
+		out, _ := exec.Command("docker", "ps", "-q", "--filter", "label=cumulus.job-node="+node).Output()
+		return strings.TrimSpace(string(out)) != ""
+	}
+	if !running() {
+		t.Fatal("no container runs the job")
+	}
+	pids := agents(s.dataDir)
+	if len(pids) != 1 {
+		t.Fatalf("%d agents, want 1", len(pids))
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job's container to go with its agent", 30*time.Second, func() bool { return !running() })
 }
 
 // Two ranks in containers (host networking) rendezvous over TCP.
