@@ -6,9 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
+phase() { echo "== $1 (at ${SECONDS}s)"; }
+phase setup
 if [ "${CUMULUS_TEST_SETUP:-1}" != 0 ]; then
   bash scripts/test-setup.sh
 fi
+phase "gofmt and vet"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
@@ -20,7 +23,11 @@ bindir=$(mktemp -d)
 trap 'rm -rf "$bindir"' EXIT
 CGO_ENABLED=0 go build -trimpath -o "$bindir/cumulus" ./cmd/cumulus
 export CUMULUS_TEST_BINARY="$bindir/cumulus"
+phase tests
 go test -count=1 -timeout 20m ./...
+phase "race detector"
 go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/provider/kubernetes/
+phase studio
 # The web studio end to end in Chromium.
 bash test/ui/run.sh
+phase done
