@@ -205,7 +205,8 @@ func TestAuditWrittenWithTheWrite(t *testing.T) {
 	n.cancel = nil
 	n.mu.Unlock()
 
-	h.do("PUT", computePath("kept"), computeBody()).want(t, 201)
+	created := h.do("PUT", computePath("kept"), computeBody()).want(t, 201)
+	h.waitOp(created.Header.Get("Azure-AsyncOperation"))
 	h.do("PUT", computePath("kept"), computeBody()).want(t, 200)
 	reader := h.user("rita", "Reader", hWSPath)
 	h.as(reader, "PUT", computePath("kept"), computeBody()).want(t, 403)
