@@ -248,6 +248,26 @@ func TestExitedOfAnOldAttempt(t *testing.T) {
 	}
 }
 
+// A late exit of attempt 1 from a node that already holds attempt 2 of the
+// same job (a preempted rank's partner, assigned again) leaves attempt 2's
+// hold on the node alone: the node is not idle while its rank runs.
+func TestExitedOfAnOldAttemptOnANodeOfTheNewOne(t *testing.T) {
+	w := newWorld(t)
+	_, nodes := w.running("j", 2)
+	w.lost(nodes[0], "no heartbeat", 3, at(5))
+	w.exited("j", nodes[1], 143, "canceled", at(6)) // attempt 1's survivor stops
+	fresh := w.idleNodes("m", 1)
+	w.assign("j", []string{nodes[1], fresh[0]}, at(7))
+	w.must(func(q store.Querier) error {
+		return lifecycle.Exited(w.ctx, q, w.job("j"), nodes[1], 1, 143, "canceled", at(8))
+	})
+	wantNode(t, w.getNode(nodes[1]), api.NodeRunning, "j")
+	w.exited("j", nodes[1], 0, "", at(9))
+	w.exited("j", fresh[0], 0, "", at(9))
+	wantJob(t, w.job("j"), api.JobCompleted, "")
+	wantNode(t, w.getNode(nodes[1]), api.NodeIdle, "")
+}
+
 // Releasing a node after its part ended: a running node becomes idle; a
 // leaving or unusable one keeps its state and loses the job; a node that
 // runs another job, or that is gone, is left alone.

@@ -73,12 +73,17 @@ func Started(ctx context.Context, q store.Querier, j store.Job, node string, att
 // Exited records that a node's part of the job ended. The job ends when
 // every node has ended, or at once when one fails (the others are told to
 // stop by their next poll). The node is released: idle again, or still
-// leaving when it was draining.
+// leaving when it was draining. A late report of an older attempt from a
+// node that holds the current attempt's rank changes nothing: that rank
+// still runs there.
 func Exited(ctx context.Context, q store.Querier, j store.Job, node string, attempt, code int, reason string, at time.Time) error {
-	if err := release(ctx, q, node, j.UID, at); err != nil {
-		return err
+	current := attempt == j.Attempt
+	if current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
+		if err := release(ctx, q, node, j.UID, at); err != nil {
+			return err
+		}
 	}
-	if attempt != j.Attempt || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
+	if !current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
 		return nil
 	}
 	if j.Exits == nil {

@@ -67,7 +67,7 @@ func startServerTB(t testing.TB, args ...string) *server {
 	t.Cleanup(func() {
 		s.stop()
 		killAgents(s.dataDir)
-		if t.Failed() {
+		if t.Failed() || os.Getenv("CUMULUS_TEST_DEBUG") != "" {
 			b, _ := os.ReadFile(filepath.Join(s.dataDir, "serve.log"))
 			var keep []string
 			for _, line := range strings.Split(string(b), "\n") {
