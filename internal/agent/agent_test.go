@@ -177,6 +177,28 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// The grace period is the program's, not the shell's: the shell that runs
+// the command dies at SIGTERM at once, while the program it started takes
+// a second to save a checkpoint; the agent waits for it (within the grace)
+// instead of killing it when the shell is gone.
+func TestStopGivesTheProgramItsGrace(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	program := `trap 'sleep 1; echo saved; exit 0' TERM; echo ready; while :; do sleep 0.05; done`
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "saver", Attempt: 1,
+		Command: "sh -c \"" + program + "\"; echo the shell went on", Grace: 30 * time.Second}})
+	f.waitFor(10*time.Second, "the program running", func() bool { return strings.Contains(f.logOf("saver"), "ready") })
+	f.send(agentapi.PollResponse{Cancel: []string{"saver"}})
+	ev := f.exited("saver", 20*time.Second)
+	if got := f.logOf("saver"); !strings.Contains(got, "saved") || strings.Contains(got, "went on") {
+		t.Errorf("log = %q; want the program's checkpoint line, and the shell stopped", got)
+	}
+	if ev.Reason != "canceled" {
+		t.Errorf("event = %+v; want reason canceled", ev)
+	}
+}
+
 func TestBusyNodeIgnoresSecondAssignment(t *testing.T) {
 	t.Parallel()
 	f := newFakeServer(t)

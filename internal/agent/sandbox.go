@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -308,6 +309,11 @@ func jobInit(args []string) int {
 		ready = os.NewFile(uintptr(fd), "ready") // closed when the command runs, or with this process
 	}
 	args = args[1:]
+	// Orphans of the command (its shell exited, a child lives on) become
+	// the init's children, so that a stop can wait for them (drain).
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "cumulus: job init: not a subreaper (%v); a stopped job's orphans get no grace period\n", errno)
+	}
 	sigs := make(chan os.Signal, 4)
 	// SIGTERM and SIGINT reach the whole group; the command decides what
 	// to do with them and the init waits for it (it must not die first).
@@ -343,16 +349,17 @@ func jobInit(args []string) int {
 		_, _ = ready.Write([]byte{1})
 		ready.Close()
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
+	var stopping atomic.Bool
+	done := make(chan int, 1)
+	go func() { done <- reap(cmd.Process.Pid, &stopping) }()
 	for {
 		select {
-		case <-done:
-			return exitCode(cmd.ProcessState)
+		case code := <-done:
+			return code
 		case s := <-sigs:
+			if s == syscall.SIGTERM || s == syscall.SIGINT {
+				stopping.Store(true)
+			}
 			if s == initDeathSignal || os.Getppid() != ppid {
 				if cred := cmd.SysProcAttr.Credential; cred != nil {
 					_ = killAllOf(cred) // those that left the group too
@@ -365,6 +372,76 @@ func jobInit(args []string) int {
 			}
 		}
 	}
+}
+
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// drainNotice is how long the init waits, when the command has ended and
+// other processes of the job are left, for a stop signal that is on its
+// way (the group gets SIGTERM at once; the shell may die first).
+const drainNotice = 200 * time.Millisecond
+
+// reap waits for the init's children: the command (main) and orphans
+// handed to the init as their subreaper. It returns the command's exit
+// code when the command has ended and, if the job is being stopped
+// (SIGTERM), every other process too: a job whose shell dies at SIGTERM
+// while its program saves a checkpoint gets the whole grace period (the
+// agent kills the group when the grace ends). Without a stop it returns
+// when the command ends; the agent ends what is left of the group.
+func reap(main int, stopping *atomic.Bool) int {
+	code := -1
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: nothing left
+			return code
+		}
+		if pid == main {
+			code = waitCode(ws)
+			if !stopping.Load() && !othersLeft(stopping) {
+				return code
+			}
+		}
+		if code >= 0 && !stopping.Load() {
+			return code
+		}
+	}
+}
+
+// othersLeft reports whether the init still has children once the command
+// has ended, after giving a stop signal on its way time to arrive; false
+// when there are none or no stop came.
+func othersLeft(stopping *atomic.Bool) bool {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err != nil {
+			return false // ECHILD: none left
+		}
+		if pid == 0 {
+			break // some live on
+		}
+	}
+	deadline := time.Now().Add(drainNotice)
+	for time.Now().Before(deadline) {
+		if stopping.Load() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+// waitCode is an exit status as exitCode reports it.
+func waitCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // maskAround covers mask with an empty tmpfs in this process's (new)
