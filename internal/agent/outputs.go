@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/files"
@@ -57,7 +58,55 @@ func (j *job) uploadCheckpoint(ctx context.Context) error {
 	if err != nil || len(ents) == 0 {
 		return nil
 	}
-	return j.uploadOutput(ctx, agentapi.CheckpointOutput, dir, nil)
+	return j.uploadOutput(ctx, agentapi.CheckpointOutput, dir, j.restoredUnchanged)
+}
+
+// fileStamp is what tells a restored checkpoint file from a rewritten one.
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+// restoredUnchanged reports a checkpoint file that is still as it was
+// restored: each attempt uploads only what it wrote, so that a rank's
+// stale copy of another rank's shard never replaces the newer one (the
+// server merges attempts, the later winning).
+func (j *job) restoredUnchanged(rel string, d fs.DirEntry) bool {
+	if d.IsDir() {
+		return false
+	}
+	j.mu.Lock()
+	st, ok := j.restored[rel]
+	j.mu.Unlock()
+	if !ok {
+		return false
+	}
+	info, err := d.Info()
+	return err == nil && info.Size() == st.size && info.ModTime().Equal(st.mtime)
+}
+
+// stampRestored records the checkpoint files as restored.
+func (j *job) stampRestored(dir string) error {
+	stamps := map[string]fileStamp{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		stamps[filepath.ToSlash(rel)] = fileStamp{info.Size(), info.ModTime()}
+		return nil
+	})
+	j.mu.Lock()
+	j.restored = stamps
+	j.mu.Unlock()
+	return err
 }
 
 // fetchCheckpoint restores the checkpoint an earlier attempt saved.
@@ -80,7 +129,10 @@ func (j *job) fetchCheckpoint(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return files.Unpack(&buf, dir)
+	if err := files.Unpack(&buf, dir); err != nil {
+		return err
+	}
+	return j.stampRestored(dir)
 }
 
 // uploadOutput packs dir into a temporary file next to the outputs and

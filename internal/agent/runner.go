@@ -53,10 +53,11 @@ type job struct {
 
 	mu         sync.Mutex
 	state      agentapi.JobState
-	grace      time.Duration // overrides the assignment's grace (preemption)
-	hostEnv    int           // how many leading entries of the job's env are the agent's own
-	reason     string        // why the agent stopped the job, first one wins
-	reportDone bool          // logs and outputs shipped: report the exit
+	grace      time.Duration        // overrides the assignment's grace (preemption)
+	hostEnv    int                  // how many leading entries of the job's env are the agent's own
+	reason     string               // why the agent stopped the job, first one wins
+	reportDone bool                 // logs and outputs shipped: report the exit
+	restored   map[string]fileStamp // checkpoint files as restored, by path
 }
 
 func newJob(a *agent, asg agentapi.Assignment, log *slog.Logger) *job {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -184,16 +185,41 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request, p params) err
 	return nil
 }
 
+// agentOutput stores one node's upload of one output of a job's attempt.
+// Every rank uploads its folder (readers get them merged, files.Merge),
+// also after the attempt ended: a preempted job's ranks save their
+// checkpoint shards while the job already waits for its next attempt.
 func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) error {
-	_, j, _, err := s.nodeJob(r, p)
+	node, err := s.nodeAuth(r)
 	if err != nil {
-		return err
+		return asUnauthorized(err)
+	}
+	j, err := store.GetJobByUID(r.Context(), s.db.Q(), p["uid"])
+	if err != nil {
+		return api.NotFound("job %s is not known", p["uid"])
 	}
 	name := p["name"]
 	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
 		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
 	}
-	if err := s.outputs.Put(j.UID, name, r.Body, maxUpload); err != nil {
+	attempt := j.Attempt
+	if a := r.URL.Query().Get("attempt"); a != "" {
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 || n > j.Attempt {
+			return api.BadRequest(api.CodeBadRequest, "attempt must be an attempt of job %s (1 to %d)", j.Doc.Name, j.Attempt)
+		}
+		attempt = n
+	}
+	rank := -1
+	if at := j.Doc.Properties.Attempts; attempt <= len(at) && at[attempt-1].Number == attempt {
+		rank = slices.Index(at[attempt-1].Nodes, node.ID)
+	} else if attempt == j.Attempt {
+		rank = slices.Index(j.Nodes, node.ID)
+	}
+	if rank < 0 {
+		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf("node %s did not run attempt %d of job %s", node.ID, attempt, j.UID)}
+	}
+	if err := s.outputs.Put(j.UID, name, attempt, rank, r.Body, maxUpload); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -206,7 +232,7 @@ func (s *Server) agentCheckpoint(w http.ResponseWriter, r *http.Request, p param
 	if err != nil {
 		return err
 	}
-	f, err := s.outputs.Open(j.UID, agentapi.CheckpointOutput)
+	f, err := s.outputs.OpenAll(j.UID, agentapi.CheckpointOutput)
 	if errors.Is(err, files.ErrNotFound) {
 		return api.NotFound("job %s has no checkpoint", j.Doc.Name)
 	}
