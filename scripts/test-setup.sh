@@ -2,7 +2,8 @@
 # Installs and starts what the whole test suite needs on a Debian machine:
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
-# busybox-static for the tiny test image, and the Kubernetes test tools
+# busybox-static for the tiny test image, the frameworks real jobs use
+# (python3-torch, openmpi-bin, python3-mpi4py), and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -21,10 +22,21 @@ fi
 dpkg -s chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+framework_pkgs=()
+for p in python3-torch openmpi-bin python3-mpi4py; do
+  dpkg -s "$p" >/dev/null 2>&1 || framework_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#framework_pkgs[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+fi
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "installing ${need_pkgs[*]}" >&2
-  $sudo apt-get update -qq
   $sudo apt-get install -y -qq "${need_pkgs[@]}"
+fi
+if [ ${#framework_pkgs[@]} -gt 0 ]; then
+  # Without recommends: the CUDA and documentation extras are not needed.
+  echo "installing ${framework_pkgs[*]}" >&2
+  $sudo apt-get install -y -qq --no-install-recommends "${framework_pkgs[@]}"
 fi
 if ! docker info >/dev/null 2>&1; then
   echo "starting dockerd" >&2

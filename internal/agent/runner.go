@@ -262,13 +262,6 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if err != nil {
 		return exitNotRun, err.Error()
 	}
-	if d := j.asg.Distribution; d != nil {
-		hostfile := filepath.Join(j.dir, "hostfile")
-		if err := os.WriteFile(hostfile, []byte(distrib.Hostfile(j.asg.NodeIPs, d.ProcessesPerNode)), 0o644); err != nil {
-			return exitNotRun, "write the MPI hostfile: " + err.Error()
-		}
-		env = append(env, "CUMULUS_HOSTFILE="+hostfile)
-	}
 	logf, err := os.OpenFile(filepath.Join(j.dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return exitNotRun, "open the log file: " + err.Error()
@@ -276,6 +269,17 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	defer logf.Close()
 	if err := j.chooseRuntime(ctx, logf); err != nil {
 		return exitNotRun, err.Error()
+	}
+	if p, ok, err := j.mpiLaunch(env, logf); err != nil {
+		return exitNotRun, err.Error()
+	} else if ok {
+		procs = []distrib.Process{p}
+	} else if d := j.asg.Distribution; d != nil {
+		hostfile := filepath.Join(j.dir, "hostfile")
+		if err := os.WriteFile(hostfile, []byte(distrib.Hostfile(j.asg.NodeIPs, d.ProcessesPerNode)), 0o644); err != nil {
+			return exitNotRun, "write the MPI hostfile: " + err.Error()
+		}
+		env = append(env, "CUMULUS_HOSTFILE="+hostfile)
 	}
 	if j.image == "" {
 		if err := j.handOver(); err != nil {
@@ -353,6 +357,9 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 	}
 	mk := func(cg *cgroup, p distrib.Process, pgid int) *exec.Cmd {
 		cmd := exec.Command("/bin/sh", "-c", j.asg.Command)
+		if p.Argv != nil {
+			cmd = exec.Command(p.Argv[0], p.Argv[1:]...)
+		}
 		cmd.Env = append(append([]string(nil), env...), p.Env...)
 		if j.image != "" {
 			cmd = j.containerCommand(p, cmd.Env)

@@ -64,6 +64,10 @@ func init() {
 	switch filepath.Base(os.Args[0]) {
 	case jobInitName:
 		os.Exit(jobInit(os.Args[1:]))
+	case mpiRshName:
+		os.Exit(mpiRsh(os.Args[1:]))
+	case mpiLaunchdName:
+		os.Exit(mpiLaunchd())
 	case killAllName:
 		_ = syscall.Kill(-1, syscall.SIGKILL) // not this process itself
 		os.Exit(0)

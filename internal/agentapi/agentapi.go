@@ -166,6 +166,10 @@ type Distribution struct {
 	MasterPort       int    `json:"masterPort"` // rank 0 listens here; TensorFlow task i at MasterPort+1+i
 	WorkerCount      int    `json:"workerCount,omitempty"`
 	ParameterServers int    `json:"parameterServers,omitempty"`
+	// LaunchToken, for MPI jobs, is the job attempt's secret that node 0's
+	// mpirun shows the other nodes' launchers (distrib.LauncherPort) to
+	// start its daemons there.
+	LaunchToken string `json:"launchToken,omitempty"`
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.

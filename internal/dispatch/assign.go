@@ -28,6 +28,8 @@ type Work struct {
 	// issues tokens for; DefaultClientID is the one a job gets by default.
 	Identity        bool
 	DefaultClientID string
+	// LaunchToken is the MPI launch secret of the job's attempt.
+	LaunchToken string
 }
 
 // Assignment is what node n needs to run its part of job j.
@@ -43,7 +45,8 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	}
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
-			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount)}
+			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
+			LaunchToken: w.LaunchToken}
 	}
 	return a
 }

@@ -43,6 +43,9 @@ type Service struct {
 	// identity (ok false: it has none). nil: this server issues no
 	// identity tokens.
 	ClientID func(api.Compute) (id string, ok bool)
+	// LaunchToken is the secret of one attempt of a job that its nodes
+	// share to launch MPI daemons on each other; nil: none.
+	LaunchToken func(uid string, attempt int) string
 	// Changed, when set, is told that jobs or nodes changed.
 	Changed func()
 }

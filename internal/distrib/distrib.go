@@ -18,6 +18,9 @@ type Process struct {
 	Rank      int      // global rank, 0 … world-1
 	LocalRank int      // rank on this node
 	Env       []string // KEY=VALUE to add to the node's environment
+	// Argv, when set, is what the process runs instead of the job's
+	// command with the shell (an MPI launch's mpirun or launcher).
+	Argv []string
 }
 
 // Types of distribution (lower case).

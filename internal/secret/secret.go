@@ -5,6 +5,7 @@ package secret
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -15,7 +16,10 @@ import (
 )
 
 // Box seals and opens secrets with one key.
-type Box struct{ aead cipher.AEAD }
+type Box struct {
+	aead cipher.AEAD
+	mac  []byte // HMAC key derived from the box's key (Tag)
+}
 
 // LoadOrCreateKey reads the 32-byte key at path, creating it (mode 0600)
 // on first use.
@@ -48,7 +52,16 @@ func NewBox(key []byte) (*Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	return &Box{aead: aead}, nil
+	mac := sha256.Sum256(append([]byte("cumulus tag key\x00"), key...))
+	return &Box{aead: aead, mac: mac[:]}, nil
+}
+
+// Tag is a keyed digest (HMAC-SHA256, hex) of msg: a value only the
+// holder of the key can make, the same every time for the same msg.
+func (b *Box) Tag(msg string) string {
+	h := hmac.New(sha256.New, b.mac)
+	h.Write([]byte(msg))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Seal encrypts plain; the nonce travels in front of the ciphertext.

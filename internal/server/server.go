@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -167,6 +168,11 @@ func New(cfg Config, d Deps) *Server {
 		Outputs: s.outputs, Changed: s.changed}
 	if d.Identity != nil {
 		s.dispatch.ClientID = defaultClientID
+	}
+	if d.Box != nil {
+		s.dispatch.LaunchToken = func(uid string, attempt int) string {
+			return d.Box.Tag("mpi-launch/" + uid + "/" + strconv.Itoa(attempt))
+		}
 	}
 	s.routes()
 	s.agentRoutes()

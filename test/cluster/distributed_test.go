@@ -91,11 +91,15 @@ func TestPyTorchRanksRendezvous(t *testing.T) {
 	}
 }
 
-// An MPI job with 2 processes per node on 2 nodes sees 4 distinct ranks.
+// An MPI job in the per-process mode (MPI_LAUNCHER=none: no
+// mpirun, each rank started by its node with the OMPI_* and PMI_*
+// variables) with 2 processes per node on 2 nodes sees 4 distinct ranks.
 func TestMPITwoProcessesPerNode(t *testing.T) {
 	s := startServer(t)
 	s.createCompute("mpi", 0, 2, "PT30S")
-	s.submitJob(distributedJob("mpi-job", "mpi", `echo "rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK master=$AZ_BATCH_MASTER_NODE"; cat "$CUMULUS_HOSTFILE" | wc -l`, 2, "Mpi", 2))
+	j := distributedJob("mpi-job", "mpi", `echo "rank=$OMPI_COMM_WORLD_RANK size=$OMPI_COMM_WORLD_SIZE local=$OMPI_COMM_WORLD_LOCAL_RANK master=$AZ_BATCH_MASTER_NODE"; cat "$CUMULUS_HOSTFILE" | wc -l`, 2, "Mpi", 2)
+	j.Properties.EnvironmentVariables = map[string]string{"MPI_LAUNCHER": "none"}
+	s.submitJob(j)
 	s.waitJob("mpi-job", api.JobCompleted, 60*time.Second)
 	ranks := map[string]bool{}
 	for node := 0; node < 2; node++ {
