@@ -34,7 +34,7 @@ func TestMPIHostfileFormats(t *testing.T) {
 func TestMPIImplFromVersionOutput(t *testing.T) {
 	for out, want := range map[string]string{
 		"mpirun (Open MPI) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/": OpenMPI,
-		"HYDRA build details:\n    Version:                                 4.0.2":         Hydra,
+		"HYDRA build details:\n    Version:                                 4.0.2":          Hydra,
 		"Intel(R) MPI Library for Linux* OS, Version 2021.6":                                Hydra,
 		"bash: mpirun: command not found":                                                   "",
 	} {

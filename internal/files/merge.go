@@ -83,7 +83,7 @@ func Merge(w io.Writer, parts []Part) ([]Conflict, error) {
 	}
 	// Decide: for each path, which part's entry keeps it, which are kept
 	// renamed.
-	keep := map[string]int{}              // path -> part
+	keep := map[string]int{}               // path -> part
 	renamed := map[int]map[string]string{} // part -> path -> new path
 	var conflicts []Conflict
 	for name, cs := range byPath {
