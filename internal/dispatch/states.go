@@ -52,8 +52,11 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 	out := Outcome{Wake: j.Nodes} // the job's nodes before the change
 	switch st.Phase {
 	case agentapi.PhaseRunning:
+		if st.Started.IsZero() {
+			break // accepted, still preparing (code, inputs, image): the job stays Preparing
+		}
 		before := j.Doc.Properties.Status
-		if err := lifecycle.Started(ctx, q, j, nodeID, st.Attempt, orNow(st.Started, now)); err != nil {
+		if err := lifecycle.Started(ctx, q, j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
 			return Outcome{}, err
 		}
 		out.Changed = before != api.JobRunning

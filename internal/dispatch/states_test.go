@@ -38,8 +38,19 @@ func TestApplyJobState(t *testing.T) {
 		if st := j.Doc.Properties.Status; st != api.JobRunning || !j.Doc.Properties.StartTime.Equal(t0) {
 			t.Errorf("job %s from %v, want Running from %v", st, j.Doc.Properties.StartTime, t0)
 		}
-		if out := f.apply("n2", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseRunning}, later); out.Changed {
+		if out := f.apply("n2", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseRunning, Started: later}, later); out.Changed {
 			t.Error("a second node starting a running job changed it")
+		}
+	})
+	t.Run("a node still preparing the job leaves it Preparing", func(t *testing.T) {
+		f := newFixture(t)
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobPreparing, "n1")
+		if out := f.apply("n1", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseRunning}, later); out.Changed {
+			t.Error("a node that has not started the job's processes changed the job")
+		}
+		if j := f.getJob("j1"); j.Doc.Properties.Status != api.JobPreparing || j.Doc.Properties.StartTime != nil {
+			t.Errorf("job %s from %v, want Preparing, not started", j.Doc.Properties.Status, j.Doc.Properties.StartTime)
 		}
 	})
 	t.Run("exit of every node completes the job and frees the nodes", func(t *testing.T) {
