@@ -315,7 +315,7 @@ func (a *agent) loop(ctx context.Context) error {
 			return ErrUnknownNode
 		}
 		for _, uid := range resp.Cancel {
-			a.cancelJob(uid)
+			a.cancelJob(uid, resp.StopReasons[uid])
 		}
 		for _, uid := range resp.Preempt {
 			a.preemptJob(uid, resp.PreemptGrace)
@@ -433,12 +433,17 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 	return true
 }
 
-func (a *agent) cancelJob(uid string) {
+// cancelJob stops a job the server no longer runs on this node, for the
+// reason it gives ("canceled" when none).
+func (a *agent) cancelJob(uid, reason string) {
+	if reason == "" {
+		reason = "canceled"
+	}
 	a.mu.Lock()
 	j := a.jobs[uid]
 	a.mu.Unlock()
 	if j != nil {
-		j.stop("canceled")
+		j.stop(reason)
 	}
 }
 

@@ -177,6 +177,21 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// A rank stopped because its job failed on another node reports that
+// reason, not "canceled".
+func TestStopForTheServersReason(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "r0", Attempt: 1, Command: "sleep 30", Grace: time.Second}})
+	f.waitFor(10*time.Second, "running event", func() bool { return len(f.eventsOf("r0")) > 0 })
+	why := "stopped because the job failed: exit code 2 on node n2 (node rank 1 of 2)"
+	f.send(agentapi.PollResponse{Cancel: []string{"r0"}, StopReasons: map[string]string{"r0": why}})
+	if ev := f.exited("r0", 10*time.Second); ev.Reason != why {
+		t.Errorf("event = %+v; want the server's reason %q", ev, why)
+	}
+}
+
 // The grace period is the program's, not the shell's: the shell that runs
 // the command dies at SIGTERM at once, while the program it started takes
 // a second to save a checkpoint; the agent waits for it (within the grace)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -58,6 +59,12 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		switch {
 		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
 			p.Response.Cancel = append(p.Response.Cancel, st.UID)
+			if why := stopReason(j, found, st, n.ID); why != "canceled" {
+				if p.Response.StopReasons == nil {
+					p.Response.StopReasons = map[string]string{}
+				}
+				p.Response.StopReasons[st.UID] = why
+			}
 		case !n.Evicted.IsZero():
 			p.Response.Preempt = append(p.Response.Preempt, st.UID)
 			p.Response.PreemptGrace = v.Grace
@@ -82,6 +89,27 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		p.Response.Shutdown = true
 	}
 	return p
+}
+
+// stopReason says why an agent stops a job it runs on a node: what its
+// log and exit report will say.
+func stopReason(j store.Job, found bool, st agentapi.JobState, nodeID string) string {
+	p := j.Doc.Properties
+	switch {
+	case !found:
+		return "the job no longer exists"
+	case p.Status == api.JobCancelRequested || p.Status == api.JobCanceled:
+		return "canceled"
+	case st.Attempt != j.Attempt:
+		return fmt.Sprintf("attempt %d was replaced by attempt %d", st.Attempt, j.Attempt)
+	case p.Status == api.JobFailed:
+		return "stopped because the job failed: " + p.StatusMessage
+	case api.JobTerminal(p.Status):
+		return "the job ended (" + p.Status + ")"
+	case !slices.Contains(j.Nodes, nodeID):
+		return "the job no longer runs on this node"
+	}
+	return "canceled"
 }
 
 // pending returns the node's job when the agent is to be given it: the job

@@ -20,6 +20,11 @@ func job(uid, status string, attempt int, nodes ...string) store.Job {
 	return j
 }
 
+func failed(j store.Job, msg string) store.Job {
+	j.Doc.Properties.StatusMessage = msg
+	return j
+}
+
 func running(uid string, attempt int) agentapi.JobState {
 	return agentapi.JobState{UID: uid, Attempt: attempt, Phase: agentapi.PhaseRunning}
 }
@@ -71,19 +76,25 @@ func TestInstructions(t *testing.T) {
 		{name: "a job the store no longer has is stopped",
 			view:     view(api.NodeIdle, ""),
 			reported: []agentapi.JobState{running("gone", 1)},
-			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"gone"}}}},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"gone"}, StopReasons: map[string]string{"gone": "the job no longer exists"}}}},
 		{name: "a job requeued away from the node is stopped (its exit report releases the node)",
 			view:     view(api.NodeRunning, "j1", job("j1", api.JobQueued, 1)),
 			reported: []agentapi.JobState{running("j1", 1)},
-			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}}}},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}, StopReasons: map[string]string{"j1": "the job no longer runs on this node"}}}},
 		{name: "a stale attempt is stopped and the new one assigned",
 			view:     view(api.NodeRunning, "j1", job("j1", api.JobPreparing, 2, "n1")),
 			reported: []agentapi.JobState{running("j1", 1)},
-			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}, Assign: assigned("j1", 2)}}},
+			want: Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}, Assign: assigned("j1", 2),
+				StopReasons: map[string]string{"j1": "attempt 1 was replaced by attempt 2"}}}},
 		{name: "a job of another node's is stopped",
 			view:     view(api.NodeIdle, "", job("j2", api.JobRunning, 1, "n2")),
 			reported: []agentapi.JobState{running("j2", 1)},
-			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j2"}}}},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j2"}, StopReasons: map[string]string{"j2": "the job no longer runs on this node"}}}},
+		{name: "the surviving rank of a failed job is stopped for the failure, not as canceled",
+			view:     view(api.NodeRunning, "j1", failed(job("j1", api.JobFailed, 1, "n1", "n2"), "exit code 2 on node n2 (node rank 1 of 2)")),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want: Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"},
+				StopReasons: map[string]string{"j1": "stopped because the job failed: exit code 2 on node n2 (node rank 1 of 2)"}}}},
 		{name: "a canceled job the agent runs is stopped",
 			view:     view(api.NodeRunning, "j1", job("j1", api.JobCancelRequested, 1, "n1")),
 			reported: []agentapi.JobState{running("j1", 1)},

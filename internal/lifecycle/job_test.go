@@ -142,7 +142,7 @@ func TestExitedEndsTheJob(t *testing.T) {
 			status: api.JobFailed, msg: "timeout: the job ran longer than 1h (exit code 143 on node j-node-1)", attempt: 143},
 		{name: "every rank succeeds", nodes: 3, exits: []int{0, 0, 0}, status: api.JobCompleted},
 		{name: "the last rank fails", nodes: 3, exits: []int{0, 0, 1}, status: api.JobFailed,
-			msg: "exit code 1 on node j-node-3", attempt: 1},
+			msg: "exit code 1 on node j-node-3 (node rank 2 of 3)", attempt: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -178,14 +178,14 @@ func TestExitedFailureEndsTheJobAtOnce(t *testing.T) {
 	_, nodes := w.running("j", 3)
 	w.exited("j", nodes[1], 2, "", at(10))
 	j := w.job("j")
-	wantJob(t, j, api.JobFailed, "exit code 2 on node j-node-2")
+	wantJob(t, j, api.JobFailed, "exit code 2 on node j-node-2 (node rank 1 of 3)")
 	wantNode(t, w.getNode(nodes[0]), api.NodeRunning, "j") // stops at its next poll
 	wantNode(t, w.getNode(nodes[2]), api.NodeRunning, "j")
 
 	w.exited("j", nodes[0], 143, "canceled", at(11))
 	w.exited("j", nodes[2], 0, "", at(12))
 	after := w.job("j")
-	wantJob(t, after, api.JobFailed, "exit code 2 on node j-node-2")
+	wantJob(t, after, api.JobFailed, "exit code 2 on node j-node-2 (node rank 1 of 3)")
 	if after.Version != j.Version || !after.Doc.Properties.EndTime.Equal(at(10)) {
 		t.Errorf("late reports changed the failed job: version %d → %d, end %v", j.Version, after.Version, after.Doc.Properties.EndTime)
 	}

@@ -103,6 +103,9 @@ func Exited(ctx context.Context, q store.Querier, j store.Job, node string, atte
 		}
 	case code != 0:
 		why := fmt.Sprintf("exit code %d on node %s", code, node)
+		if len(j.Nodes) > 1 {
+			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rankOf(j, node), len(j.Nodes))
+		}
 		if reason != "" {
 			why = reason + " (" + why + ")"
 		}
