@@ -711,6 +711,11 @@ func TestNodesInViewsAndUsage(t *testing.T) {
 	h.create("lowpri", computeBody(func(m map[string]any) { inner(m)["vmPriority"] = "LowPriority" }))
 	states := []string{"idle", "idle", "running", "preparing", "leaving", "unusable", "preempted"}
 	now := time.Now()
+	job := store.Job{UID: "job-1", Parent: hWSPath, Compute: computePath("with-nodes"), Created: now,
+		Doc: api.Job{Name: "train-mnist", Properties: api.JobProperties{Command: "true", Status: api.JobRunning}}}
+	if err := store.InsertJob(ctx, h.db.Q(), &job); err != nil {
+		t.Fatal(err)
+	}
 	for i, st := range states {
 		n := store.Node{ID: fmt.Sprintf("node-%d", i), Compute: computePath("with-nodes"), State: st, Priority: "Dedicated",
 			VMSize: "Standard_DS2_v2", Provider: "test", Address: fmt.Sprintf("10.0.0.%d", i+1), Port: 22, Created: now.Add(time.Duration(i) * time.Millisecond)}
@@ -750,8 +755,8 @@ func TestNodesInViewsAndUsage(t *testing.T) {
 		if n.NodeID != fmt.Sprintf("node-%d", i) || n.NodeState != states[i] || n.PrivateIPAddress != fmt.Sprintf("10.0.0.%d", i+1) || n.Port != 22 {
 			t.Errorf("node %d: %+v", i, n)
 		}
-		if (n.RunID != nil) != (states[i] == "running") || (n.RunID != nil && *n.RunID != "job-1") {
-			t.Errorf("node %d runId %v", i, n.RunID)
+		if (n.RunID != nil) != (states[i] == "running") || (n.RunID != nil && *n.RunID != "train-mnist") {
+			t.Errorf("node %d runId %v; want the name of the job it runs", i, n.RunID)
 		}
 	}
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -30,16 +31,16 @@ func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 	return c
 }
 
-// NodeInfo renders a node as listNodes does.
-func NodeInfo(n store.Node) api.NodeInfo {
+// NodeInfo renders a node as listNodes does; runId is the name of the
+// job it runs (jobName), as on Azure ML, where a job's name is its run id.
+func NodeInfo(n store.Node, jobName string) api.NodeInfo {
 	info := api.NodeInfo{NodeID: n.ID, PrivateIPAddress: n.Address, Port: int32(n.Port), NodeState: n.State}
 	if n.Port > 0 && n.PublicSSH {
 		addr := n.Address
 		info.PublicIPAddress = &addr
 	}
-	if n.JobID != "" {
-		id := n.JobID
-		info.RunID = &id
+	if jobName != "" {
+		info.RunID = &jobName
 	}
 	return info
 }
@@ -62,7 +63,16 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) err
 	size := s.pageSize(r)
 	page := api.NodesPage{Nodes: []api.NodeInfo{}}
 	for i := skip; i < len(nodes) && i < skip+size; i++ {
-		page.Nodes = append(page.Nodes, NodeInfo(nodes[i]))
+		name := ""
+		if uid := nodes[i].JobID; uid != "" {
+			name = uid // a job that is gone: its id is all there is
+			if j, err := store.GetJobByUID(r.Context(), s.db.Q(), uid); err == nil {
+				name = j.Doc.Name
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		page.Nodes = append(page.Nodes, NodeInfo(nodes[i], name))
 	}
 	if skip+size < len(nodes) {
 		page.NextLink = s.nextLink(r, "$skip", strconv.Itoa(skip+size))
