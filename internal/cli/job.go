@@ -273,48 +273,74 @@ func newJobStreamCmd(g *globals) *cobra.Command {
 }
 
 // streamJob prints a job's log as it grows (every rank, prefixed when the
-// job has several) until the job ends, then reports how it ended.
+// job has several) until the job ends, then reports how it ended. Status
+// lines come from the job's status history, stamped with the server's
+// time of each change; the final status comes after the last log lines,
+// and an attempt's log is read to its end before the next one starts.
 func streamJob(ctx context.Context, g *globals, c *client.Client, name string) error {
 	type cursor struct{ attempt, rank int }
 	offsets := map[cursor]int64{}
-	lastStatus, attempt := "", -1
+	shown, attempt := 0, 0 // status changes printed; attempt whose log is followed
+	drain := func(j api.Job, attempt int) error {
+		ranks := max(j.InstanceCount(), 1)
+		// With several processes per node the agent prefixes each line
+		// with its global rank already.
+		d := j.Properties.Distribution
+		prefix := ranks > 1 && (d == nil || d.ProcessCountPerInstance <= 1)
+		for r := 0; r < ranks; r++ {
+			k := cursor{attempt, r}
+			for {
+				chunk, err := c.JobLog(ctx, name, attempt, r, offsets[k])
+				if err != nil {
+					return err
+				}
+				if chunk.Content == "" {
+					break
+				}
+				writeLog(g, chunk.Content, r, prefix)
+				offsets[k] = chunk.Offset + int64(len(chunk.Content))
+			}
+		}
+		return nil
+	}
+	printStatus := func(h api.StatusChange) {
+		fmt.Fprintf(g.stderr, "[%s] %s%s\n", h.Time.Local().Format("15:04:05"), h.Status, suffix(h.Reason))
+	}
 	for {
 		j, err := c.GetJob(ctx, name)
 		if err != nil {
 			return err
 		}
 		p := j.Properties
-		if p.Status != lastStatus {
-			fmt.Fprintf(g.stderr, "[%s] %s%s\n", time.Now().Format("15:04:05"), p.Status, suffix(p.StatusMessage))
-			lastStatus = p.Status
+		terminal := api.JobTerminal(p.Status)
+		history := p.History
+		if len(history) == 0 { // a server that keeps no history
+			history = []api.StatusChange{{Status: p.Status, Time: time.Now(), Reason: p.StatusMessage}}
 		}
-		if n := len(p.Attempts); n > 0 && n != attempt {
+		n := len(p.Attempts)
+		if n != attempt && attempt > 0 {
+			if err := drain(j, attempt); err != nil { // the rest of the previous attempt
+				return err
+			}
+		}
+		for ; shown < len(history) && !(terminal && shown == len(history)-1); shown++ {
+			printStatus(history[shown])
+		}
+		if n != attempt {
 			attempt = n
 			if n > 1 {
 				fmt.Fprintf(g.stderr, "--- attempt %d ---\n", n)
 			}
 		}
 		if attempt > 0 {
-			ranks := max(j.InstanceCount(), 1)
-			// With several processes per node the agent prefixes each line
-			// with its global rank already.
-			prefix := ranks > 1 && (p.Distribution == nil || p.Distribution.ProcessCountPerInstance <= 1)
-			for r := 0; r < ranks; r++ {
-				k := cursor{attempt, r}
-				for {
-					chunk, err := c.JobLog(ctx, name, attempt, r, offsets[k])
-					if err != nil {
-						return err
-					}
-					if chunk.Content == "" {
-						break
-					}
-					writeLog(g, chunk.Content, r, prefix)
-					offsets[k] = chunk.Offset + int64(len(chunk.Content))
-				}
+			if err := drain(j, attempt); err != nil {
+				return err
 			}
 		}
-		if api.JobTerminal(p.Status) {
+		if terminal {
+			for ; shown < len(history); shown++ {
+				printStatus(history[shown])
+			}
 			if p.Status == api.JobCompleted {
 				return nil
 			}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,23 @@ experiment_name: cli-test
 		}
 	}
 	t.Logf("download done at %s", time.Since(start))
+	// Streaming the ended job replays its log and its status changes, each
+	// stamped with the time the server recorded, Completed last.
+	out, errOut, code = s.cli(dir, "job", "stream", "-n", "yaml-job")
+	if code != 0 || !strings.Contains(out, "epochs=3") {
+		t.Fatalf("job stream of a completed job: exit %d, log %q", code, out)
+	}
+	j, err := s.c.GetJob(bctx, "yaml-job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, h := range j.Properties.History {
+		want = append(want, fmt.Sprintf("[%s] %s", h.Time.Local().Format("15:04:05"), h.Status))
+	}
+	if got := strings.Split(strings.TrimSpace(errOut), "\n"); len(want) < 3 || !slices.Equal(got, want) {
+		t.Fatalf("replayed status lines:\n%s\nwant the server's history:\n%s", errOut, strings.Join(want, "\n"))
+	}
 	// A failing job: stream exits non-zero with one line that says why.
 	_, errOut, code = s.cli(dir, "job", "create", "--compute", "cpu-cluster", "--command", "echo oops; exit 3", "-n", "bad-job", "--stream")
 	if code == 0 || !strings.Contains(errOut, "error: job bad-job failed") || !strings.Contains(errOut, "exit code 3") {
