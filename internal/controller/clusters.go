@@ -282,12 +282,23 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	comp := st.doc.Value
 	min, max, idle := comp.Scale()
 	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
+	requeued := make(map[string]bool, len(queued))
+	for _, j := range queued {
+		requeued[j.UID] = true
+	}
 	for _, n := range st.nodes {
-		state := n.State
+		state, job := n.State, n.JobID
 		if state == api.NodeIdle && n.SSHOpen > 0 {
 			state = api.NodeRunning // someone is logged in: busy, not to be scaled down
 		}
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
+		if state == api.NodeRunning && requeued[job] {
+			// Its job went back to the queue (another of its nodes was
+			// lost, or it was preempted): it is idle once its agent has
+			// stopped the old attempt. Capacity on its way, like a node
+			// being prepared, so no extra node is created for it.
+			state, job = api.NodePreparing, ""
+		}
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: job, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
 	}
 	snap.ImageBound = c.imageBound()
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,6 +321,55 @@ func TestHeartbeatLossRequeuesJobAndReplacesNode(t *testing.T) {
 	}
 	if len(h.job(j).Doc.Properties.Attempts) != 1 || h.job(j).Doc.Properties.Attempts[0].Reason == "" {
 		t.Fatalf("attempts = %+v, want one ended attempt with a reason", h.job(j).Doc.Properties.Attempts)
+	}
+}
+
+// When one node of a 2-node job is lost, the job is requeued and the other
+// node stops the old attempt: one node replaces the lost one, and no third
+// node is created for the node still stopping (it would idle).
+func TestNodeLossOfAGangJobReplacesOnlyTheLostNode(t *testing.T) {
+	h := newHarness(t)
+	c := h.compute("gang", 0, 3, "PT120S")
+	j := h.submit(c, 2)
+	h.pass()
+	h.register(c)
+	h.pass()
+	if got := h.job(j).Nodes; len(got) != 2 {
+		t.Fatalf("the job runs on %v, want 2 nodes", got)
+	}
+	lost, survivor := h.job(j).Nodes[0], h.job(j).Nodes[1]
+	h.clk.Step(61 * time.Second)
+	h.c.Hub.Seen(survivor, h.clk.Now())
+	h.pass() // marks the silent node unusable and requeues the job
+	if st := h.job(j).Doc.Properties.Status; st != api.JobQueued {
+		t.Fatalf("job %s after one of its nodes was lost, want Queued", st)
+	}
+	h.pass()
+	h.pass()
+	live := 0
+	for _, n := range h.nodes(c) {
+		if n.ID == lost && n.State != api.NodeUnusable {
+			t.Errorf("the lost node is %s", n.State)
+		}
+		if n.State != api.NodeUnusable {
+			live++
+		}
+	}
+	if live != 2 {
+		t.Fatalf("nodes = %+v; want the surviving node and one replacement", h.nodes(c))
+	}
+	// The survivor reports attempt 1 stopped; with the replacement ready,
+	// attempt 2 runs on both.
+	err := h.db.Tx(h.ctx, func(q store.Querier) error {
+		return lifecycle.Exited(h.ctx, q, h.job(j), survivor, 1, 143, "the job no longer runs on this node", h.clk.Now())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.register(c)
+	h.pass()
+	if got := h.job(j); got.Attempt != 2 || len(got.Nodes) != 2 || !slices.Contains(got.Nodes, survivor) {
+		t.Fatalf("attempt %d on %v; want attempt 2 on the survivor and the replacement", got.Attempt, got.Nodes)
 	}
 }
 
