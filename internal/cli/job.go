@@ -409,6 +409,10 @@ func newJobDownloadCmd(g *globals) *cobra.Command {
 				if err := files.Unpack(&buf, dst); err != nil {
 					return fmt.Errorf("unpack output %s: %w", n, err)
 				}
+				if entries, err := os.ReadDir(dst); err == nil && len(entries) == 0 {
+					fmt.Fprintf(g.stderr, "Output %s of job %s is empty: no node wrote a file there\n", n, name)
+					continue
+				}
 				fmt.Fprintf(g.stderr, "Downloaded output %s to %s\n", n, dst)
 			}
 			return nil
