@@ -29,6 +29,8 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+
+	status string // the status as read or last written, to tell a change
 }
 
 type jobBody struct {
@@ -61,6 +63,8 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version = seq, 1
+	j.status = p.Status
+	note(q, JobTransition{Compute: Key(j.Compute), To: p.Status})
 	return nil
 }
 
@@ -82,7 +86,23 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
 	}
 	j.Version++
+	if p.Status != j.status {
+		t := JobTransition{Compute: Key(j.Compute), From: j.status, To: p.Status}
+		if p.Status == api.JobRunning && j.Attempt <= 1 && p.StartTime != nil {
+			t.Queued = p.StartTime.Sub(j.Created)
+		}
+		j.status = p.Status
+		note(q, t)
+	}
 	return nil
+}
+
+// note tells q's observer of a job's status change: after the commit when
+// q is a transaction's, at once when it is the writer's.
+func note(q Querier, t JobTransition) {
+	if p, ok := q.(prepared); ok && p.note != nil {
+		p.note(t)
+	}
 }
 
 // DeleteJob removes a job record.
@@ -272,6 +292,7 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 			return nil, fmt.Errorf("decode job %s: %w", j.UID, err)
 		}
 		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
+		j.status = b.Doc.Properties.Status
 		j.Created = time.UnixMilli(created).UTC()
 		out = append(out, j)
 	}

@@ -57,13 +57,18 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs queries through the cache's statements.
-func (c *stmtCache) querier() Querier { return prepared{stmt: c.prepare, plain: c.db} }
+func (c *stmtCache) querier(note func(JobTransition)) Querier {
+	return prepared{stmt: c.prepare, plain: c.db, note: note}
+}
 
 // prepared is a Querier that runs each query through the statement stmt
 // gives for it, or through plain when it gives none.
 type prepared struct {
 	stmt  func(ctx context.Context, query string) *sql.Stmt
 	plain Querier
+	// note is told of a job's status change written through this
+	// Querier (nil: nobody is told, as for reads).
+	note func(JobTransition)
 }
 
 func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -105,6 +110,9 @@ type txStmts struct {
 	cache  *stmtCache
 	local  map[string]*sql.Stmt // prepared on this transaction
 	missed []string
+	// changed are the job status changes written in this transaction;
+	// the observer hears of them after the commit.
+	changed []JobTransition
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -129,4 +137,6 @@ func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs the transaction's queries through its statements.
-func (t *txStmts) querier() Querier { return prepared{stmt: t.stmt, plain: t.tx} }
+func (t *txStmts) querier() Querier {
+	return prepared{stmt: t.stmt, plain: t.tx, note: func(c JobTransition) { t.changed = append(t.changed, c) }}
+}
