@@ -16,6 +16,13 @@ type recordingObserver struct {
 	mu    sync.Mutex
 	txs   []bool
 	moves []JobTransition
+	nodes []NodeTransition
+}
+
+func (o *recordingObserver) NodeTransition(t NodeTransition) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.nodes = append(o.nodes, t)
 }
 
 func (o *recordingObserver) TxDone(_ time.Duration, committed bool) {
@@ -106,5 +113,42 @@ func TestJobCountsAndTransitions(t *testing.T) {
 	}
 	if !slices.Equal(obs.txs, []bool{true, false}) {
 		t.Errorf("transactions committed = %v, want [true false]", obs.txs)
+	}
+}
+
+// PutNode reports state changes, with the provisioning time when a
+// requested node's agent registered; rewrites of the same state are not
+// changes.
+func TestNodeTransitions(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	obs := &recordingObserver{}
+	db.SetObserver(obs)
+	created := time.Unix(100, 0)
+	n := Node{ID: "n1", Compute: "/C", State: api.NodePreparing, Created: created}
+	if err := PutNode(ctx, db.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	n.Heartbeat = created.Add(time.Second)
+	if err := PutNode(ctx, db.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	n.State, n.Ready = api.NodeIdle, created.Add(75*time.Second)
+	if err := db.Tx(ctx, func(q Querier) error { return PutNode(ctx, q, n) }); err != nil {
+		t.Fatal(err)
+	}
+	n.State, n.Reason = api.NodePreempted, "evicted"
+	if err := PutNode(ctx, db.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	want := []NodeTransition{{Compute: "/C", To: api.NodePreparing},
+		{Compute: "/C", From: api.NodePreparing, To: api.NodeIdle, Provisioned: 75 * time.Second},
+		{Compute: "/C", From: api.NodeIdle, To: api.NodePreempted, Reason: "evicted"}}
+	if !slices.Equal(obs.nodes, want) {
+		t.Errorf("node transitions = %+v, want %+v", obs.nodes, want)
+	}
+	got, err := AllNodeCounts(ctx, db.Q())
+	if err != nil || !slices.Equal(got, []StateCount{{"/c", api.NodePreempted, 1}}) {
+		t.Errorf("AllNodeCounts = %+v, %v", got, err)
 	}
 }

@@ -29,8 +29,6 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
-
-	status string // the status as read or last written, to tell a change
 }
 
 type jobBody struct {
@@ -63,8 +61,9 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version = seq, 1
-	j.status = p.Status
-	note(q, JobTransition{Compute: Key(j.Compute), To: p.Status})
+	if n, ok := noting(q); ok {
+		n.note(JobTransition{Compute: Key(j.Compute), To: p.Status})
+	}
 	return nil
 }
 
@@ -76,6 +75,13 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("encode job: %w", err)
 	}
 	p := &j.Doc.Properties
+	n, noted := noting(q)
+	var was string
+	if noted {
+		if err := q.QueryRowContext(ctx, `SELECT status FROM jobs WHERE uid = ?`, j.UID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update job: %w", err)
+		}
+	}
 	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
 		WHERE uid = ? AND version = ?`,
 		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage), j.UID, j.Version)
@@ -86,23 +92,14 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
 	}
 	j.Version++
-	if p.Status != j.status {
-		t := JobTransition{Compute: Key(j.Compute), From: j.status, To: p.Status}
+	if noted && p.Status != was {
+		t := JobTransition{Compute: Key(j.Compute), From: was, To: p.Status}
 		if p.Status == api.JobRunning && j.Attempt <= 1 && p.StartTime != nil {
 			t.Queued = p.StartTime.Sub(j.Created)
 		}
-		j.status = p.Status
-		note(q, t)
+		n.note(t)
 	}
 	return nil
-}
-
-// note tells q's observer of a job's status change: after the commit when
-// q is a transaction's, at once when it is the writer's.
-func note(q Querier, t JobTransition) {
-	if p, ok := q.(prepared); ok && p.note != nil {
-		p.note(t)
-	}
 }
 
 // DeleteJob removes a job record.
@@ -292,7 +289,6 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 			return nil, fmt.Errorf("decode job %s: %w", j.UID, err)
 		}
 		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
-		j.status = b.Doc.Properties.Status
 		j.Created = time.UnixMilli(created).UTC()
 		out = append(out, j)
 	}

@@ -57,8 +57,8 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs queries through the cache's statements.
-func (c *stmtCache) querier(note func(JobTransition)) Querier {
-	return prepared{stmt: c.prepare, plain: c.db, note: note}
+func (c *stmtCache) querier(note func(any), watching func() bool) Querier {
+	return prepared{stmt: c.prepare, plain: c.db, note: note, watching: watching}
 }
 
 // prepared is a Querier that runs each query through the statement stmt
@@ -66,9 +66,17 @@ func (c *stmtCache) querier(note func(JobTransition)) Querier {
 type prepared struct {
 	stmt  func(ctx context.Context, query string) *sql.Stmt
 	plain Querier
-	// note is told of a job's status change written through this
-	// Querier (nil: nobody is told, as for reads).
-	note func(JobTransition)
+	// note is told of a status change (JobTransition, NodeTransition)
+	// written through this Querier; nil, or watching false: nobody
+	// listens, and writes do not look up the status they replace.
+	note     func(any)
+	watching func() bool
+}
+
+// noting returns q as a prepared Querier whose changes someone listens to.
+func noting(q Querier) (prepared, bool) {
+	p, ok := q.(prepared)
+	return p, ok && p.note != nil && (p.watching == nil || p.watching())
 }
 
 func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -112,7 +120,7 @@ type txStmts struct {
 	missed []string
 	// changed are the job status changes written in this transaction;
 	// the observer hears of them after the commit.
-	changed []JobTransition
+	changed []any
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -137,6 +145,10 @@ func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs the transaction's queries through its statements.
-func (t *txStmts) querier() Querier {
-	return prepared{stmt: t.stmt, plain: t.tx, note: func(c JobTransition) { t.changed = append(t.changed, c) }}
+func (t *txStmts) querier(observed bool) Querier {
+	p := prepared{stmt: t.stmt, plain: t.tx}
+	if observed {
+		p.note = func(c any) { t.changed = append(t.changed, c) }
+	}
+	return p
 }

@@ -44,6 +44,30 @@ type Observer interface {
 	TxDone(d time.Duration, committed bool)
 	// JobTransition reports a committed change of a job's status.
 	JobTransition(t JobTransition)
+	// NodeTransition reports a committed change of a node's state made
+	// by PutNode (ClaimIdleNodes' idle → running is not reported).
+	NodeTransition(t NodeTransition)
+}
+
+// NodeTransition is a change of a node's state.
+type NodeTransition struct {
+	Compute  string // the compute's ARM id as the node records it
+	From, To string // api.Node* states; From is "" for a new node
+	Reason   string // why it is unusable or leaving, as the node records it
+	// Provisioned is the time from the node's request to its agent's
+	// registration; set only on the change out of preparing of a node
+	// that registered (zero otherwise).
+	Provisioned time.Duration
+}
+
+// tell passes one change to the observer.
+func tell(o Observer, c any) {
+	switch c := c.(type) {
+	case JobTransition:
+		o.JobTransition(c)
+	case NodeTransition:
+		o.NodeTransition(c)
+	}
 }
 
 // JobTransition is a change of a job's status.
@@ -75,11 +99,13 @@ func (s *DB) observer() Observer {
 }
 
 // noteNow tells the observer of a change written outside a transaction.
-func (s *DB) noteNow(t JobTransition) {
+func (s *DB) noteNow(c any) {
 	if o := s.observer(); o != nil {
-		o.JobTransition(t)
+		tell(o, c)
 	}
 }
+
+func (s *DB) watched() bool { return s.observer() != nil }
 
 // Querier is what both *sql.DB and *sql.Tx offer.
 type Querier interface {
@@ -126,7 +152,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	ro.SetMaxOpenConns(4)
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
-	s.wq, s.rq = s.w.querier(s.noteNow), s.r.querier(nil)
+	s.wq, s.rq = s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
 	return s, nil
 }
 
@@ -149,7 +175,7 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
 			obs.TxDone(time.Since(start), err == nil)
 			if err == nil && ts != nil {
 				for _, c := range ts.changed {
-					obs.JobTransition(c)
+					tell(obs, c)
 				}
 			}
 		}()
@@ -161,7 +187,7 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
 	var q Querier = tx
 	if s.w != nil { // nil while migrating
 		ts = &txStmts{tx: tx, cache: s.w}
-		q = ts.querier()
+		q = ts.querier(obs != nil)
 	}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
