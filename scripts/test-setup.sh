@@ -2,7 +2,8 @@
 # Installs and starts what the whole test suite needs on a Debian machine:
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
-# busybox-static for the tiny test image, and the Kubernetes test tools
+# busybox-static for the tiny test image, Debian's prometheus (promtool and
+# the server) for the metrics tests, and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -21,6 +22,7 @@ fi
 dpkg -s chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+command -v promtool >/dev/null 2>&1 || need_pkgs+=(prometheus) # promtool and a server for the metrics tests
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "installing ${need_pkgs[*]}" >&2
   $sudo apt-get update -qq

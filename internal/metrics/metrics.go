@@ -49,8 +49,9 @@ type Options struct {
 
 // Metrics holds the registry and the metrics fed as things happen.
 type Metrics struct {
-	reg *prometheus.Registry
-	log *slog.Logger
+	reg     *prometheus.Registry
+	log     *slog.Logger
+	handler http.Handler
 
 	jobTransitions    *prometheus.CounterVec   // to
 	jobQueue          prometheus.Histogram     // submit → first running
@@ -109,6 +110,10 @@ func New(o Options) *Metrics {
 	if o.DB != nil {
 		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
 	}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.HTTPErrorOnError,
+	})
 	return m
 }
 
@@ -118,12 +123,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 // Handler serves the exposition (text or protobuf, as the scraper asks).
 // A store read that fails makes the scrape fail (500): a partial
 // exposition would read as zeros.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.HTTPErrorOnError,
-	})
-}
+func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // labels are a compute id's workspace and name; ids that are not a
 // compute's give their whole text as the compute.
