@@ -31,9 +31,12 @@ const Namespace = "cumulus"
 const (
 	// ReasonCreate: the provider refused to create the machine.
 	ReasonCreate = "create_error"
-	// ReasonNotReady: a requested node became unusable (or was removed)
-	// before its agent registered, e.g. the provisioning timeout.
-	ReasonNotReady = "not_ready"
+	// ReasonTimeout: the node's agent did not register within the
+	// provisioning timeout.
+	ReasonTimeout = "timeout"
+	// ReasonGone: the provider reported the machine gone before its agent
+	// registered.
+	ReasonGone = "machine_gone"
 )
 
 // Options are what the metrics read at scrape time.
@@ -85,13 +88,13 @@ func New(o Options) *Metrics {
 		Help:    "Time from a node's request to its agent's registration (allocation and boot).",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800}}, cw)
 	m.scaleUps = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_ups_total",
-		Help: "Nodes the autoscaler requested from the provider."}, cw)
+		Help: "Nodes the controller requested from the provider (a request the provider refused counts too)."}, cw)
 	m.scaleDowns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_downs_total",
-		Help: "Nodes the autoscaler removed (idle past their idle time, or above the target)."}, cw)
+		Help: "Nodes the controller removed: idle past their idle time, above the target, unusable or preempted."}, cw)
 	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
 		Help: "Low-priority nodes preempted."}, cw)
 	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
-		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), not_ready (never registered)."},
+		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
 		[]string{"workspace", "compute", "reason"})
 	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
 		Help:    "Duration of one cluster controller pass over every cluster.",
@@ -159,8 +162,7 @@ func (m *Metrics) JobTransition(t store.JobTransition) {
 }
 
 // NodeTransition records a node's state change (store.Observer): its
-// provisioning time when its agent registered, a preemption, a node that
-// never became ready.
+// provisioning time when its agent registered, and preemptions.
 func (m *Metrics) NodeTransition(t store.NodeTransition) {
 	if m == nil {
 		return
@@ -172,8 +174,6 @@ func (m *Metrics) NodeTransition(t store.NodeTransition) {
 	case t.To == api.NodePreempted:
 		ws, c := labels(t.Compute)
 		m.preemptions.WithLabelValues(ws, c).Inc()
-	case t.From == api.NodePreparing && t.To == api.NodeUnusable:
-		m.ProvisionFailed(t.Compute, ReasonNotReady)
 	}
 }
 
@@ -198,12 +198,13 @@ func (m *Metrics) ScaledDown(computeID string) {
 }
 
 // ProvisionFailed records a node of a compute that could not be
-// provisioned; reason is ReasonCreate or ReasonNotReady.
+// provisioned; reason is one of the Reason constants (any other counts
+// as "other").
 func (m *Metrics) ProvisionFailed(computeID, reason string) {
 	if m == nil {
 		return
 	}
-	if reason != ReasonCreate && reason != ReasonNotReady {
+	if reason != ReasonCreate && reason != ReasonTimeout && reason != ReasonGone {
 		reason = "other"
 	}
 	ws, c := labels(computeID)
