@@ -116,25 +116,37 @@ func cycle(vs []string) string {
 
 // BenchmarkScrape is one whole scrape of /metrics (gauges read from the
 // store, event metrics, Go and process metrics, text encoding) at 10,000
-// nodes and 1,000,000 jobs.
+// nodes and 1,000,000 jobs, and for comparison of the same 10 clusters
+// with no nodes or jobs: the cost must not grow with nodes and jobs.
 func BenchmarkScrape(b *testing.B) {
-	path := benchStore(b)
-	db, err := store.OpenSQLite(context.Background(), path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	m := New(Options{DB: db, Limits: limits})
-	if got := gauge(b, m, "cumulus_compute_nodes", map[string]string{"workspace": "ws1", "compute": "cluster00", "state": api.NodeRunning}); got != 375 {
-		b.Fatalf("running nodes of cluster00 = %v, want 375", got)
-	}
-	if got := gauge(b, m, "cumulus_jobs", map[string]string{"workspace": "ws1", "compute": "cluster03", "status": api.JobCompleted}); got != 50_000 {
-		b.Fatalf("completed jobs of cluster03 = %v, want 50000", got)
-	}
+	b.Run("clusters=10,nodes=10000,jobs=1000000", func(b *testing.B) {
+		db, err := store.OpenSQLite(context.Background(), benchStore(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		m := New(Options{DB: db, Limits: limits})
+		if got := gauge(b, m, "cumulus_compute_nodes", map[string]string{"workspace": "ws1", "compute": "cluster00", "state": api.NodeRunning}); got != 375 {
+			b.Fatalf("running nodes of cluster00 = %v, want 375", got)
+		}
+		if got := gauge(b, m, "cumulus_jobs", map[string]string{"workspace": "ws1", "compute": "cluster03", "status": api.JobCompleted}); got != 50_000 {
+			b.Fatalf("completed jobs of cluster03 = %v, want 50000", got)
+		}
+		scrape(b, m)
+	})
+	b.Run("clusters=10,nodes=0,jobs=0", func(b *testing.B) {
+		db := openStore(b)
+		for i := 0; i < benchComputes; i++ {
+			putCompute(b, db, fmt.Sprintf("cluster%02d", i), "Standard_NC6s_v3", api.PriorityDedicated, 0, 2000, 1000)
+		}
+		scrape(b, New(Options{DB: db, Limits: limits}))
+	})
+}
+
+func scrape(b *testing.B, m *Metrics) {
 	h := m.Handler()
 	req := httptest.NewRequest("GET", "/metrics", nil)
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		w := &discard{header: http.Header{}}
 		h.ServeHTTP(w, req)
