@@ -3,7 +3,8 @@
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
 # busybox-static for the tiny test image, the frameworks real jobs use
-# (python3-torch, openmpi-bin, python3-mpi4py), and the Kubernetes test tools
+# (python3-torch, openmpi-bin, python3-mpi4py), Debian's prometheus
+# (promtool and the server) for the metrics tests, and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -26,6 +27,7 @@ framework_pkgs=()
 for p in python3-torch openmpi-bin python3-mpi4py; do
   dpkg -s "$p" >/dev/null 2>&1 || framework_pkgs+=("$p")
 done
+command -v promtool >/dev/null 2>&1 || framework_pkgs+=(prometheus) # promtool and a server for the metrics tests
 if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#framework_pkgs[@]} -gt 0 ]; then
   $sudo apt-get update -qq
 fi
@@ -34,7 +36,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq "${need_pkgs[@]}"
 fi
 if [ ${#framework_pkgs[@]} -gt 0 ]; then
-  # Without recommends: the CUDA and documentation extras are not needed.
+  # Without recommends: CUDA, documentation and exporter extras are not needed.
   echo "installing ${framework_pkgs[*]}" >&2
   $sudo apt-get install -y -qq --no-install-recommends "${framework_pkgs[@]}"
 fi

@@ -70,6 +70,7 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.Listen, "listen", o.Listen, "address to listen on (env CUMULUS_LISTEN)")
 	fl.StringVar(&o.DataDir, "data-dir", o.DataDir, "state directory (env CUMULUS_DATA_DIR)")
+	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "also serve the Prometheus metrics at /metrics on this loopback address, without authentication, e.g. 127.0.0.1:9787 (env CUMULUS_METRICS_LISTEN; the API listener serves them to signed-in readers either way)")
 	fl.StringVar(&o.NodesDir, "nodes-dir", "", "with --provider local: folder of the node folders where jobs run, outside the data dir (env CUMULUS_NODES_DIR; default <data dir>-nodes)")
 	fl.BoolVar(&isolateJobs, "isolate-jobs", true, "with --provider local: run each node's jobs as a user of their own that cannot see the data dir, other nodes or the agent (needs root; env CUMULUS_ISOLATE_JOBS); false runs them as the server's user")
 	fl.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
@@ -108,6 +109,12 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	if v := os.Getenv("CUMULUS_LISTEN"); v != "" && !cmd.Flags().Changed("listen") {
 		o.Listen = v
+	}
+	if v := os.Getenv("CUMULUS_METRICS_LISTEN"); v != "" && !cmd.Flags().Changed("metrics-listen") {
+		o.MetricsListen = v
+	}
+	if v := os.Getenv("CUMULUS_METRICS_LISTEN"); v != "" && !cmd.Flags().Changed("metrics-listen") {
+		o.MetricsListen = v
 	}
 	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
 		o.DataDir = v

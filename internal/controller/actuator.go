@@ -48,6 +48,7 @@ func (a *passActuator) Remove(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	a.u.Add(gone.VMSize, gone.Priority == api.PriorityLowPriority, -1)
+	a.c.Metrics.ScaledDown(a.st.doc.Value.ID)
 	return true, err
 }
 
@@ -56,6 +57,7 @@ func (a *passActuator) Create(ctx context.Context, count int, images []string) (
 	made, err := a.c.create(ctx, comp, count, images, a.now)
 	size, _ := catalog.Lookup(comp.Aml().VMSize)
 	a.u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, made)
+	a.c.Metrics.ScaledUp(comp.ID, made)
 	return made, err
 }
 

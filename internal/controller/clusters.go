@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/decide"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -61,6 +62,9 @@ type Clusters struct {
 	// per node-hour (chaos testing); 0 never. Rand draws in [0,1).
 	EvictionRate float64
 	Rand         func() float64
+	// Metrics records passes, scaling and provisioning failures (nil:
+	// nothing is recorded).
+	Metrics *metrics.Metrics
 
 	wake      chan struct{}
 	mu        sync.Mutex
@@ -150,6 +154,8 @@ type clusterState struct {
 // RunOnce makes one pass over every cluster and returns when the next pass
 // is due at the latest.
 func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
+	start := time.Now() // the pass's own duration: wall time, whatever the clock
+	defer func() { c.Metrics.Pass(time.Since(start)) }()
 	now := c.Clock.Now().UTC()
 	docs, err := store.List[api.Compute](ctx, c.DB.Q(), store.KindCompute, "/subscriptions", false, "", 1<<30)
 	if err != nil {
@@ -459,6 +465,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		if err != nil {
 			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
 			c.fail(comp.ID, reason, now)
+			c.Metrics.ProvisionFailed(comp.ID, metrics.ReasonCreate)
 			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
 			})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -55,6 +56,7 @@ func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time
 		}
 		if n.State == api.NodePreparing {
 			c.fail(n.Compute, "node "+n.ID+": "+reason, now)
+			c.Metrics.ProvisionFailed(n.Compute, metrics.ReasonTimeout)
 		}
 		c.Log.Warn("node unusable", "node", n.ID, "compute", n.Compute, "reason", reason, "job", n.JobID)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -38,7 +39,9 @@ func (c *Clusters) WatchProvider(ctx context.Context) error {
 func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) error {
 	now := c.Clock.Now().UTC()
 	changed := false
+	neverReady := "" // the compute of a preparing node whose machine went away
 	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		neverReady = ""
 		n, err := store.GetNode(ctx, q, ev.NodeID)
 		if err != nil {
 			return err
@@ -63,6 +66,9 @@ func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) e
 			return err
 		case provider.EventGone:
 			changed = true
+			if n.State == api.NodePreparing {
+				neverReady = n.Compute
+			}
 			return lifecycle.MachineGone(ctx, q, n, ev.Reason, c.MaxAttempts, c.MaxPreemptions, now)
 		}
 		return nil
@@ -72,6 +78,9 @@ func (c *Clusters) HandleProviderEvent(ctx context.Context, ev provider.Event) e
 	}
 	if err != nil {
 		return err
+	}
+	if neverReady != "" {
+		c.Metrics.ProvisionFailed(neverReady, metrics.ReasonGone)
 	}
 	if changed {
 		c.Log.Info("provider event", "node", ev.NodeID, "event", ev.Kind, "reason", ev.Reason)

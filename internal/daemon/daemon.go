@@ -25,12 +25,14 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/docker"
 	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
+	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/readmodel"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
@@ -42,7 +44,11 @@ import (
 // Options configure the control plane. DefaultOptions gives a working
 // local install.
 type Options struct {
-	Listen        string
+	Listen string
+	// MetricsListen, when set, is a loopback address that serves the
+	// Prometheus metrics at /metrics without authentication (the API
+	// listener serves them to signed-in readers either way).
+	MetricsListen string
 	DataDir       string
 	ConfigPath    string // CLI config written on first start; "" = <DataDir>/config.yaml
 	TLSCert       string
@@ -135,6 +141,15 @@ func (o Options) Validate() error {
 	if !o.tls() && !isLoopback(host) {
 		return fmt.Errorf("refusing to serve plain HTTP on %s: it is not a loopback address; pass --tls-cert/--tls-key or --tls-self-signed", o.Listen)
 	}
+	if o.MetricsListen != "" {
+		host, _, err := net.SplitHostPort(o.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %q: %w", o.MetricsListen, err)
+		}
+		if !isLoopback(host) {
+			return fmt.Errorf("refusing to serve metrics without authentication on %s: it is not a loopback address (scrape GET /metrics on the API listener with a reader's token instead)", o.MetricsListen)
+		}
+	}
 	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
 		return errors.New("quota limits may not be negative")
 	}
@@ -197,7 +212,12 @@ type Daemon struct {
 	CAFile string // self-signed certificate, when used
 	DB     *store.DB
 
+	// MetricsURL is where the unauthenticated metrics listener serves
+	// /metrics ("" without --metrics-listen).
+	MetricsURL string
+
 	srv    *http.Server
+	msrv   *http.Server // the metrics listener, or nil
 	hub    *hub.Hub
 	ln     net.Listener
 	prov   provider.Provider
@@ -281,20 +301,27 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
+	var api *server.Server
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
+			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
+		}})
+	db.SetObserver(m)
 	clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 		NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: d.URL, CAFile: d.CAFile,
 		HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-		EvictionRate: o.EvictionRate}
+		EvictionRate: o.EvictionRate, Metrics: m}
 	clusters.Init()
 	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 	ops.Init()
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
-	api := server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
+	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout},
-		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio})
+		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
+			Metrics: m})
 	clusters.Limits = api.Limits
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
@@ -312,9 +339,30 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	var mln net.Listener
+	if o.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", o.MetricsListen); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		d.msrv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+			MaxHeaderBytes: maxHeaderBytes, ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+		d.MetricsURL = "http://" + mln.Addr().String()
+	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.cancel = cancel
 	d.prov = prov
+	if d.msrv != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				o.Log.Error("serve metrics", "err", err)
+			}
+		}()
+	}
 	d.wg.Add(6)
 	go func() {
 		defer d.wg.Done()
@@ -356,7 +404,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		api.RunBlobGC(runCtx) // removes uploads no job references after their grace period
 	}()
 	ok = true
-	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir)
+	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir, "metrics_url", d.MetricsURL)
 	return d, nil
 }
 
@@ -402,6 +450,11 @@ func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
 func (d *Daemon) Close(ctx context.Context) error {
 	d.hub.Close() // held agent polls answer now instead of holding Shutdown up
 	err := d.srv.Shutdown(ctx)
+	if d.msrv != nil {
+		if merr := d.msrv.Shutdown(ctx); err == nil {
+			err = merr
+		}
+	}
 	d.cancel()
 	d.wg.Wait()
 	if c, ok := d.prov.(io.Closer); ok {

@@ -191,6 +191,8 @@ func TestOptionsValidate(t *testing.T) {
 		"locations without the default": func(o *daemon.Options) { o.Locations = []string{"westeurope"} },
 		"a location with a space":       func(o *daemon.Options) { o.Locations = []string{o.Defaults.Location, "west europe"} },
 		"negative blob size":            func(o *daemon.Options) { o.MaxBlobSize = -1 },
+		"metrics on all addresses":      func(o *daemon.Options) { o.MetricsListen = "0.0.0.0:9787" },
+		"bad metrics listen":            func(o *daemon.Options) { o.MetricsListen = "9787" },
 	}
 	for name, mut := range cases {
 		t.Run(name, func(t *testing.T) {

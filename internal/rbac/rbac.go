@@ -23,6 +23,10 @@ const (
 	// compute's (Azure's Microsoft.ManagedIdentity/userAssignedIdentities/
 	// assign/action, which its Managed Identity Operator role grants).
 	AssignIdentity Action = "assignIdentity"
+	// Metrics is reading the Prometheus exposition (GET /metrics). It
+	// has no resource: every role that reads holds it at whatever scope
+	// (AllowedAnywhere), so any signed-in reader may scrape.
+	Metrics Action = "metrics"
 )
 
 // AssignIdentityOperation names AssignIdentity in ARM's style, for the
@@ -42,10 +46,10 @@ const (
 )
 
 var roles = map[string][]Action{
-	Owner:                   {Read, Write, Delete, Scale, Evict, Secrets, Access, AssignIdentity},
-	Contributor:             {Read, Write, Delete, Scale, Evict, Secrets, AssignIdentity},
-	Reader:                  {Read},
-	ComputeOperator:         {Read, Scale, Evict},
+	Owner:                   {Read, Write, Delete, Scale, Evict, Secrets, Access, AssignIdentity, Metrics},
+	Contributor:             {Read, Write, Delete, Scale, Evict, Secrets, AssignIdentity, Metrics},
+	Reader:                  {Read, Metrics},
+	ComputeOperator:         {Read, Scale, Evict, Metrics},
 	ManagedIdentityOperator: {AssignIdentity},
 }
 
@@ -84,6 +88,19 @@ func Allowed(as []Assignment, resource string, action Action) bool {
 		if !Covers(a.Scope, resource) {
 			continue
 		}
+		for _, x := range roles[a.Role] {
+			if x == action {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AllowedAnywhere reports whether any assignment, at any scope, lets its
+// holder do action: for actions on the service rather than a resource.
+func AllowedAnywhere(as []Assignment, action Action) bool {
+	for _, a := range as {
 		for _, x := range roles[a.Role] {
 			if x == action {
 				return true

@@ -86,3 +86,23 @@ func TestCanonicalRole(t *testing.T) {
 		}
 	}
 }
+
+// Every role that reads may read the metrics, assigned at any scope; the
+// identity operator, who reads nothing, may not; nor may no role at all.
+func TestMetricsAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		as   []Assignment
+		want bool
+	}{
+		{[]Assignment{{Reader, ws}}, true},
+		{[]Assignment{{ComputeOperator, ws + "/computes/c"}}, true},
+		{[]Assignment{{Contributor, "/subscriptions/s1"}}, true},
+		{[]Assignment{{Owner, "/"}}, true},
+		{[]Assignment{{ManagedIdentityOperator, "/"}}, false},
+		{nil, false},
+	} {
+		if got := AllowedAnywhere(tc.as, Metrics); got != tc.want {
+			t.Errorf("AllowedAnywhere(%v, metrics) = %v, want %v", tc.as, got, tc.want)
+		}
+	}
+}

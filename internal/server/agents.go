@@ -35,8 +35,9 @@ func (s *Server) agentRoutes() {
 }
 
 // serveCumulus serves the /cumulus/ paths: the agent protocol and blobs.
-func (s *Server) serveCumulus(w http.ResponseWriter, r *http.Request) {
-	h, p, pathOK := s.agents.match(r.Method, r.URL.Path)
+func (s *Server) serveCumulus(w http.ResponseWriter, r *http.Request, route *string) {
+	h, p, pathOK, pattern := s.agents.matchRoute(r.Method, r.URL.Path)
+	*route = pattern
 	if h == nil {
 		code, status := "NotFound", http.StatusNotFound
 		if pathOK {

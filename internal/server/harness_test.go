@@ -18,6 +18,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
+	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -55,6 +57,7 @@ type harness struct {
 	logs   *syncBuffer
 	mu     sync.Mutex
 	failed []string // 5xx answers seen
+	m      *metrics.Metrics
 }
 
 type syncBuffer struct {
@@ -79,6 +82,7 @@ type harnessOpts struct {
 	clusters  server.Notifier // told when jobs, nodes or quotas change; nil for none
 	clock     clock.Clock     // the server's clock; nil: the real one
 	config    func(*server.Config)
+	metrics   bool // serve /metrics, fed by the store
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -111,7 +115,16 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.clock != nil {
 		clk = o.clock
 	}
-	srv := server.New(cfg, server.Deps{DB: db, Box: box, Clock: clk, Log: log, Ops: ops, Clusters: o.clusters})
+	var srv *server.Server
+	var m *metrics.Metrics
+	if o.metrics {
+		m = metrics.New(metrics.Options{DB: db, Log: log,
+			Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
+				return srv.Limits(ctx, q, sub, loc)
+			}})
+		db.SetObserver(m)
+	}
+	srv = server.New(cfg, server.Deps{DB: db, Box: box, Clock: clk, Log: log, Ops: ops, Clusters: o.clusters, Metrics: m})
 	if err := srv.EnsureDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +132,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if err != nil || tok == "" {
 		t.Fatalf("admin token %q: %v", tok, err)
 	}
-	h := &harness{t: t, db: db, dir: dir, ops: ops, token: tok, logs: logs, srv: srv}
+	h := &harness{t: t, db: db, dir: dir, ops: ops, token: tok, logs: logs, srv: srv, m: m}
 	h.ts = httptest.NewServer(srv)
 	h.url = h.ts.URL
 	runCtx, cancel := context.WithCancel(ctx)

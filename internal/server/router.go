@@ -10,6 +10,7 @@ import (
 type route struct {
 	method  string
 	pattern []string
+	raw     string // the pattern as registered: the metrics' route label
 	h       handler
 }
 
@@ -21,12 +22,19 @@ type handler func(w http.ResponseWriter, r *http.Request, p params) error
 type router struct{ routes []route }
 
 func (rt *router) handle(method, pattern string, h handler) {
-	rt.routes = append(rt.routes, route{method, strings.Split(strings.Trim(pattern, "/"), "/"), h})
+	rt.routes = append(rt.routes, route{method, strings.Split(strings.Trim(pattern, "/"), "/"), pattern, h})
 }
 
 // match finds the handler for a request. When the path matches but the
 // method does not, it reports that so the caller can answer 405.
 func (rt *router) match(method, path string) (handler, params, bool) {
+	h, p, ok, _ := rt.matchRoute(method, path)
+	return h, p, ok
+}
+
+// matchRoute is match that also names the route's pattern ("" when none
+// matched both path and method).
+func (rt *router) matchRoute(method, path string) (handler, params, bool, string) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	pathMatched := false
 	for _, r := range rt.routes {
@@ -36,10 +44,10 @@ func (rt *router) match(method, path string) (handler, params, bool) {
 		}
 		pathMatched = true
 		if r.method == method {
-			return r.h, p, true
+			return r.h, p, true, r.raw
 		}
 	}
-	return nil, nil, pathMatched
+	return nil, nil, pathMatched, ""
 }
 
 func matchSegments(pattern, segs []string) (params, bool) {

@@ -19,6 +19,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
+	"github.com/cumulus-ml/cumulus/internal/rbac"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -95,6 +97,7 @@ type Server struct {
 	sessions SessionAuth
 	identity *identity.Issuer
 	dispatch *dispatch.Service // the agent protocol
+	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
 }
 
 // Deps are the server's collaborators.
@@ -112,6 +115,9 @@ type Deps struct {
 	// when set, lets API requests sign in with the studio's session cookie.
 	UI       http.Handler
 	Sessions SessionAuth
+	// Metrics, when set, is served at GET /metrics to any signed-in
+	// principal whose roles read, and records each request's duration.
+	Metrics *metrics.Metrics
 }
 
 // SessionAuth authenticates a browser's API request by its session cookie.
@@ -158,7 +164,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions, identity: d.Identity,
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
@@ -218,23 +224,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.boundBody(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	// route labels the request's duration: the matched pattern, never the
+	// path (a series per resource would grow without bound).
+	route := ""
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", p)
 			writeError(rec, r, s.log, api.AsError(nil))
 		}
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+		d := time.Since(start)
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", d.Milliseconds())
+		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
 	if strings.HasPrefix(r.URL.Path, "/cumulus/") || strings.HasPrefix(r.URL.Path, "/.well-known/") {
-		s.serveCumulus(rec, r)
+		s.serveCumulus(rec, r, &route)
 		return
 	}
 	if s.ui != nil && (r.URL.Path == "/" || r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+		route = "/ui"
 		s.ui.ServeHTTP(rec, r)
 		return
 	}
-	h, p, pathOK := s.router.match(r.Method, r.URL.Path)
+	if r.URL.Path == metricsPath && s.metrics != nil {
+		route = metricsPath
+		s.serveMetrics(rec, r)
+		return
+	}
+	h, p, pathOK, pattern := s.router.matchRoute(r.Method, r.URL.Path)
+	route = pattern
 	if err := s.authenticateRequest(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
 		writeError(rec, r, s.log, err)
@@ -266,6 +284,63 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h(rec, r, p); err != nil {
 		writeError(rec, r, s.log, err)
 	}
+}
+
+// metricsPath serves the Prometheus exposition on the API listener.
+const metricsPath = "/metrics"
+
+// serveMetrics serves the exposition to a signed-in principal with a role
+// that reads (rbac.Metrics, at any scope). Scrapes are reads: they are not
+// audited. The exposition names every workspace's computes.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if err := s.authenticateRequest(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
+		writeError(w, r, s.log, err)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, r, s.log, &api.Error{Status: http.StatusMethodNotAllowed, Code: api.CodeMethodNotAllowed,
+			Message: "method " + r.Method + " is not allowed on " + metricsPath})
+		return
+	}
+	who := principal(r)
+	as, err := store.RoleAssignments(r.Context(), s.db.Q(), who)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	roles := make([]rbac.Assignment, 0, len(as))
+	for _, a := range as {
+		roles = append(roles, rbac.Assignment{Role: a.Role, Scope: a.Scope})
+	}
+	if !rbac.AllowedAnywhere(roles, rbac.Metrics) {
+		writeError(w, r, s.log, &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "principal '" + who + "' may not read the metrics: it needs a role that reads (Reader, ComputeOperator, Contributor or Owner) at some scope; see 'cumulus auth role list'"})
+		return
+	}
+	s.metrics.Handler().ServeHTTP(w, r)
+}
+
+// routeLabel is the route label of a request that matched pattern.
+func routeLabel(pattern string) string {
+	if pattern == "" {
+		return "unmatched"
+	}
+	return pattern
+}
+
+// routeMethod is the method label: a request that matched no route may
+// have sent any method, which must not become a series of its own.
+func routeMethod(method, pattern string) string {
+	if pattern != "" {
+		return method
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
 
 // authenticateRequest accepts a bearer token or, from the web studio's

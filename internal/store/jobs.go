@@ -61,6 +61,9 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version = seq, 1
+	if n, ok := noting(q); ok {
+		n.note(JobTransition{Compute: Key(j.Compute), To: p.Status})
+	}
 	return nil
 }
 
@@ -72,6 +75,13 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("encode job: %w", err)
 	}
 	p := &j.Doc.Properties
+	n, noted := noting(q)
+	var was string
+	if noted {
+		if err := q.QueryRowContext(ctx, `SELECT status FROM jobs WHERE uid = ?`, j.UID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("update job: %w", err)
+		}
+	}
 	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
 		WHERE uid = ? AND version = ?`,
 		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage), j.UID, j.Version)
@@ -82,6 +92,13 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
 	}
 	j.Version++
+	if noted && p.Status != was {
+		t := JobTransition{Compute: Key(j.Compute), From: was, To: p.Status}
+		if p.Status == api.JobRunning && j.Attempt <= 1 && p.StartTime != nil {
+			t.Queued = p.StartTime.Sub(j.Created)
+		}
+		n.note(t)
+	}
 	return nil
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
-func openTest(t *testing.T) *DB {
+func openTest(t testing.TB) *DB {
 	t.Helper()
 	db, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {

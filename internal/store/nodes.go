@@ -46,11 +46,25 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 	if err != nil {
 		return fmt.Errorf("encode node: %w", err)
 	}
+	nt, noted := noting(q)
+	var was string
+	if noted {
+		if err := q.QueryRowContext(ctx, `SELECT state FROM nodes WHERE id = ?`, n.ID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("put node %s: %w", n.ID, err)
+		}
+	}
 	_, err = q.ExecContext(ctx, `INSERT INTO nodes (id, compute, state, job, body, created) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, job = excluded.job, body = excluded.body`,
 		n.ID, Key(n.Compute), n.State, n.JobID, string(body), n.Created.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
+	}
+	if noted && n.State != was {
+		t := NodeTransition{Compute: n.Compute, From: was, To: n.State, Reason: n.Reason}
+		if was == api.NodePreparing && !n.Ready.IsZero() {
+			t.Provisioned = n.Ready.Sub(n.Created)
+		}
+		nt.note(t)
 	}
 	return nil
 }

@@ -123,6 +123,19 @@ var migrations = []string{
 		PRIMARY KEY (digest, workspace)
 	);
 	CREATE INDEX blob_owners_uploaded ON blob_owners (uploaded);` + backfillBlobOwners,
+	// 9: job counts per compute and status, kept by triggers as
+	// node_counts is: a metrics scrape reads a few rows, not every job.
+	`CREATE TABLE job_counts (
+		compute TEXT NOT NULL,
+		status  TEXT NOT NULL,
+		n       INTEGER NOT NULL,
+		PRIMARY KEY (compute, status)
+	);
+	INSERT INTO job_counts (compute, status, n) SELECT compute, status, count(*) FROM jobs GROUP BY compute, status;
+	CREATE TRIGGER jobs_count_insert AFTER INSERT ON jobs BEGIN ` + jobCountIn("NEW") + ` END;
+	CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN ` + jobCountOut("OLD") + ` END;
+	CREATE TRIGGER jobs_count_update AFTER UPDATE OF compute, status ON jobs
+		WHEN OLD.status != NEW.status OR OLD.compute != NEW.compute BEGIN ` + jobCountOut("OLD") + " " + jobCountIn("NEW") + ` END`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their
@@ -145,6 +158,16 @@ func countIn(row string) string {
 
 func countOut(row string) string {
 	return `UPDATE node_counts SET n = n - 1 WHERE compute = ` + row + `.compute AND state = ` + row + `.state;`
+}
+
+// jobCountIn and jobCountOut count a job row in or out of job_counts.
+func jobCountIn(row string) string {
+	return `INSERT INTO job_counts (compute, status, n) VALUES (` + row + `.compute, ` + row + `.status, 1)
+		ON CONFLICT (compute, status) DO UPDATE SET n = n + 1;`
+}
+
+func jobCountOut(row string) string {
+	return `UPDATE job_counts SET n = n - 1 WHERE compute = ` + row + `.compute AND status = ` + row + `.status;`
 }
 
 // backfillJobColumns fills migration 5's columns from the job documents.

@@ -57,13 +57,26 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs queries through the cache's statements.
-func (c *stmtCache) querier() Querier { return prepared{stmt: c.prepare, plain: c.db} }
+func (c *stmtCache) querier(note func(any), watching func() bool) Querier {
+	return prepared{stmt: c.prepare, plain: c.db, note: note, watching: watching}
+}
 
 // prepared is a Querier that runs each query through the statement stmt
 // gives for it, or through plain when it gives none.
 type prepared struct {
 	stmt  func(ctx context.Context, query string) *sql.Stmt
 	plain Querier
+	// note is told of a status change (JobTransition, NodeTransition)
+	// written through this Querier; nil, or watching false: nobody
+	// listens, and writes do not look up the status they replace.
+	note     func(any)
+	watching func() bool
+}
+
+// noting returns q as a prepared Querier whose changes someone listens to.
+func noting(q Querier) (prepared, bool) {
+	p, ok := q.(prepared)
+	return p, ok && p.note != nil && (p.watching == nil || p.watching())
 }
 
 func (p prepared) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -105,6 +118,9 @@ type txStmts struct {
 	cache  *stmtCache
 	local  map[string]*sql.Stmt // prepared on this transaction
 	missed []string
+	// changed are the job status changes written in this transaction;
+	// the observer hears of them after the commit.
+	changed []any
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -129,4 +145,10 @@ func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs the transaction's queries through its statements.
-func (t *txStmts) querier() Querier { return prepared{stmt: t.stmt, plain: t.tx} }
+func (t *txStmts) querier(observed bool) Querier {
+	p := prepared{stmt: t.stmt, plain: t.tx}
+	if observed {
+		p.note = func(c any) { t.changed = append(t.changed, c) }
+	}
+	return p
+}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // pure-Go SQLite driver, registered as "sqlite"
 )
@@ -29,7 +31,81 @@ type DB struct {
 
 	w, r   *stmtCache // prepared statements of each
 	wq, rq Querier    // their Queriers
+
+	obs atomic.Pointer[observerBox] // told what the store did (metrics)
 }
+
+// Observer is told what the store did, for metrics. Its methods run on the
+// writer's goroutine, after the transaction ended: they must be quick and
+// must not call the store.
+type Observer interface {
+	// TxDone reports one transaction (Tx): how long it took, from begin
+	// to commit or rollback, and whether it committed.
+	TxDone(d time.Duration, committed bool)
+	// JobTransition reports a committed change of a job's status.
+	JobTransition(t JobTransition)
+	// NodeTransition reports a committed change of a node's state made
+	// by PutNode (ClaimIdleNodes' idle → running is not reported).
+	NodeTransition(t NodeTransition)
+}
+
+// NodeTransition is a change of a node's state.
+type NodeTransition struct {
+	Compute  string // the compute's ARM id as the node records it
+	From, To string // api.Node* states; From is "" for a new node
+	Reason   string // why it is unusable or leaving, as the node records it
+	// Provisioned is the time from the node's request to its agent's
+	// registration; set only on the change out of preparing of a node
+	// that registered (zero otherwise).
+	Provisioned time.Duration
+}
+
+// tell passes one change to the observer.
+func tell(o Observer, c any) {
+	switch c := c.(type) {
+	case JobTransition:
+		o.JobTransition(c)
+	case NodeTransition:
+		o.NodeTransition(c)
+	}
+}
+
+// JobTransition is a change of a job's status.
+type JobTransition struct {
+	Compute  string // the compute's key (lower case ARM id)
+	From, To string // api.Job* statuses; From is "" for a new job
+	// Queued is the time from submission to the job's first start; it is
+	// set only on the first change to Running (zero otherwise).
+	Queued time.Duration
+}
+
+type observerBox struct{ o Observer }
+
+// SetObserver makes o hear of transactions and job status changes from
+// now on (nil: nobody).
+func (s *DB) SetObserver(o Observer) {
+	if o == nil {
+		s.obs.Store(nil)
+		return
+	}
+	s.obs.Store(&observerBox{o})
+}
+
+func (s *DB) observer() Observer {
+	if b := s.obs.Load(); b != nil {
+		return b.o
+	}
+	return nil
+}
+
+// noteNow tells the observer of a change written outside a transaction.
+func (s *DB) noteNow(c any) {
+	if o := s.observer(); o != nil {
+		tell(o, c)
+	}
+}
+
+func (s *DB) watched() bool { return s.observer() != nil }
 
 // Querier is what both *sql.DB and *sql.Tx offer.
 type Querier interface {
@@ -76,7 +152,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	ro.SetMaxOpenConns(4)
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
-	s.wq, s.rq = s.w.querier(), s.r.querier()
+	s.wq, s.rq = s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
 	return s, nil
 }
 
@@ -90,16 +166,28 @@ func (s *DB) Close() error {
 }
 
 // Tx runs fn in one transaction, committed if fn returns nil.
-func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) error {
+func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
+	obs := s.observer()
+	var ts *txStmts
+	if obs != nil {
+		start := time.Now()
+		defer func() {
+			obs.TxDone(time.Since(start), err == nil)
+			if err == nil && ts != nil {
+				for _, c := range ts.changed {
+					tell(obs, c)
+				}
+			}
+		}()
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	var q Querier = tx
-	var ts *txStmts
 	if s.w != nil { // nil while migrating
 		ts = &txStmts{tx: tx, cache: s.w}
-		q = ts.querier()
+		q = ts.querier(obs != nil)
 	}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()

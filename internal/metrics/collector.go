@@ -1,0 +1,228 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/quota"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// NodeStates are the values of the state label of cumulus_compute_nodes
+// and cumulus_compute_cores; every compute reports each, zeros included,
+// so a query sees 0 rather than no series.
+var NodeStates = []string{api.NodeRunning, api.NodeIdle, api.NodePreparing, api.NodeLeaving, api.NodePreempted, api.NodeUnusable}
+
+// Quota label values besides the VM family names.
+const (
+	FamilyTotal         = "total"        // the location-wide pools
+	PriorityDedicated   = "dedicated"    // per family and TotalDedicatedCores
+	PriorityLowPriority = "low_priority" // TotalLowPriorityCores
+)
+
+var (
+	descNodes = prometheus.NewDesc(Namespace+"_compute_nodes",
+		"Nodes of a compute by state.", []string{"workspace", "compute", "state"}, nil)
+	descCores = prometheus.NewDesc(Namespace+"_compute_cores",
+		"Cores (vCPUs) of a compute's nodes by state.", []string{"workspace", "compute", "state"}, nil)
+	descTarget = prometheus.NewDesc(Namespace+"_compute_target_nodes",
+		"Nodes the autoscaler wants the compute to have.", []string{"workspace", "compute"}, nil)
+	descMax = prometheus.NewDesc(Namespace+"_compute_max_nodes",
+		"The compute's maxNodeCount.", []string{"workspace", "compute"}, nil)
+	descMin = prometheus.NewDesc(Namespace+"_compute_min_nodes",
+		"The compute's minNodeCount.", []string{"workspace", "compute"}, nil)
+	descQuotaUsed = prometheus.NewDesc(Namespace+"_quota_used_cores",
+		"Cores the clusters of a subscription use in a location, per VM family (family=\"total\": the location-wide pool) and priority.",
+		[]string{"subscription", "location", "family", "priority"}, nil)
+	descQuotaLimit = prometheus.NewDesc(Namespace+"_quota_limit_cores",
+		"Core quota of a subscription in a location, per VM family (family=\"total\": the location-wide pool) and priority.",
+		[]string{"subscription", "location", "family", "priority"}, nil)
+	descJobs = prometheus.NewDesc(Namespace+"_jobs",
+		"Jobs of a compute by status.", []string{"workspace", "compute", "status"}, nil)
+	// descStore names a failed store read: the scrape fails with it.
+	descStore = prometheus.NewDesc(Namespace+"_store_read",
+		"A scrape's read of the store.", nil, nil)
+)
+
+// collector reads the gauges from the store at scrape time: the compute
+// documents, the node and job counts the store keeps per compute and state
+// (a few rows, never every node or job), and the quota limits.
+type collector struct {
+	db      *store.DB
+	limits  func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error)
+	log     *slog.Logger
+	timeout time.Duration
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descNodes, descCores, descTarget, descMax, descMin, descQuotaUsed, descQuotaLimit, descJobs} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	if err := c.collect(ctx, ch); err != nil {
+		c.log.Warn("metrics scrape", "err", err)
+		ch <- prometheus.NewInvalidMetric(descStore, err)
+	}
+}
+
+// row is one compute's gauges. Two computes with the same workspace and
+// compute name (in different resource groups) share a row.
+type row struct {
+	workspace, compute string
+	cores              int // per node
+	nodes              map[string]int
+	jobs               map[string]int
+	target, min, max   int
+}
+
+// pool is one subscription's location.
+type pool struct {
+	sub, loc string
+	usage    quota.Usage
+	families map[string]bool // families its computes use
+}
+
+func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
+	q := c.db.Q()
+	docs, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions", false, "", 1<<30)
+	if err != nil {
+		return fmt.Errorf("computes: %w", err)
+	}
+	nodeCounts, err := store.AllNodeCounts(ctx, q)
+	if err != nil {
+		return err
+	}
+	jobCounts, err := store.AllJobCounts(ctx, q)
+	if err != nil {
+		return err
+	}
+
+	rows := map[string]*row{}  // by workspace and compute labels
+	byKey := map[string]*row{} // by compute key
+	computes := map[string]api.Compute{}
+	rowOf := func(workspace, compute string) *row {
+		k := workspace + "\x00" + compute
+		r := rows[k]
+		if r == nil {
+			r = &row{workspace: workspace, compute: compute, nodes: map[string]int{}, jobs: map[string]int{}}
+			rows[k] = r
+		}
+		return r
+	}
+	for _, d := range docs {
+		comp := d.Value
+		ws, name := labels(comp.ID)
+		r := rowOf(ws, name)
+		a := comp.Aml()
+		if s, ok := catalog.Lookup(a.VMSize); ok {
+			r.cores = s.VCPUs
+		}
+		min, max, _ := comp.Scale()
+		r.target += int(a.TargetNodeCount)
+		r.min += min
+		r.max += max
+		byKey[store.Key(comp.ID)] = r
+		computes[store.Key(comp.ID)] = comp
+	}
+	nodesOf := map[string]int{} // by compute key, every state: quota counts them all
+	for _, nc := range nodeCounts {
+		nodesOf[nc.Compute] += nc.N
+	}
+	pools := map[string]*pool{}
+	for k, comp := range computes {
+		sc, _, err := api.ParseComputeID(comp.ID, api.Scope{})
+		if err != nil {
+			continue
+		}
+		loc := comp.Properties.ComputeLocation
+		pk := strings.ToLower(sc.Subscription + "/" + loc)
+		p := pools[pk]
+		if p == nil {
+			p = &pool{sub: sc.Subscription, loc: loc, usage: quota.Usage{Family: map[string]int64{}}, families: map[string]bool{}}
+			pools[pk] = p
+		}
+		a := comp.Aml()
+		if s, ok := catalog.Lookup(a.VMSize); ok && a.VMPriority != api.PriorityLowPriority {
+			p.families[s.Family] = true
+		}
+		p.usage.Add(a.VMSize, a.VMPriority == api.PriorityLowPriority, nodesOf[k])
+	}
+	for _, nc := range nodeCounts {
+		r := byKey[nc.Compute]
+		if r == nil { // nodes of a compute being deleted
+			r = rowOf(labels(nc.Compute))
+			byKey[nc.Compute] = r
+		}
+		r.nodes[nc.State] += nc.N
+	}
+	for _, jc := range jobCounts {
+		r := byKey[jc.Compute]
+		if r == nil { // jobs of a deleted compute
+			r = rowOf(labels(jc.Compute))
+			byKey[jc.Compute] = r
+		}
+		r.jobs[jc.State] += jc.N
+	}
+
+	for _, r := range rows {
+		for _, st := range NodeStates {
+			n := r.nodes[st]
+			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(n), r.workspace, r.compute, st)
+			ch <- prometheus.MustNewConstMetric(descCores, prometheus.GaugeValue, float64(n*r.cores), r.workspace, r.compute, st)
+		}
+		ch <- prometheus.MustNewConstMetric(descTarget, prometheus.GaugeValue, float64(r.target), r.workspace, r.compute)
+		ch <- prometheus.MustNewConstMetric(descMin, prometheus.GaugeValue, float64(r.min), r.workspace, r.compute)
+		ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(r.max), r.workspace, r.compute)
+		for _, st := range api.JobStatuses {
+			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(r.jobs[st]), r.workspace, r.compute, st)
+		}
+	}
+	if c.limits == nil {
+		return nil
+	}
+	for _, p := range pools {
+		l, err := c.limits(ctx, q, p.sub, p.loc)
+		if err != nil {
+			return fmt.Errorf("quota of %s in %s: %w", p.sub, p.loc, err)
+		}
+		quotaRow := func(family, priority string, used, limit int64) {
+			ch <- prometheus.MustNewConstMetric(descQuotaUsed, prometheus.GaugeValue, float64(used), p.sub, p.loc, family, priority)
+			ch <- prometheus.MustNewConstMetric(descQuotaLimit, prometheus.GaugeValue, float64(limit), p.sub, p.loc, family, priority)
+		}
+		quotaRow(FamilyTotal, PriorityDedicated, p.usage.Dedicated, l.Dedicated)
+		quotaRow(FamilyTotal, PriorityLowPriority, p.usage.LowPriority, l.LowPriority)
+		// The families the location's clusters use or that have a limit
+		// of their own: not every family of the catalog.
+		fams := map[string]bool{}
+		for f := range p.families {
+			fams[f] = true
+		}
+		for f := range p.usage.Family {
+			fams[f] = true
+		}
+		for f := range l.Family {
+			fams[f] = true
+		}
+		names := make([]string, 0, len(fams))
+		for f := range fams {
+			names = append(names, f)
+		}
+		sort.Strings(names)
+		for _, f := range names {
+			quotaRow(f, PriorityDedicated, p.usage.Family[f], l.FamilyLimit(f))
+		}
+	}
+	return nil
+}

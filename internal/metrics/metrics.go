@@ -1,0 +1,229 @@
+// Package metrics is Cumulus's Prometheus instrumentation: one registry,
+// the collector that reads cluster, quota and job gauges from the store at
+// scrape time, and the counters and histograms that the store, the
+// controllers and the API feed as things happen. The daemon assembles it;
+// pure packages (decide, actuate, api, …) never see it.
+//
+// A nil *Metrics records nothing, so code that is run without metrics
+// (tests, the simulator) needs no checks.
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/quota"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Namespace prefixes every Cumulus metric.
+const Namespace = "cumulus"
+
+// Reasons of cumulus_node_provision_failures_total: a bounded set.
+const (
+	// ReasonCreate: the provider refused to create the machine.
+	ReasonCreate = "create_error"
+	// ReasonTimeout: the node's agent did not register within the
+	// provisioning timeout.
+	ReasonTimeout = "timeout"
+	// ReasonGone: the provider reported the machine gone before its agent
+	// registered.
+	ReasonGone = "machine_gone"
+)
+
+// Options are what the metrics read at scrape time.
+type Options struct {
+	DB *store.DB
+	// Limits returns the quota limits of a subscription's location (the
+	// server's, as the controller uses); nil: no quota metrics.
+	Limits func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error)
+	Log    *slog.Logger
+	// ScrapeTimeout bounds the store reads of one scrape (default 10 s).
+	ScrapeTimeout time.Duration
+}
+
+// Metrics holds the registry and the metrics fed as things happen.
+type Metrics struct {
+	reg     *prometheus.Registry
+	log     *slog.Logger
+	handler http.Handler
+
+	jobTransitions    *prometheus.CounterVec   // to
+	jobQueue          prometheus.Histogram     // submit → first running
+	nodeProvision     *prometheus.HistogramVec // workspace, compute
+	scaleUps          *prometheus.CounterVec   // workspace, compute
+	scaleDowns        *prometheus.CounterVec   // workspace, compute
+	preemptions       *prometheus.CounterVec   // workspace, compute
+	provisionFailures *prometheus.CounterVec   // workspace, compute, reason
+	pass              prometheus.Histogram
+	requests          *prometheus.HistogramVec // method, route, code
+	txs               *prometheus.HistogramVec // outcome
+}
+
+// New makes the registry with the Go and process collectors, the store
+// collector and the event metrics.
+func New(o Options) *Metrics {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ScrapeTimeout <= 0 {
+		o.ScrapeTimeout = 10 * time.Second
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), log: o.Log.With("component", "metrics")}
+	cw := []string{"workspace", "compute"}
+	m.jobTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_transitions_total",
+		Help: "Job status changes, by the status changed to (a new job counts as a change to its first status)."}, []string{"to"})
+	m.jobQueue = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "job_queue_seconds",
+		Help:    "Time from a job's submission to its first start (Running).",
+		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400}})
+	m.nodeProvision = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "node_provision_seconds",
+		Help:    "Time from a node's request to its agent's registration (allocation and boot).",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800}}, cw)
+	m.scaleUps = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_ups_total",
+		Help: "Nodes the controller requested from the provider (a request the provider refused counts too)."}, cw)
+	m.scaleDowns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_downs_total",
+		Help: "Nodes the controller removed: idle past their idle time, above the target, unusable or preempted."}, cw)
+	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
+		Help: "Low-priority nodes preempted."}, cw)
+	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
+		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
+		[]string{"workspace", "compute", "reason"})
+	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
+		Help:    "Duration of one cluster controller pass over every cluster.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
+	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "api_request_duration_seconds",
+		Help:    "API requests, by method, route pattern and status code.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
+		[]string{"method", "route", "code"})
+	m.txs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "store_transaction_seconds",
+		Help:    "Store transactions, from begin to commit or rollback, by outcome (committed, rolled_back).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
+		[]string{"outcome"})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.provisionFailures,
+		m.pass, m.requests, m.txs)
+	if o.DB != nil {
+		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
+	}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.HTTPErrorOnError,
+	})
+	return m
+}
+
+// Registry is the registry every Cumulus metric is in.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the exposition (text or protobuf, as the scraper asks).
+// A store read that fails makes the scrape fail (500): a partial
+// exposition would read as zeros.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// labels are a compute id's workspace and name; ids that are not a
+// compute's give their whole text as the compute.
+func labels(computeID string) (workspace, compute string) {
+	sc, name, err := api.ParseComputeID(computeID, api.Scope{})
+	if err != nil {
+		return "", computeID
+	}
+	return sc.Workspace, name
+}
+
+// TxDone records a store transaction (store.Observer).
+func (m *Metrics) TxDone(d time.Duration, committed bool) {
+	if m == nil {
+		return
+	}
+	outcome := "committed"
+	if !committed {
+		outcome = "rolled_back"
+	}
+	m.txs.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// JobTransition records a job's status change (store.Observer).
+func (m *Metrics) JobTransition(t store.JobTransition) {
+	if m == nil {
+		return
+	}
+	m.jobTransitions.WithLabelValues(t.To).Inc()
+	if t.To == api.JobRunning && t.Queued > 0 {
+		m.jobQueue.Observe(t.Queued.Seconds())
+	}
+}
+
+// NodeTransition records a node's state change (store.Observer): its
+// provisioning time when its agent registered, and preemptions.
+func (m *Metrics) NodeTransition(t store.NodeTransition) {
+	if m == nil {
+		return
+	}
+	switch {
+	case t.Provisioned > 0:
+		ws, c := labels(t.Compute)
+		m.nodeProvision.WithLabelValues(ws, c).Observe(t.Provisioned.Seconds())
+	case t.To == api.NodePreempted:
+		ws, c := labels(t.Compute)
+		m.preemptions.WithLabelValues(ws, c).Inc()
+	}
+}
+
+var _ store.Observer = (*Metrics)(nil)
+
+// ScaledUp records n nodes requested for a compute.
+func (m *Metrics) ScaledUp(computeID string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	ws, c := labels(computeID)
+	m.scaleUps.WithLabelValues(ws, c).Add(float64(n))
+}
+
+// ScaledDown records a node removed from a compute by the autoscaler.
+func (m *Metrics) ScaledDown(computeID string) {
+	if m == nil {
+		return
+	}
+	ws, c := labels(computeID)
+	m.scaleDowns.WithLabelValues(ws, c).Inc()
+}
+
+// ProvisionFailed records a node of a compute that could not be
+// provisioned; reason is one of the Reason constants (any other counts
+// as "other").
+func (m *Metrics) ProvisionFailed(computeID, reason string) {
+	if m == nil {
+		return
+	}
+	if reason != ReasonCreate && reason != ReasonTimeout && reason != ReasonGone {
+		reason = "other"
+	}
+	ws, c := labels(computeID)
+	m.provisionFailures.WithLabelValues(ws, c, reason).Inc()
+}
+
+// Pass records one cluster controller pass.
+func (m *Metrics) Pass(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.pass.Observe(d.Seconds())
+}
+
+// Request records one API request by its route pattern (never the raw
+// path: that would make a series per resource).
+func (m *Metrics) Request(method, route string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(method, route, strconv.Itoa(code)).Observe(d.Seconds())
+}
