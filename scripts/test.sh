@@ -26,7 +26,7 @@ export CUMULUS_TEST_BINARY="$bindir/cumulus"
 phase tests
 go test -count=1 -timeout 20m ./...
 phase "race detector"
-go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/provider/kubernetes/
+go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/metrics/ ./internal/provider/kubernetes/
 phase studio
 # The web studio end to end in Chromium.
 bash test/ui/run.sh
