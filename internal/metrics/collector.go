@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -205,21 +204,11 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		quotaRow(FamilyTotal, PriorityLowPriority, p.usage.LowPriority, l.LowPriority)
 		// The families the location's clusters use or that have a limit
 		// of their own: not every family of the catalog.
-		fams := map[string]bool{}
+		used := make([]string, 0, len(p.families))
 		for f := range p.families {
-			fams[f] = true
+			used = append(used, f)
 		}
-		for f := range p.usage.Family {
-			fams[f] = true
-		}
-		for f := range l.Family {
-			fams[f] = true
-		}
-		names := make([]string, 0, len(fams))
-		for f := range fams {
-			names = append(names, f)
-		}
-		sort.Strings(names)
+		names := quota.FamiliesWith(l, p.usage, used...)
 		for _, f := range names {
 			quotaRow(f, PriorityDedicated, p.usage.Family[f], l.FamilyLimit(f))
 		}

@@ -193,9 +193,13 @@ func familyKey(name string) string {
 
 // Families lists the families that have a limit or a usage, sorted, plus
 // every catalog family.
-func Families(l Limits, u Usage) []string {
+func Families(l Limits, u Usage) []string { return FamiliesWith(l, u, catalog.Families()...) }
+
+// FamiliesWith lists, sorted and once each, the families that have a limit
+// or a usage and the extra ones.
+func FamiliesWith(l Limits, u Usage, extra ...string) []string {
 	seen := map[string]bool{}
-	for _, f := range catalog.Families() {
+	for _, f := range extra {
 		seen[f] = true
 	}
 	for f := range l.Family {
