@@ -4,7 +4,9 @@
 # playwright-core for the studio's browser tests, OpenSSH's client,
 # busybox-static for the tiny test image, the frameworks real jobs use
 # (python3-torch, openmpi-bin, python3-mpi4py), Debian's prometheus
-# (promtool and the server) for the metrics tests, and the Kubernetes test tools
+# (promtool and the server) for the metrics tests, Debian's postgresql for the
+# postgres store's tests (only its binaries: internal/pgtest runs a private
+# server per test process; nothing here starts a system one), and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -28,6 +30,7 @@ for p in python3-torch openmpi-bin python3-mpi4py; do
   dpkg -s "$p" >/dev/null 2>&1 || framework_pkgs+=("$p")
 done
 command -v promtool >/dev/null 2>&1 || framework_pkgs+=(prometheus) # promtool and a server for the metrics tests
+dpkg -s postgresql >/dev/null 2>&1 || framework_pkgs+=(postgresql) # initdb and postgres for internal/pgtest
 if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#framework_pkgs[@]} -gt 0 ]; then
   $sudo apt-get update -qq
 fi
