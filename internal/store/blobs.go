@@ -63,7 +63,7 @@ func BlobOwned(ctx context.Context, q Querier, digest string) (bool, error) {
 // mention keeps the blob).
 func UnreferencedBlobOwners(ctx context.Context, q Querier, cutoff time.Time, limit int) ([]BlobOwner, error) {
 	rows, err := q.QueryContext(ctx, `SELECT b.digest, b.workspace, b.size, b.uploaded, b.principal FROM blob_owners b
-		WHERE b.uploaded < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.parent = b.workspace AND instr(lower(j.body), b.digest) > 0)
+		WHERE b.uploaded < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.parent = b.workspace AND lower(j.body) LIKE '%' || b.digest || '%')
 		ORDER BY b.uploaded LIMIT ?`, cutoff.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("unreferenced blobs: %w", err)

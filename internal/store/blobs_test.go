@@ -90,6 +90,7 @@ func TestAuditSeqAndStatus(t *testing.T) {
 // cumulus://blobs/ inputs) to the jobs' workspaces.
 func TestBlobOwnersBackfill(t *testing.T) {
 	db := openTest(t)
+	sqliteOnly(t, db)
 	ctx := context.Background()
 	const ws = "/subscriptions/s/resourceGroups/g/providers/P/workspaces/W"
 	code, input := "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"

@@ -13,15 +13,16 @@ type StateCount struct {
 }
 
 // AllNodeCounts counts every compute's nodes by state, from the counts
-// the store keeps (no scan of the nodes).
+// the store keeps (no scan of the nodes). The counts are summed: on
+// PostgreSQL a count is several rows (see pgMigrations).
 func AllNodeCounts(ctx context.Context, q Querier) ([]StateCount, error) {
-	return counts(ctx, q, `SELECT compute, state, n FROM node_counts WHERE n > 0`)
+	return counts(ctx, q, `SELECT compute, state, sum(n) FROM node_counts GROUP BY compute, state HAVING sum(n) > 0`)
 }
 
 // AllJobCounts counts every compute's jobs by status, from the counts the
 // store keeps (no scan of the jobs).
 func AllJobCounts(ctx context.Context, q Querier) ([]StateCount, error) {
-	return counts(ctx, q, `SELECT compute, status, n FROM job_counts WHERE n > 0`)
+	return counts(ctx, q, `SELECT compute, status, sum(n) FROM job_counts GROUP BY compute, status HAVING sum(n) > 0`)
 }
 
 func counts(ctx context.Context, q Querier, query string) ([]StateCount, error) {

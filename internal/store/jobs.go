@@ -45,8 +45,15 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
+	// SQLite runs one transaction at a time: the next number is the
+	// largest plus one. PostgreSQL's transactions run side by side: a
+	// sequence hands out numbers without making them conflict.
+	next := `SELECT coalesce(max(seq), 0) + 1 FROM jobs`
+	if engineOf(q) == postgresEngine {
+		next = `SELECT nextval('jobs_seq_source')`
+	}
 	var seq int64
-	if err := q.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) + 1 FROM jobs`).Scan(&seq); err != nil {
+	if err := q.QueryRowContext(ctx, next).Scan(&seq); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	p := &j.Doc.Properties

@@ -71,8 +71,10 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 
 // ClaimIdleNodes gives idle, free nodes to a job: each becomes running it.
 // If any of them is not idle and free it changes nothing and returns false.
-// The document is edited in SQL (json_set), not decoded: the scheduler
-// writes thousands of these a second.
+// Each node is claimed by a conditional update (only if still idle and
+// free) whose rows affected are checked, so two claims of one node can
+// never both succeed. The document is edited in SQL, not decoded: the
+// scheduler writes thousands of these a second.
 func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string) (bool, error) {
 	args := make([]any, 0, len(ids)+2)
 	for _, id := range ids {
@@ -87,11 +89,20 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 	if free != len(ids) {
 		return false, nil
 	}
+	claim := `UPDATE nodes SET state = ?, job = ?, body = json_set(body, '$.state', ?, '$.jobId', ?) WHERE id = ? AND state = 'idle' AND job = ''`
+	if engineOf(q) == postgresEngine {
+		claim = `UPDATE nodes SET state = ?, job = ?, body = jsonb_set(jsonb_set(body::jsonb, '{state}', to_jsonb(?::text)), '{jobId}', to_jsonb(?::text))::text
+			WHERE id = ? AND state = 'idle' AND job = ''`
+	}
 	for _, id := range ids {
-		_, err := q.ExecContext(ctx, `UPDATE nodes SET state = ?, job = ?, body = json_set(body, '$.state', ?, '$.jobId', ?) WHERE id = ?`,
-			api.NodeRunning, jobUID, api.NodeRunning, jobUID, id)
+		res, err := q.ExecContext(ctx, claim, api.NodeRunning, jobUID, api.NodeRunning, jobUID, id)
 		if err != nil {
 			return false, fmt.Errorf("claim node %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			// Taken since the count: fail the transaction rather than
+			// leave the nodes before this one claimed.
+			return false, fmt.Errorf("claim node %s: %w", id, ErrConflict)
 		}
 	}
 	return true, nil
@@ -164,7 +175,7 @@ func queryNodes(ctx context.Context, q Querier, query string, args ...any) ([]No
 
 // NodeCounts counts a compute's nodes by state, in the store (no decoding).
 func NodeCounts(ctx context.Context, q Querier, compute string) (map[string]int, error) {
-	rows, err := q.QueryContext(ctx, `SELECT state, n FROM node_counts WHERE compute = ? AND n > 0`, Key(compute))
+	rows, err := q.QueryContext(ctx, `SELECT state, sum(n) FROM node_counts WHERE compute = ? GROUP BY state HAVING sum(n) > 0`, Key(compute))
 	if err != nil {
 		return nil, fmt.Errorf("count nodes: %w", err)
 	}

@@ -136,6 +136,19 @@ var migrations = []string{
 	CREATE TRIGGER jobs_count_delete AFTER DELETE ON jobs BEGIN ` + jobCountOut("OLD") + ` END;
 	CREATE TRIGGER jobs_count_update AFTER UPDATE OF compute, status ON jobs
 		WHEN OLD.status != NEW.status OR OLD.compute != NEW.compute BEGIN ` + jobCountOut("OLD") + " " + jobCountIn("NEW") + ` END`,
+	// 10: leases (who runs the controllers, on a shared PostgreSQL; kept
+	// here too so both engines have the same tables) and agents'
+	// heartbeats as replicas record them.
+	`CREATE TABLE leases (
+		name    TEXT PRIMARY KEY,
+		holder  TEXT NOT NULL,
+		token   INTEGER NOT NULL,
+		expires INTEGER NOT NULL
+	);
+	CREATE TABLE heartbeats (
+		node TEXT PRIMARY KEY,
+		seen INTEGER NOT NULL
+	)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

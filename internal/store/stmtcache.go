@@ -58,7 +58,7 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 
 // querier runs queries through the cache's statements.
 func (c *stmtCache) querier(note func(any), watching func() bool) Querier {
-	return prepared{stmt: c.prepare, plain: c.db, note: note, watching: watching}
+	return prepared{stmt: c.prepare, plain: c.db, note: note, watching: watching, engine: sqliteEngine}
 }
 
 // prepared is a Querier that runs each query through the statement stmt
@@ -71,6 +71,7 @@ type prepared struct {
 	// listens, and writes do not look up the status they replace.
 	note     func(any)
 	watching func() bool
+	engine   engine // the SQL engine behind plain
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.

@@ -14,6 +14,7 @@ import (
 // prepared after its commit).
 func TestStatementCacheSharedByAllPaths(t *testing.T) {
 	db := openTest(t)
+	sqliteOnly(t, db)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -21,18 +21,24 @@ var (
 	ErrNotFound     = errors.New("not found")
 	ErrExists       = errors.New("already exists")
 	ErrETagMismatch = errors.New("etag mismatch")
+	// ErrConflict: a concurrent transaction changed what this one read;
+	// the caller may try again.
+	ErrConflict = errors.New("concurrent change")
 )
 
 // DB is the store. Its methods run in their own transaction; Tx runs
 // several in one.
 type DB struct {
-	db *sql.DB // the one writer connection: transactions run here
-	ro *sql.DB // readers: WAL lets them read while a transaction writes
+	engine engine
+	db     *sql.DB // SQLite: the one writer connection, where transactions run; PostgreSQL: the pool
+	ro     *sql.DB // SQLite: readers (WAL lets them read while a transaction writes); PostgreSQL: the pool
 
 	w, r   *stmtCache // prepared statements of each
 	wq, rq Querier    // their Queriers
 
 	obs atomic.Pointer[observerBox] // told what the store did (metrics)
+
+	fence *Fence // when set, every transaction first checks this lease (see Fenced)
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -137,7 +143,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// One writer connection: SQLite has one writer anyway, and a single
 	// connection makes every transaction serial without busy retries.
 	db.SetMaxOpenConns(1)
-	s := &DB{db: db}
+	s := &DB{db: db, engine: sqliteEngine}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -162,11 +168,20 @@ func (s *DB) Close() error {
 		s.w.close()
 		s.r.close()
 	}
+	if s.ro == s.db {
+		return s.db.Close()
+	}
 	return errors.Join(s.ro.Close(), s.db.Close())
 }
 
-// Tx runs fn in one transaction, committed if fn returns nil.
+// Tx runs fn in one transaction, committed if fn returns nil. On
+// PostgreSQL transactions are serializable and one that conflicts with
+// another is run again: fn may run more than once, so it must only assign
+// the variables it shares with its caller, never append to them.
 func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
+	if s.engine == postgresEngine {
+		return s.pgTx(ctx, fn)
+	}
 	obs := s.observer()
 	var ts *txStmts
 	if obs != nil {
@@ -184,10 +199,14 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	var q Querier = tx
+	var q Querier = prepared{stmt: noStmt, plain: tx, engine: sqliteEngine}
 	if s.w != nil { // nil while migrating
 		ts = &txStmts{tx: tx, cache: s.w}
 		q = ts.querier(obs != nil)
+	}
+	if err := s.checkFence(ctx, q); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
@@ -213,6 +232,9 @@ func (s *DB) Q() Querier { return s.rq }
 func (s *DB) W() Querier { return s.wq }
 
 func (s *DB) migrate(ctx context.Context) error {
+	if s.engine == postgresEngine {
+		return s.migratePostgres(ctx)
+	}
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -230,19 +252,27 @@ func (s *DB) migrate(ctx context.Context) error {
 	}
 	for i := v; i < len(migrations); i++ {
 		err := s.Tx(ctx, func(q Querier) error {
-			for _, stmt := range strings.Split(migrations[i], ";\n") {
-				if strings.TrimSpace(stmt) == "" {
-					continue
-				}
-				if _, err := q.ExecContext(ctx, stmt); err != nil {
-					return fmt.Errorf("migration %d: %w", i+1, err)
-				}
+			if err := execScript(ctx, q, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
 			}
 			_, err := q.ExecContext(ctx, `UPDATE schema_version SET version = ?`, i+1)
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+// execScript runs the statements of a migration, split at ";" + newline.
+func execScript(ctx context.Context, q Querier, script string) error {
+	for _, stmt := range strings.Split(script, ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		if _, err := q.ExecContext(ctx, stmt); err != nil {
+			return err
 		}
 	}
 	return nil

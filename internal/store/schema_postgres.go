@@ -1,0 +1,138 @@
+package store
+
+// pgMigrations are PostgreSQL's migrations: applied in order, once each;
+// append, never edit. The first is the whole schema as SQLite's
+// migrations leave it; later ones follow SQLite's, in the same order.
+//
+// Differences from SQLite's schema: 64-bit integer columns are BIGINT
+// (times are Unix milliseconds), bytes are BYTEA, text sorts bytewise
+// (COLLATE "C", as SQLite's BINARY does), job sequence numbers come from a
+// sequence, and node and job counts are kept as rows of +1 and -1 that
+// readers sum (and CompactCounts folds): concurrent transactions each add
+// a row instead of all updating one, which serializable transactions
+// would make conflict.
+var pgMigrations = []string{
+	`CREATE TABLE resources (
+		kind     TEXT COLLATE "C" NOT NULL,
+		parent   TEXT COLLATE "C" NOT NULL,
+		name     TEXT COLLATE "C" NOT NULL,
+		version  BIGINT NOT NULL,
+		body     TEXT NOT NULL,
+		created  BIGINT NOT NULL,
+		PRIMARY KEY (kind, parent, name)
+	);
+	CREATE TABLE operations (
+		id       TEXT COLLATE "C" PRIMARY KEY,
+		kind     TEXT NOT NULL,
+		target   TEXT COLLATE "C" NOT NULL,
+		status   TEXT NOT NULL,
+		error    TEXT NOT NULL DEFAULT '',
+		started  BIGINT NOT NULL,
+		ended    BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE INDEX operations_status ON operations (status, started);
+	CREATE TABLE tokens (
+		id       TEXT COLLATE "C" PRIMARY KEY,
+		name     TEXT COLLATE "C" NOT NULL,
+		hash     TEXT COLLATE "C" NOT NULL UNIQUE,
+		role     TEXT NOT NULL,
+		created  BIGINT NOT NULL,
+		expires  BIGINT NOT NULL DEFAULT 0,
+		revoked  BIGINT NOT NULL DEFAULT 0
+	);
+	CREATE TABLE secrets (
+		id       TEXT COLLATE "C" PRIMARY KEY,
+		sealed   BYTEA NOT NULL
+	);
+	CREATE TABLE nodes (
+		id          TEXT COLLATE "C" PRIMARY KEY,
+		compute     TEXT COLLATE "C" NOT NULL,
+		state       TEXT COLLATE "C" NOT NULL,
+		job         TEXT COLLATE "C" NOT NULL DEFAULT '',
+		body        TEXT NOT NULL,
+		created     BIGINT NOT NULL
+	);
+	CREATE INDEX nodes_compute ON nodes (compute, state);
+	CREATE SEQUENCE jobs_seq_source;
+	CREATE TABLE jobs (
+		uid      TEXT COLLATE "C" PRIMARY KEY,
+		parent   TEXT COLLATE "C" NOT NULL,
+		name     TEXT COLLATE "C" NOT NULL,
+		compute  TEXT COLLATE "C" NOT NULL,
+		status   TEXT COLLATE "C" NOT NULL,
+		seq      BIGINT NOT NULL,
+		version  BIGINT NOT NULL,
+		body     TEXT NOT NULL,
+		created  BIGINT NOT NULL,
+		priority BIGINT NOT NULL DEFAULT 0,
+		nodes    BIGINT NOT NULL DEFAULT 1,
+		image    TEXT NOT NULL DEFAULT '',
+		quota_wait BOOLEAN NOT NULL DEFAULT false,
+		UNIQUE (parent, name)
+	);
+	CREATE INDEX jobs_compute_status ON jobs (compute, status, seq);
+	CREATE INDEX jobs_parent_status ON jobs (parent, status, name);
+	CREATE INDEX jobs_seq ON jobs (seq);
+	CREATE INDEX jobs_queue ON jobs (compute, status, priority DESC, seq);
+	CREATE TABLE principals (
+		name     TEXT COLLATE "C" PRIMARY KEY,
+		kind     TEXT NOT NULL,
+		created  BIGINT NOT NULL
+	);
+	CREATE TABLE role_assignments (
+		id        TEXT COLLATE "C" PRIMARY KEY,
+		principal TEXT COLLATE "C" NOT NULL,
+		role      TEXT NOT NULL,
+		scope     TEXT COLLATE "C" NOT NULL,
+		created   BIGINT NOT NULL
+	);
+	CREATE INDEX role_assignments_principal ON role_assignments (principal);
+	CREATE TABLE audit (
+		seq       BIGSERIAL PRIMARY KEY,
+		time      BIGINT NOT NULL,
+		principal TEXT COLLATE "C" NOT NULL,
+		operation TEXT NOT NULL,
+		resource  TEXT COLLATE "C" NOT NULL,
+		status    BIGINT NOT NULL
+	);
+	CREATE INDEX audit_time ON audit (time);
+	CREATE TABLE blob_owners (
+		digest    TEXT COLLATE "C" NOT NULL,
+		workspace TEXT COLLATE "C" NOT NULL,
+		size      BIGINT NOT NULL,
+		uploaded  BIGINT NOT NULL,
+		principal TEXT NOT NULL,
+		PRIMARY KEY (digest, workspace)
+	);
+	CREATE INDEX blob_owners_uploaded ON blob_owners (uploaded);
+	CREATE TABLE node_counts (
+		compute TEXT COLLATE "C" NOT NULL,
+		state   TEXT COLLATE "C" NOT NULL,
+		n       BIGINT NOT NULL
+	);
+	CREATE INDEX node_counts_compute ON node_counts (compute, state);
+	CREATE TABLE job_counts (
+		compute TEXT COLLATE "C" NOT NULL,
+		status  TEXT COLLATE "C" NOT NULL,
+		n       BIGINT NOT NULL
+	);
+	CREATE INDEX job_counts_compute ON job_counts (compute, status);
+	CREATE FUNCTION count_nodes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP IN ('UPDATE', 'DELETE') THEN INSERT INTO node_counts VALUES (OLD.compute, OLD.state, -1); END IF; IF TG_OP IN ('UPDATE', 'INSERT') THEN INSERT INTO node_counts VALUES (NEW.compute, NEW.state, 1); END IF; RETURN NULL; END $$;
+	CREATE TRIGGER nodes_count_insert AFTER INSERT OR DELETE ON nodes FOR EACH ROW EXECUTE FUNCTION count_nodes();
+	CREATE TRIGGER nodes_count_update AFTER UPDATE OF compute, state ON nodes FOR EACH ROW
+		WHEN (OLD.state IS DISTINCT FROM NEW.state OR OLD.compute IS DISTINCT FROM NEW.compute) EXECUTE FUNCTION count_nodes();
+	CREATE FUNCTION count_jobs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF TG_OP IN ('UPDATE', 'DELETE') THEN INSERT INTO job_counts VALUES (OLD.compute, OLD.status, -1); END IF; IF TG_OP IN ('UPDATE', 'INSERT') THEN INSERT INTO job_counts VALUES (NEW.compute, NEW.status, 1); END IF; RETURN NULL; END $$;
+	CREATE TRIGGER jobs_count_insert AFTER INSERT OR DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION count_jobs();
+	CREATE TRIGGER jobs_count_update AFTER UPDATE OF compute, status ON jobs FOR EACH ROW
+		WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.compute IS DISTINCT FROM NEW.compute) EXECUTE FUNCTION count_jobs();
+	CREATE TABLE leases (
+		name    TEXT COLLATE "C" PRIMARY KEY,
+		holder  TEXT NOT NULL,
+		token   BIGINT NOT NULL,
+		expires BIGINT NOT NULL
+	);
+	CREATE TABLE heartbeats (
+		node TEXT COLLATE "C" PRIMARY KEY,
+		seen BIGINT NOT NULL
+	)`,
+}
