@@ -76,7 +76,9 @@ func (s *DB) ReleaseLease(ctx context.Context, name, holder string, token int64)
 }
 
 // GetLease reads a lease (ErrNotFound before anyone took it).
-func GetLease(ctx context.Context, q Querier, name string) (Lease, error) { return getLease(ctx, q, name) }
+func GetLease(ctx context.Context, q Querier, name string) (Lease, error) {
+	return getLease(ctx, q, name)
+}
 
 func getLease(ctx context.Context, q Querier, name string) (Lease, error) {
 	l := Lease{Name: name}
