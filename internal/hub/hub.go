@@ -16,6 +16,12 @@ type Hub struct {
 	wakes  map[string]chan struct{}
 	closed chan struct{}
 	once   sync.Once
+
+	// With replicas (see Share): relay passes every wake-up on to the
+	// other replicas, and fresh collects what was heard since the last
+	// DrainSeen, for the store.
+	relay func(node string)
+	fresh map[string]time.Time
 }
 
 // New returns an empty hub.
@@ -27,12 +33,51 @@ func New() *Hub {
 // shutting down and should not hold connections open.
 func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
 
+// Share makes the hub one of several replicas': each Wake is also passed
+// to relay (which tells the other replicas, whose WakeLocal answers the
+// poll they hold), and what the hub hears is kept for DrainSeen. Call it
+// before the hub is used.
+func (h *Hub) Share(relay func(node string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.relay = relay
+	h.fresh = map[string]time.Time{}
+}
+
 // Seen records that a node was heard from at t.
 func (h *Hub) Seen(node string, t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t.After(h.seen[node]) {
 		h.seen[node] = t
+		if h.fresh != nil {
+			h.fresh[node] = t
+		}
+	}
+}
+
+// DrainSeen returns what was heard since the last call (node → latest
+// time), for a shared hub; nil otherwise.
+func (h *Hub) DrainSeen() map[string]time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.fresh) == 0 {
+		return nil
+	}
+	out := h.fresh
+	h.fresh = map[string]time.Time{}
+	return out
+}
+
+// Heard records heartbeats another replica heard (not kept for
+// DrainSeen: they are in the store already).
+func (h *Hub) Heard(seen map[string]time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for node, t := range seen {
+		if t.After(h.seen[node]) {
+			h.seen[node] = t
+		}
 	}
 }
 
@@ -64,8 +109,20 @@ func (h *Hub) wakeChan(node string) chan struct{} {
 	return ch
 }
 
-// Wake tells a waiting poll of the node to look again.
+// Wake tells a waiting poll of the node to look again, on whichever
+// replica holds it.
 func (h *Hub) Wake(node string) {
+	h.WakeLocal(node)
+	h.mu.Lock()
+	relay := h.relay
+	h.mu.Unlock()
+	if relay != nil {
+		relay(node)
+	}
+}
+
+// WakeLocal wakes a poll of the node this process holds.
+func (h *Hub) WakeLocal(node string) {
 	h.mu.Lock()
 	ch := h.wakeChan(node)
 	h.mu.Unlock()
