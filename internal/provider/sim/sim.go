@@ -149,12 +149,12 @@ func (p *Provider) Close() {
 }
 
 type node struct {
-	p      *Provider
+	p       *Provider
 	spec    provider.NodeSpec
 	servers *endpoints.List // the control plane's replicas
-	cancel context.CancelFunc
-	done   chan struct{}
-	log    *slog.Logger
+	cancel  context.CancelFunc
+	done    chan struct{}
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	token string
