@@ -33,7 +33,7 @@ var ErrUnknownNode = errors.New("the server has no record of this node")
 // Config is what an agent needs. Zero durations take the defaults of
 // DefaultConfig.
 type Config struct {
-	ServerURL string // control plane, e.g. https://10.0.0.1:8787
+	ServerURL string // control plane, e.g. https://10.0.0.1:8787, or its replicas comma-separated
 	JoinToken string // bootstrap token for the first registration
 	NodeID    string // set when the provider created the node record first
 	WorkDir   string // identity.json and jobs/<uid>/ live here

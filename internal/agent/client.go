@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
 
@@ -57,19 +58,22 @@ func isStatus(err error, status int) bool {
 	return errors.As(err, &he) && he.Status == status
 }
 
-// client talks to the control plane with a bearer token.
+// client talks to the control plane with a bearer token, failing over
+// between its replicas when one cannot be reached.
 type client struct {
-	base string
-	hc   *http.Client
+	servers *endpoints.List
+	hc      *http.Client
 
 	mu    sync.RWMutex
 	token string
 }
 
+// newClient builds a client of serverURL, one URL or a comma-separated
+// list of the control plane's replicas.
 func newClient(serverURL, caFile string, hc *http.Client) (*client, error) {
-	u, err := url.Parse(serverURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("server URL %q is not an http(s) URL", serverURL)
+	servers, err := endpoints.New(serverURL)
+	if err != nil {
+		return nil, err
 	}
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -82,7 +86,7 @@ func newClient(serverURL, caFile string, hc *http.Client) (*client, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &client{base: strings.TrimRight(serverURL, "/"), hc: hc}, nil
+	return &client{servers: servers, hc: hc}, nil
 }
 
 func (c *client) setToken(t string) {
@@ -125,49 +129,58 @@ func (c *client) do(ctx context.Context, req request, out any) error {
 }
 
 // send sends req and returns a 2xx response for the caller to read and
-// close; other statuses become *HTTPError.
+// close; other statuses become *HTTPError. A replica that cannot be
+// reached is skipped as endpoints.List.Do decides; the callers' own
+// retries with backoff come on top.
 func (c *client) send(ctx context.Context, req request) (*http.Response, error) {
-	u := c.base + req.path
+	path := req.path
 	if len(req.query) > 0 {
-		u += "?" + req.query.Encode()
+		path += "?" + req.query.Encode()
 	}
-	var body io.Reader
-	var size int64 = -1
+	var js []byte
 	ctype := req.contentType
 	if req.json != nil {
 		b, err := json.Marshal(req.json)
 		if err != nil {
 			return nil, err
 		}
-		body, size, ctype = bytes.NewReader(b), int64(len(b)), "application/json"
-	} else if req.body != nil {
-		rc, n, err := req.body()
-		if err != nil {
-			return nil, err
-		}
-		body, size = rc, n
-	}
-	hr, err := http.NewRequestWithContext(ctx, req.method, u, body)
-	if err != nil {
-		if rc, ok := body.(io.Closer); ok {
-			rc.Close()
-		}
-		return nil, err
-	}
-	if size >= 0 {
-		hr.ContentLength = size
-	}
-	if ctype != "" {
-		hr.Header.Set("Content-Type", ctype)
+		js, ctype = b, "application/json"
 	}
 	tok := req.token
 	if tok == "" {
 		tok = c.bearer()
 	}
-	if tok != "" {
-		hr.Header.Set("Authorization", "Bearer "+tok)
+	build := func(base string) (*http.Request, error) {
+		var body io.Reader
+		var size int64 = -1
+		if js != nil {
+			body, size = bytes.NewReader(js), int64(len(js))
+		} else if req.body != nil {
+			rc, n, err := req.body()
+			if err != nil {
+				return nil, err
+			}
+			body, size = rc, n
+		}
+		hr, err := http.NewRequestWithContext(ctx, req.method, base+path, body)
+		if err != nil {
+			if rc, ok := body.(io.Closer); ok {
+				rc.Close()
+			}
+			return nil, err
+		}
+		if size >= 0 {
+			hr.ContentLength = size
+		}
+		if ctype != "" {
+			hr.Header.Set("Content-Type", ctype)
+		}
+		if tok != "" {
+			hr.Header.Set("Authorization", "Bearer "+tok)
+		}
+		return hr, nil
 	}
-	resp, err := c.hc.Do(hr)
+	resp, err := c.servers.Do(c.hc, build)
 	if err != nil {
 		return nil, err
 	}

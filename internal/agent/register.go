@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/endpoints"
 )
 
 // identity is what a registered agent keeps on disk, so that a restarted
@@ -29,7 +30,8 @@ type identity struct {
 func (a *agent) identityPath() string { return filepath.Join(a.cfg.WorkDir, "identity.json") }
 
 // loadIdentity returns the saved identity, if there is one for this node
-// and server.
+// and control plane: saved with a server list that shares a URL with
+// ours (replicas added, removed or reordered keep the identity).
 func (a *agent) loadIdentity() (identity, bool) {
 	var id identity
 	b, err := os.ReadFile(a.identityPath())
@@ -43,7 +45,7 @@ func (a *agent) loadIdentity() (identity, bool) {
 		a.logger().Warn("ignoring an unreadable saved identity", "path", a.identityPath(), "err", err)
 		return identity{}, false
 	}
-	if id.NodeToken == "" || (a.cfg.NodeID != "" && id.NodeID != a.cfg.NodeID) || id.Server != a.cfg.ServerURL {
+	if id.NodeToken == "" || (a.cfg.NodeID != "" && id.NodeID != a.cfg.NodeID) || !endpoints.Overlap(id.Server, a.cfg.ServerURL) {
 		return identity{}, false
 	}
 	return id, true

@@ -74,7 +74,7 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&server, "server", "", "control plane URL (env CUMULUS_SERVER)")
+	fl.StringVar(&server, "server", "", "control plane URL, or its replicas' URLs comma-separated (env CUMULUS_SERVER)")
 	fl.StringVar(&cfg.JoinToken, "join-token", "", "token to join with (env CUMULUS_JOIN_TOKEN)")
 	fl.StringVar(&cfg.NodeID, "node-id", "", "node id the control plane gave this node (env CUMULUS_NODE_ID; empty: assigned at registration)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "directory for the node identity and job folders (env CUMULUS_WORK_DIR)")

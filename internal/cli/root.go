@@ -69,7 +69,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "CLI config file (env CUMULUS_CONFIG; default ~/.cumulus/config.yaml)")
-	pf.StringVar(&g.server, "server", "", "server URL (env CUMULUS_SERVER; default from the config file)")
+	pf.StringVar(&g.server, "server", "", "server URL, or several replicas' URLs comma-separated (env CUMULUS_SERVER; default from the config file)")
 	pf.StringVar(&g.subscription, "subscription", "", "subscription id (env CUMULUS_SUBSCRIPTION; default from the config file)")
 	pf.StringVarP(&g.resourceGroup, "resource-group", "g", "", "resource group (env CUMULUS_RESOURCE_GROUP; default from the config file)")
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")

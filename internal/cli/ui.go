@@ -37,7 +37,7 @@ the link. With --print-url the link is printed instead of opened.`,
 			if _, err := c.Do(cmd.Context(), http.MethodPost, "/ui/codes", nil, &link); err != nil {
 				return err
 			}
-			url := c.BaseURL + link.Path
+			url := c.Server() + link.Path
 			if printURL {
 				fmt.Fprintln(g.stdout, url)
 				return nil
@@ -47,7 +47,7 @@ the link. With --print-url the link is printed instead of opened.`,
 				fmt.Fprintln(g.stdout, url)
 				return nil
 			}
-			fmt.Fprintf(g.stderr, "Opened the Cumulus studio at %s/ in your browser.\n", c.BaseURL)
+			fmt.Fprintf(g.stderr, "Opened the Cumulus studio at %s/ in your browser.\n", c.Server())
 			return nil
 		},
 	}

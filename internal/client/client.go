@@ -11,21 +11,24 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
 
 // APIVersion is the version Cumulus implements.
 const APIVersion = "2024-04-01"
 
-// Client calls one server as one principal in one workspace.
+// Client calls one control plane (one or several replicas of it) as one
+// principal in one workspace.
 type Client struct {
+	// BaseURL is the first server URL; Server says which one answers now.
 	BaseURL  string
+	Servers  *endpoints.List // every replica; requests fail over among them
 	Token    string
 	HTTP     *http.Client
 	Scope    api.Scope
@@ -35,14 +38,15 @@ type Client struct {
 	PollEvery time.Duration
 }
 
-// New builds a client from the CLI configuration.
+// New builds a client from the CLI configuration. cfg.Server is one URL
+// or a comma-separated list of the control plane's replicas.
 func New(cfg config.CLI) (*Client, error) {
-	if cfg.Server == "" {
+	if strings.TrimSpace(cfg.Server) == "" {
 		return nil, errors.New("no server configured: run 'cumulus serve' once (it writes ~/.cumulus/config.yaml) or pass --server")
 	}
-	u, err := url.Parse(cfg.Server)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("server %q is not an http(s) URL", cfg.Server)
+	servers, err := endpoints.New(cfg.Server)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cfg.CAFile != "" {
@@ -53,13 +57,79 @@ func New(cfg config.CLI) (*Client, error) {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return &Client{
-		BaseURL:   strings.TrimSuffix(cfg.Server, "/"),
+		BaseURL:   servers.URLs()[0],
+		Servers:   servers,
 		Token:     cfg.Token,
 		HTTP:      &http.Client{Transport: tr, Timeout: 5 * time.Minute},
 		Scope:     api.Scope{Subscription: cfg.Subscription, ResourceGroup: cfg.ResourceGroup, Workspace: cfg.Workspace},
 		Location:  cfg.Location,
 		PollEvery: time.Second,
 	}, nil
+}
+
+// servers is c.Servers, or a list of BaseURL alone for a Client built
+// without New.
+func (c *Client) servers() (*endpoints.List, error) {
+	if c.Servers != nil {
+		return c.Servers, nil
+	}
+	return endpoints.New(c.BaseURL)
+}
+
+// Server is the server URL that answered last (the first one before any
+// call): the one to show a person or hand to a browser.
+func (c *Client) Server() string {
+	if c.Servers != nil {
+		return c.Servers.Current()
+	}
+	return strings.TrimSuffix(c.BaseURL, "/")
+}
+
+// send sends a request to path (relative to the server, or an absolute
+// URL) through the server list, failing over between replicas as
+// endpoints.List.Do does; body, when not nil, gives each attempt its body.
+func (c *Client) send(ctx context.Context, method, path string, header http.Header, body func() io.Reader) (*http.Response, error) {
+	servers, err := c.servers()
+	if err != nil {
+		return nil, err
+	}
+	build := func(base string) (*http.Request, error) {
+		var rd io.Reader
+		if body != nil {
+			rd = body()
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+		if err != nil {
+			return nil, fmt.Errorf("build request: %w", err)
+		}
+		if header != nil {
+			req.Header = header.Clone()
+		}
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		return req, nil
+	}
+	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") {
+		rest, ok := servers.Trim(path)
+		if !ok { // a link to elsewhere: one attempt, no failover
+			req, err := build("")
+			if err != nil {
+				return nil, err
+			}
+			resp, err := c.HTTP.Do(req)
+			if err != nil {
+				return nil, fmt.Errorf("cannot reach %s: %w", path, err)
+			}
+			return resp, nil
+		}
+		path = rest
+	}
+	resp, err := servers.Do(c.HTTP, build)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the Cumulus server at %s (is 'cumulus serve' running?): %w", servers, err)
+	}
+	return resp, nil
 }
 
 // Response is a finished call: status and headers, body already decoded.
@@ -78,9 +148,6 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) (*R
 // DoWithHeaders is Do with extra request headers (If-Match, …).
 func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers map[string]string, body, out any) (*Response, error) {
 	u := path
-	if !strings.HasPrefix(path, "http://") && !strings.HasPrefix(path, "https://") {
-		u = c.BaseURL + path
-	}
 	if !strings.Contains(u, "api-version=") {
 		sep := "?"
 		if strings.Contains(u, "?") {
@@ -88,31 +155,28 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 		}
 		u += sep + "api-version=" + APIVersion
 	}
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Accept", "application/json")
+	h := http.Header{}
+	h.Set("Accept", "application/json")
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
+		h.Set("Content-Type", "application/json")
 	}
 	for k, v := range headers {
-		req.Header.Set(k, v)
+		h.Set(k, v)
 	}
-	resp, err := c.HTTP.Do(req)
+	var rd func() io.Reader
+	if body != nil {
+		rd = func() io.Reader { return bytes.NewReader(b) }
+	}
+	resp, err := c.send(ctx, method, u, h, rd)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the Cumulus server at %s (is 'cumulus serve' running?): %w", c.BaseURL, err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

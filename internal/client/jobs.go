@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -62,11 +61,7 @@ func (c *Client) JobLog(ctx context.Context, name string, attempt, rank int, off
 
 // JobOutput streams one output archive (tar.gz) of a job into w.
 func (c *Client) JobOutput(ctx context.Context, name, output string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+c.jobPath(name)+"/outputs/"+url.PathEscape(output)+"?api-version="+APIVersion, nil)
-	if err != nil {
-		return err
-	}
-	return c.stream(req, w)
+	return c.stream(ctx, http.MethodGet, c.jobPath(name)+"/outputs/"+url.PathEscape(output)+"?api-version="+APIVersion, nil, nil, w)
 }
 
 // UploadBlob stores data content-addressed in the client's workspace and
@@ -76,36 +71,26 @@ func (c *Client) JobOutput(ctx context.Context, name, output string, w io.Writer
 func (c *Client) UploadBlob(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	digest := hex.EncodeToString(sum[:])
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.blobURL(digest), bytes.NewReader(data))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	return digest, c.stream(req, io.Discard)
+	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	body := func() io.Reader { return bytes.NewReader(data) } // in memory already: each attempt re-reads it
+	return digest, c.stream(ctx, http.MethodPut, c.blobPath(digest), h, body, io.Discard)
 }
 
 // DownloadBlob streams a blob of the client's workspace into w.
 func (c *Client) DownloadBlob(ctx context.Context, digest string, w io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.blobURL(digest), nil)
-	if err != nil {
-		return err
-	}
-	return c.stream(req, w)
+	return c.stream(ctx, http.MethodGet, c.blobPath(digest), nil, nil, w)
 }
 
-// blobURL is the URL of a blob of the client's workspace.
-func (c *Client) blobURL(digest string) string {
-	return c.BaseURL + "/cumulus/v1/blobs/" + url.PathEscape(digest) + "?workspace=" + url.QueryEscape(c.Scope.WorkspaceID())
+// blobPath is the path of a blob of the client's workspace.
+func (c *Client) blobPath(digest string) string {
+	return "/cumulus/v1/blobs/" + url.PathEscape(digest) + "?workspace=" + url.QueryEscape(c.Scope.WorkspaceID())
 }
 
 // stream sends a non-JSON request and copies a 2xx body into w.
-func (c *Client) stream(req *http.Request, w io.Writer) error {
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.HTTP.Do(req)
+func (c *Client) stream(ctx context.Context, method, path string, h http.Header, body func() io.Reader, w io.Writer) error {
+	resp, err := c.send(ctx, method, path, h, body)
 	if err != nil {
-		return fmt.Errorf("cannot reach the Cumulus server at %s: %w", c.BaseURL, err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {

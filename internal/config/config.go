@@ -14,7 +14,7 @@ import (
 
 // CLI is ~/.cumulus/config.yaml: where the server is and who we are.
 type CLI struct {
-	Server        string `yaml:"server"`
+	Server        string `yaml:"server"` // one URL, or the replicas' URLs comma-separated
 	Token         string `yaml:"token"`
 	CAFile        string `yaml:"ca_file,omitempty"`
 	Subscription  string `yaml:"subscription"`

@@ -23,7 +23,7 @@ type NodeSpec struct {
 	MemoryGB    float64
 	GPUs        int
 	LowPriority bool
-	ServerURL   string // where the agent reaches the control plane
+	ServerURL   string // where the agent reaches the control plane: one URL or a comma-separated list of replicas (parse with endpoints.Parse)
 	CAFile      string // CA the agent trusts for ServerURL ("" for plain HTTP or system roots)
 	JoinToken   string // one-time token the agent registers with
 	// GracePeriod is how long the node's agent has between SIGTERM and

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
@@ -83,9 +84,9 @@ func (p *Provider) Name() string { return "sim" }
 
 // Create starts the node's simulated agent; a node that exists keeps its id.
 func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, error) {
-	u, err := url.Parse(spec.ServerURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("sim: server URL %q is not an http(s) URL", spec.ServerURL)
+	servers, err := endpoints.New(spec.ServerURL)
+	if err != nil {
+		return "", fmt.Errorf("sim: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,7 +94,7 @@ func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, er
 		return n.providerID(), nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{p: p, spec: spec, base: strings.TrimRight(spec.ServerURL, "/"), cancel: cancel,
+	n := &node{p: p, spec: spec, servers: servers, cancel: cancel,
 		done: make(chan struct{}), jobs: map[string]*simJob{},
 		log: p.o.Log.With("node", spec.NodeID)}
 	p.nodes[spec.NodeID] = n
@@ -148,12 +149,12 @@ func (p *Provider) Close() {
 }
 
 type node struct {
-	p      *Provider
-	spec   provider.NodeSpec
-	base   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	log    *slog.Logger
+	p       *Provider
+	spec    provider.NodeSpec
+	servers *endpoints.List // the control plane's replicas
+	cancel  context.CancelFunc
+	done    chan struct{}
+	log     *slog.Logger
 
 	mu    sync.Mutex
 	token string
@@ -313,18 +314,20 @@ func (n *node) call(ctx context.Context, path, token string, in, out any) error 
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.base+agentapi.Prefix+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
 	if token == "" {
 		n.mu.Lock()
 		token = n.token
 		n.mu.Unlock()
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := n.p.hc.Do(req)
+	resp, err := n.servers.Do(n.p.hc, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+agentapi.Prefix+path, bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		return req, nil
+	})
 	if err != nil {
 		return err
 	}
