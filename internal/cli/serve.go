@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cumulus-ml/cumulus/internal/daemon"
+	"github.com/cumulus-ml/cumulus/internal/replica"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -69,7 +70,10 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Listen, "listen", o.Listen, "address to listen on (env CUMULUS_LISTEN)")
-	fl.StringVar(&o.DataDir, "data-dir", o.DataDir, "state directory (env CUMULUS_DATA_DIR)")
+	fl.StringVar(&o.DataDir, "data-dir", o.DataDir, "state directory (env CUMULUS_DATA_DIR); with several replicas, one shared directory")
+	fl.StringVar(&o.Store, "store", "", "where the state lives: a postgres://USER:PASSWORD@HOST/DB URL shared by several replicas, or empty for the SQLite file <data dir>/cumulus.db (env CUMULUS_STORE)")
+	fl.StringSliceVar(&o.Replicas, "replicas", nil, "the API URLs of every replica, comma-separated, handed to agents and the CLI config so they fail over (env CUMULUS_REPLICAS; default: this server's URL)")
+	fl.DurationVar(&o.LeaderLease, "leader-lease", replica.DefaultLease, "with a PostgreSQL store: how long the replica running the controllers holds its lease unrenewed; a dead leader's successor takes over within it")
 	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "also serve the Prometheus metrics at /metrics on this loopback address, without authentication, e.g. 127.0.0.1:9787 (env CUMULUS_METRICS_LISTEN; the API listener serves them to signed-in readers either way)")
 	fl.StringVar(&o.NodesDir, "nodes-dir", "", "with --provider local: folder of the node folders where jobs run, outside the data dir (env CUMULUS_NODES_DIR; default <data dir>-nodes)")
 	fl.BoolVar(&isolateJobs, "isolate-jobs", true, "with --provider local: run each node's jobs as a user of their own that cannot see the data dir, other nodes or the agent (needs root; env CUMULUS_ISOLATE_JOBS); false runs them as the server's user")
@@ -113,8 +117,11 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	if v := os.Getenv("CUMULUS_METRICS_LISTEN"); v != "" && !cmd.Flags().Changed("metrics-listen") {
 		o.MetricsListen = v
 	}
-	if v := os.Getenv("CUMULUS_METRICS_LISTEN"); v != "" && !cmd.Flags().Changed("metrics-listen") {
-		o.MetricsListen = v
+	if v := os.Getenv("CUMULUS_STORE"); v != "" && !cmd.Flags().Changed("store") {
+		o.Store = v
+	}
+	if v := os.Getenv("CUMULUS_REPLICAS"); v != "" && !cmd.Flags().Changed("replicas") {
+		o.Replicas = splitList(v)
 	}
 	if v := os.Getenv("CUMULUS_DATA_DIR"); v != "" && !cmd.Flags().Changed("data-dir") {
 		o.DataDir = v

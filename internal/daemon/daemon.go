@@ -22,6 +22,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
+	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -34,6 +35,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/readmodel"
+	"github.com/cumulus-ml/cumulus/internal/replica"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -50,7 +52,17 @@ type Options struct {
 	// listener serves them to signed-in readers either way).
 	MetricsListen string
 	DataDir       string
-	ConfigPath    string // CLI config written on first start; "" = <DataDir>/config.yaml
+	// Store is where the state lives: "" for the SQLite file cumulus.db in
+	// DataDir, or a postgres:// URL of a database several replicas share
+	// (each then runs the API; one, elected, runs the controllers).
+	Store string
+	// Replicas are the API URLs of every replica, handed to agents and
+	// written to the CLI config so they fail over ("" = URL alone).
+	Replicas []string
+	// LeaderLease is how long the controllers' leader holds its lease
+	// unrenewed (PostgreSQL store; 0 = replica.DefaultLease).
+	LeaderLease time.Duration
+	ConfigPath  string // CLI config written on first start; "" = <DataDir>/config.yaml
 	TLSCert       string
 	TLSKey        string
 	TLSSelfSigned bool
@@ -150,6 +162,17 @@ func (o Options) Validate() error {
 			return fmt.Errorf("refusing to serve metrics without authentication on %s: it is not a loopback address (scrape GET /metrics on the API listener with a reader's token instead)", o.MetricsListen)
 		}
 	}
+	if o.Store != "" && !store.IsPostgres(o.Store) && !strings.HasSuffix(o.Store, ".db") {
+		return fmt.Errorf("--store %s: give a postgres:// URL, or a SQLite file ending in .db, or leave it empty for <data dir>/cumulus.db", store.Redact(o.Store))
+	}
+	if len(o.Replicas) > 0 {
+		if _, err := endpoints.Parse(strings.Join(o.Replicas, ",")); err != nil {
+			return fmt.Errorf("--replicas: %w", err)
+		}
+	}
+	if o.LeaderLease != 0 && o.LeaderLease < time.Second {
+		return errors.New("--leader-lease must be at least 1s")
+	}
 	if o.Quotas.FamilyCores < 0 || o.Quotas.TotalCores < 0 || o.Quotas.LowPriorityCores < 0 {
 		return errors.New("quota limits may not be negative")
 	}
@@ -221,6 +244,9 @@ type Daemon struct {
 	hub    *hub.Hub
 	ln     net.Listener
 	prov   provider.Provider
+	// replica is this process among the replicas of a PostgreSQL store
+	// (nil on SQLite).
+	replica *replica.Replica
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	log    *slog.Logger
@@ -237,7 +263,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
-	db, err := store.OpenSQLite(ctx, filepath.Join(o.DataDir, "cumulus.db"))
+	db, err := store.Open(ctx, o.Store, o.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -307,22 +333,31 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})
 	db.SetObserver(m)
-	clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
-		NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: d.URL, CAFile: d.CAFile,
-		HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-		EvictionRate: o.EvictionRate, Metrics: m}
-	clusters.Init()
-	ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
-	ops.Init()
+	agentURL := d.URL
+	if len(o.Replicas) > 0 {
+		agentURL = strings.Join(o.Replicas, ",")
+	}
+	// The controllers, made afresh for each term of leadership (one term
+	// for the life of a server on SQLite) on the store they may write.
+	newControllers := func(db *store.DB) (*controller.Clusters, *controller.Operations) {
+		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
+			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
+			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
+			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits}
+		clusters.Init()
+		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
+		ops.Init()
+		return clusters, ops
+	}
+	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout},
-		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: ops, Clusters: clusters, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
+		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
-	clusters.Limits = api.Limits
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)
@@ -363,7 +398,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			}
 		}()
 	}
-	d.wg.Add(6)
+	d.wg.Add(3)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -378,33 +413,38 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	go func() {
 		defer d.wg.Done()
-		ops.Run(runCtx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		// Reconcile with the provider first (it may wait on slow machine
-		// deletions), while the API already serves agents re-attaching.
-		if err := clusters.Reconcile(runCtx); err != nil {
-			o.Log.Error("reconcile nodes with the provider", "err", err)
-		}
-		clusters.Run(runCtx)
-	}()
-	go func() {
-		defer d.wg.Done()
-		if err := clusters.WatchProvider(runCtx); err != nil {
-			o.Log.Error("watch the provider's nodes", "err", err)
-		}
-	}()
-	go func() {
-		defer d.wg.Done()
 		studio.Run(runCtx) // samples node counts for the studio's chart
 	}()
+	// lead runs the controllers on db until ctx ends.
+	lead := func(ctx context.Context, db *store.DB) {
+		clusters, ops := newControllers(db)
+		clustersN.setLocal(clusters)
+		opsN.setLocal(ops)
+		defer clustersN.setLocal(nil)
+		defer opsN.setLocal(nil)
+		runControllers(ctx, clusters, ops, api, o.Log)
+	}
 	go func() {
 		defer d.wg.Done()
-		api.RunBlobGC(runCtx) // removes uploads no job references after their grace period
+		if db.Engine() != "postgres" {
+			lead(runCtx, db)
+			return
+		}
+		r := replica.New(replica.Options{DB: db, DSN: o.Store, Hub: h, Clock: o.Clock, Log: o.Log.With("component", "replica"),
+			Lease: o.LeaderLease, HeartbeatTimeout: o.HeartbeatTimeout, Lead: lead,
+			OnChanged: func(what string) {
+				if what == replica.Operations {
+					opsN.notifyLocal()
+				}
+				clustersN.notifyLocal()
+			}})
+		clustersN.setRemote(func() { r.Changed(replica.Clusters) })
+		opsN.setRemote(func() { r.Changed(replica.Operations) })
+		d.replica = r
+		r.Run(runCtx)
 	}()
 	ok = true
-	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir, "metrics_url", d.MetricsURL)
+	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir, "store", db.Engine(), "metrics_url", d.MetricsURL)
 	return d, nil
 }
 
@@ -414,6 +454,10 @@ func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
 	path := o.ConfigPath
 	if path == "" {
 		path = filepath.Join(o.DataDir, "config.yaml")
+	}
+	servers := d.URL
+	if len(o.Replicas) > 0 {
+		servers = strings.Join(o.Replicas, ",")
 	}
 	var tok string
 	var err error
@@ -431,13 +475,13 @@ func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
 			o.Log.Warn("the store already has an admin token but the CLI config is missing; run 'cumulus serve --new-admin-token' to mint a new one", "config", path)
 			return nil
 		}
-		if cfg.Server == d.URL && cfg.CAFile == d.CAFile {
+		if cfg.Server == servers && cfg.CAFile == d.CAFile {
 			return nil
 		}
 		tok = cfg.Token // keep the token, refresh where the server is
 	}
 	d.Token = tok
-	cfg = config.CLI{Server: d.URL, Token: tok, CAFile: d.CAFile, Subscription: o.Defaults.Subscription,
+	cfg = config.CLI{Server: servers, Token: tok, CAFile: d.CAFile, Subscription: o.Defaults.Subscription,
 		ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location}
 	if err := config.Save(path, cfg); err != nil {
 		return err

@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/server"
+)
+
+// runControllers runs the controllers until ctx ends: reconciliation with
+// the provider, then the cluster passes; long-running operations; the
+// provider's events; the blob collector.
+func runControllers(ctx context.Context, clusters *controller.Clusters, ops *controller.Operations, api *server.Server, log *slog.Logger) {
+	var wg sync.WaitGroup
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		ops.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		// Reconcile with the provider first (it may wait on slow machine
+		// deletions), while the API already serves agents re-attaching.
+		if err := clusters.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			log.Error("reconcile nodes with the provider", "err", err)
+		}
+		clusters.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		if err := clusters.WatchProvider(ctx); err != nil && ctx.Err() == nil {
+			log.Error("watch the provider's nodes", "err", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		api.RunBlobGC(ctx) // removes uploads no job references after their grace period
+	}()
+	wg.Wait()
+}
+
+// relay is what the API wakes when jobs, nodes or operations change: the
+// controllers of this process while it leads, and the other replicas'
+// (through the store's signals) when there are several.
+type relay struct {
+	mu     sync.Mutex
+	local  server.Notifier
+	remote func()
+}
+
+func (r *relay) setLocal(n server.Notifier) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.local = n
+}
+
+func (r *relay) setRemote(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remote = f
+}
+
+// Notify wakes the controllers wherever they run.
+func (r *relay) Notify() {
+	r.notifyLocal()
+	r.mu.Lock()
+	remote := r.remote
+	r.mu.Unlock()
+	if remote != nil {
+		remote()
+	}
+}
+
+// notifyLocal wakes this process's controllers, if it runs them.
+func (r *relay) notifyLocal() {
+	r.mu.Lock()
+	local := r.local
+	r.mu.Unlock()
+	if local != nil {
+		local.Notify()
+	}
+}
