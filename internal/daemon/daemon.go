@@ -61,8 +61,8 @@ type Options struct {
 	Replicas []string
 	// LeaderLease is how long the controllers' leader holds its lease
 	// unrenewed (PostgreSQL store; 0 = replica.DefaultLease).
-	LeaderLease time.Duration
-	ConfigPath  string // CLI config written on first start; "" = <DataDir>/config.yaml
+	LeaderLease   time.Duration
+	ConfigPath    string // CLI config written on first start; "" = <DataDir>/config.yaml
 	TLSCert       string
 	TLSKey        string
 	TLSSelfSigned bool
@@ -239,17 +239,17 @@ type Daemon struct {
 	// /metrics ("" without --metrics-listen).
 	MetricsURL string
 
-	srv    *http.Server
-	msrv   *http.Server // the metrics listener, or nil
-	hub    *hub.Hub
-	ln     net.Listener
-	prov   provider.Provider
+	srv  *http.Server
+	msrv *http.Server // the metrics listener, or nil
+	hub  *hub.Hub
+	ln   net.Listener
+	prov provider.Provider
 	// replica is this process among the replicas of a PostgreSQL store
 	// (nil on SQLite).
 	replica *replica.Replica
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	log    *slog.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	log     *slog.Logger
 }
 
 // Start opens the store, mints the admin token on first start, writes the

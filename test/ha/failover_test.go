@@ -95,7 +95,9 @@ func newPlane(t *testing.T, n int) *plane {
 	return p
 }
 
-func (p *plane) logPath(i int) string { return filepath.Join(p.dataDir, fmt.Sprintf("serve-%d.log", i)) }
+func (p *plane) logPath(i int) string {
+	return filepath.Join(p.dataDir, fmt.Sprintf("serve-%d.log", i))
+}
 
 // start starts replica i and waits until it answers.
 func (p *plane) start(i int) {
