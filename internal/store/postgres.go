@@ -59,8 +59,18 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	return s, nil
 }
 
-// pgTx is Tx on PostgreSQL: a serializable transaction, run again when it
-// conflicted with another or the connection broke before it committed.
+// pgIsolation is the isolation of PostgreSQL transactions: snapshot
+// isolation (REPEATABLE READ). Every transaction sees one snapshot, and of
+// two that change the same row the second fails and is run again (it then
+// sees the first's change): a node is never claimed twice, a job or
+// resource update is never lost (their version checks see the latest).
+// SERIALIZABLE would also abort transactions that merely read rows
+// another inserts — every two concurrent submits — for no gain here: the
+// writes that decide (assignments, scaling) come from the one leader.
+const pgIsolation = sql.LevelRepeatableRead
+
+// pgTx is Tx on PostgreSQL: a transaction at pgIsolation, run again when
+// it conflicted with another or the connection broke before it committed.
 func (s *DB) pgTx(ctx context.Context, fn func(q Querier) error) error {
 	var err error
 	deadline := time.Now().Add(pgConnectWait)
@@ -106,7 +116,7 @@ func (s *DB) pgTxOnce(ctx context.Context, fn func(q Querier) error) (retry bool
 			}
 		}()
 	}
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: pgIsolation})
 	if err != nil {
 		return ctx.Err() == nil, fmt.Errorf("begin: %w", err)
 	}

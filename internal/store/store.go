@@ -175,7 +175,7 @@ func (s *DB) Close() error {
 }
 
 // Tx runs fn in one transaction, committed if fn returns nil. On
-// PostgreSQL transactions are serializable and one that conflicts with
+// PostgreSQL transactions run on a snapshot and one that conflicts with
 // another is run again: fn may run more than once, so it must only assign
 // the variables it shares with its caller, never append to them.
 func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {

@@ -27,11 +27,14 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
+	"github.com/cumulus-ml/cumulus/internal/pgtest"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 var bctx = context.Background()
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
 
 // env reads an integer size from the environment.
 func env(name string, def int) int {
@@ -59,6 +62,9 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SCALE_STORE") == "postgres" {
+		o.Store = pgtest.DSN(b) // the same benchmarks on PostgreSQL
+	}
 	d, err := daemon.Start(bctx, o)
 	if err != nil {
 		b.Fatal(err)
@@ -174,6 +180,10 @@ func seedJobs(b *testing.B, p *plane, computeID, prefix, status string, n int) {
 			if _, err := q.ExecContext(bctx, sb.String(), args...); err != nil {
 				return err
 			}
+		}
+		if p.d.DB.Engine() == "postgres" { // the next submit's number follows
+			_, err := q.ExecContext(bctx, `SELECT setval('jobs_seq_source', ?)`, seq)
+			return err
 		}
 		return nil
 	})
