@@ -242,15 +242,24 @@ func launch(bin, dir, data, sock string, cred *syscall.Credential) (*server, err
 		return nil, err
 	}
 	logPath := filepath.Join(dir, "postgres.log")
+	if p := os.Getenv("CUMULUS_PGTEST_LOG"); p != "" {
+		logPath = p // kept after the run, for looking into a slow test
+	}
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close() // the child holds its own descriptor
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+	args := []string{"-D", data,
 		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(port), "-k", sock,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=300")
+		"-c", "max_connections=300"}
+	// CUMULUS_PGTEST_SETTINGS adds server settings, e.g.
+	// "log_min_duration_statement=10" to log slow statements.
+	for _, kv := range strings.Fields(os.Getenv("CUMULUS_PGTEST_SETTINGS")) {
+		args = append(args, "-c", kv)
+	}
+	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Pdeathsig: the server dies with this process even where no TestMain
