@@ -25,6 +25,10 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
+// compactEvery is how often the leader folds the store's count rows and
+// forgets old heartbeats.
+const compactEvery = 10 * time.Second
+
 // LeaseName is the lease of the replica that runs the controllers.
 const LeaseName = "controllers"
 
@@ -246,7 +250,7 @@ func (r *Replica) heartbeats(ctx context.Context) {
 			continue
 		}
 		r.o.Hub.Heard(seen)
-		if now.Sub(compacted) > time.Minute {
+		if now.Sub(compacted) >= compactEvery {
 			compacted = now
 			if err := r.o.DB.DeleteHeartbeatsBefore(ctx, now.Add(-24*time.Hour)); err != nil {
 				r.o.Log.Warn("forget old heartbeats", "err", err)
