@@ -107,7 +107,10 @@ func (p *plane) start(i int) {
 		p.t.Fatal(err)
 	}
 	cmd := exec.Command(binary, "serve", "--listen", strings.TrimPrefix(p.urls[i], "http://"), "--data-dir", p.dataDir,
-		"--store", p.dsn, "--replicas", strings.Join(p.urls, ","), "--leader-lease", leaderLease.String())
+		"--store", p.dsn, "--replicas", strings.Join(p.urls, ","), "--leader-lease", leaderLease.String(),
+		// Short enough that the run depends on heartbeats heard by any
+		// replica reaching the leader (else nodes would be lost, jobs rerun).
+		"--heartbeat-timeout", "15s")
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(p.dataDir, "config.yaml"), "CUMULUS_ISOLATE_JOBS=false")
 	if err := cmd.Start(); err != nil {
