@@ -234,8 +234,8 @@ func (r *Replica) heartbeats(ctx context.Context) {
 		}
 		if seen := r.o.Hub.DrainSeen(); len(seen) > 0 {
 			if err := r.o.DB.PutHeartbeats(ctx, seen); err != nil && ctx.Err() == nil {
+				// Lost for this round; the agents' next polls are heard again.
 				r.o.Log.Warn("record heartbeats", "err", err)
-				r.o.Hub.Heard(nil)
 			}
 		}
 		if !r.Leader() {

@@ -265,3 +265,30 @@ func TestHeartbeatsKeepTheLatest(t *testing.T) {
 		t.Errorf("after cleanup %v, want n2 only", got)
 	}
 }
+
+// TestFencedWritesAreObserved: the leader's single writes (through a
+// fenced store's W) reach the metrics as any write does.
+func TestFencedWritesAreObserved(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	obs := &recordingObserver{}
+	db.SetObserver(obs)
+	l, ok, err := db.AcquireLease(ctx, "controllers", "a", time.Unix(1000, 0), time.Hour)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	f := db.Fenced(Fence{Lease: "controllers", Holder: "a", Token: l.Token})
+	n := Node{ID: "n1", Compute: "/c", State: api.NodeIdle, Created: time.Unix(1, 0)}
+	if err := PutNode(ctx, f.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	n.State, n.Reason = api.NodeUnusable, "heartbeat lost"
+	if err := PutNode(ctx, f.W(), n); err != nil {
+		t.Fatal(err)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.nodes) != 2 || obs.nodes[1].From != api.NodeIdle || obs.nodes[1].To != api.NodeUnusable {
+		t.Errorf("node transitions %+v, want idle → unusable last", obs.nodes)
+	}
+}

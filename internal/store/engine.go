@@ -114,8 +114,11 @@ func (p pgQuerier) QueryRowContext(ctx context.Context, query string, args ...an
 
 // engineOf is the engine behind a Querier of this package.
 func engineOf(q Querier) engine {
-	if p, ok := q.(prepared); ok {
-		return p.engine
+	switch q := q.(type) {
+	case prepared:
+		return q.engine
+	case fencedWriter:
+		return q.s.engine
 	}
 	return sqliteEngine
 }

@@ -76,6 +76,9 @@ type prepared struct {
 
 // noting returns q as a prepared Querier whose changes someone listens to.
 func noting(q Querier) (prepared, bool) {
+	if f, ok := q.(fencedWriter); ok { // each write its own transaction: tell at once
+		return prepared{note: f.s.noteNow}, f.s.watched()
+	}
 	p, ok := q.(prepared)
 	return p, ok && p.note != nil && (p.watching == nil || p.watching())
 }
