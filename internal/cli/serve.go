@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
 	"github.com/cumulus-ml/cumulus/internal/replica"
 )
@@ -44,6 +45,16 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 				isolateJobs = b
 			}
 			o.JobsAsServerUser = !isolateJobs
+			if v := os.Getenv("CUMULUS_EVENT_RETENTION"); v != "" && !cmd.Flags().Changed("event-retention") {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					return fmt.Errorf("CUMULUS_EVENT_RETENTION=%q is not a duration such as 720h", v)
+				}
+				o.EventRetention = d
+			}
+			if o.EventRetention < time.Hour {
+				return fmt.Errorf("--event-retention %s is too short: keep events at least 1h", o.EventRetention)
+			}
 			log, err := newLogger(g, logLevel, logFormat)
 			if err != nil {
 				return err
@@ -87,6 +98,7 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.StringSliceVar(&o.Locations, "locations", nil, "the locations this server serves, comma-separated; computes, workspaces, quotas and usages in any other are refused (env CUMULUS_LOCATIONS; default: the --location alone)")
 	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
 	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
+	fl.DurationVar(&o.EventRetention, "event-retention", controller.DefaultEventRetention, "how long the history of compute and node events is kept (env CUMULUS_EVENT_RETENTION); a job's history lives as long as the job")
 	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
 	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")

@@ -374,7 +374,7 @@ func (c *Clusters) drain(ctx context.Context, id string) error {
 		if err != nil || n.State == api.NodeLeaving {
 			return err
 		}
-		n.State, n.Reason = api.NodeLeaving, "cluster shrinking (maxNodeCount lowered): removed when its job ends"
+		n.State, n.Reason, n.Changed = api.NodeLeaving, "cluster shrinking (maxNodeCount lowered): removed when its job ends", c.Clock.Now().UTC()
 		return store.PutNode(ctx, q, n)
 	})
 }
@@ -404,7 +404,7 @@ func (c *Clusters) remove(ctx context.Context, id string, seen []store.Node) (*s
 		}
 		proceed = true
 		if n.State != api.NodeLeaving {
-			n.State = api.NodeLeaving
+			n.State, n.Reason, n.Changed = api.NodeLeaving, scaleDownReason(n), c.Clock.Now().UTC()
 			return store.PutNode(ctx, q, n)
 		}
 		return nil
@@ -425,7 +425,7 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 			return fmt.Errorf("delete node %s: %w", n.ID, err)
 		}
 	}
-	if err := store.DeleteNode(ctx, c.DB.W(), n.ID); err != nil {
+	if err := store.DeleteNode(ctx, c.DB.W(), n.ID, c.Clock.Now().UTC()); err != nil {
 		return err
 	}
 	c.Hub.Forget(n.ID)
@@ -477,7 +477,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 			if err != nil {
 				return err
 			}
-			cur.ProviderID = pid
+			cur.ProviderID, cur.Allocated = pid, c.Clock.Now().UTC()
 			return store.PutNode(ctx, q, cur)
 		}); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return made, err
@@ -547,6 +547,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
 			return nil
 		}
+		events := statusEvents(comp.ID, a, state, plan.Target, int(total), errs, now)
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}
@@ -555,7 +556,15 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		if errors.Is(err, store.ErrETagMismatch) {
 			return nil // the user changed it meanwhile; the next pass writes again
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		for _, e := range events {
+			if err := store.AddEvent(ctx, q, e); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
@@ -595,4 +604,15 @@ func sameErrors(a, b []api.ErrorResponse) bool {
 		}
 	}
 	return true
+}
+
+// scaleDownReason says why the plan removes a node, for its history.
+func scaleDownReason(n store.Node) string {
+	switch {
+	case n.State == api.NodeIdle || n.State == api.NodePreparing:
+		return "scaled down: no queued job needs it"
+	case n.Reason != "":
+		return "was " + n.State + ": " + n.Reason
+	}
+	return "was " + n.State
 }

@@ -113,7 +113,7 @@ func (c *Clusters) ReleaseCompute(ctx context.Context, computeID string) (int, e
 	var errs []error
 	left := 0
 	for _, n := range nodes {
-		n.State, n.Reason = api.NodeLeaving, "the compute is being deleted"
+		n.State, n.Reason, n.Changed = api.NodeLeaving, "the compute is being deleted", now
 		if err := store.PutNode(ctx, c.DB.W(), n); err != nil {
 			return 0, err
 		}

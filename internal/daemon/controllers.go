@@ -9,15 +9,27 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/server"
 )
 
+// controllers are what the leader runs, made afresh for each term.
+type controllers struct {
+	clusters *controller.Clusters
+	ops      *controller.Operations
+	events   *controller.EventRetention
+}
+
 // runControllers runs the controllers until ctx ends: reconciliation with
 // the provider, then the cluster passes; long-running operations; the
-// provider's events; the blob collector.
-func runControllers(ctx context.Context, clusters *controller.Clusters, ops *controller.Operations, api *server.Server, log *slog.Logger) {
+// provider's events; the blob collector; the event history's retention.
+func runControllers(ctx context.Context, c controllers, api *server.Server, log *slog.Logger) {
+	clusters := c.clusters
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() {
 		defer wg.Done()
-		ops.Run(ctx)
+		c.ops.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.events.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

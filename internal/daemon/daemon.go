@@ -76,6 +76,9 @@ type Options struct {
 	// BlobGrace is how long a blob no job references is kept.
 	MaxBlobSize int64
 	BlobGrace   time.Duration
+	// EventRetention is how long compute and node events are kept
+	// (0: controller.DefaultEventRetention).
+	EventRetention time.Duration
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -339,7 +342,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
-	newControllers := func(db *store.DB) (*controller.Clusters, *controller.Operations) {
+	newControllers := func(db *store.DB) (*controller.Clusters, *controller.Operations, *controller.EventRetention) {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
@@ -347,7 +350,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		clusters.Init()
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
-		return clusters, ops
+		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
+		return clusters, ops, events
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
@@ -417,12 +421,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
-		clusters, ops := newControllers(db)
+		clusters, ops, events := newControllers(db)
 		clustersN.setLocal(clusters)
 		opsN.setLocal(ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)
-		runControllers(ctx, clusters, ops, api, o.Log)
+		runControllers(ctx, controllers{clusters, ops, events}, api, o.Log)
 	}
 	go func() {
 		defer d.wg.Done()

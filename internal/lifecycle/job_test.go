@@ -1,6 +1,8 @@
 package lifecycle_test
 
 import (
+	"time"
+
 	"errors"
 	"slices"
 	"testing"
@@ -305,7 +307,7 @@ func TestExitedReleasesTheNode(t *testing.T) {
 	t.Run("gone", func(t *testing.T) {
 		w := newWorld(t)
 		w.running("j", 1)
-		if err := store.DeleteNode(w.ctx, w.db.W(), "j-node-1"); err != nil {
+		if err := store.DeleteNode(w.ctx, w.db.W(), "j-node-1", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		w.exited("j", "j-node-1", 0, "", at(10))

@@ -147,7 +147,7 @@ func release(ctx context.Context, q store.Querier, node, uid string, at time.Tim
 // queue (a new attempt) or fails once it has used maxAttempts.
 func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason string, maxAttempts int, at time.Time) error {
 	n.Reason = reason
-	j, ok, err := detach(ctx, q, n, state)
+	j, ok, err := detach(ctx, q, n, state, at)
 	if err != nil || !ok {
 		return err
 	}
@@ -156,9 +156,9 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 
 // detach puts a node in a final state without its job, and returns that
 // job when it still runs there (so the caller requeues or fails it).
-func detach(ctx context.Context, q store.Querier, n store.Node, state string) (store.Job, bool, error) {
+func detach(ctx context.Context, q store.Querier, n store.Node, state string, at time.Time) (store.Job, bool, error) {
 	uid := n.JobID
-	n.State, n.JobID = state, ""
+	n.State, n.JobID, n.Changed = state, "", at
 	if err := store.PutNode(ctx, q, n); err != nil {
 		return store.Job{}, false, err
 	}

@@ -36,7 +36,7 @@ func Evict(ctx context.Context, q store.Querier, nodeID string, at time.Time) (s
 	n.Evicted = at
 	n.Reason = "preempted at " + at.UTC().Format(time.RFC3339)
 	if n.JobID == "" {
-		n.State = api.NodePreempted
+		n.State, n.Changed = api.NodePreempted, at
 	}
 	return n, store.PutNode(ctx, q, n)
 }
@@ -66,7 +66,7 @@ func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptio
 	if err != nil {
 		return err
 	}
-	j, ok, err := detach(ctx, q, n, api.NodePreempted)
+	j, ok, err := detach(ctx, q, n, api.NodePreempted, at)
 	if err != nil || !ok {
 		return err
 	}

@@ -250,7 +250,7 @@ func TestUsagesFollowNodes(t *testing.T) {
 	}
 	del := func(id string) func() {
 		return func() {
-			if err := store.DeleteNode(context.Background(), h.db.W(), id); err != nil {
+			if err := store.DeleteNode(context.Background(), h.db.W(), id, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -217,6 +217,7 @@ func (s *Server) routes() {
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
 	s.jobRoutes()
 	s.environmentRoutes()
+	s.eventRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.

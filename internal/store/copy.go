@@ -27,6 +27,7 @@ var copied = []struct {
 	{"jobs", []string{"uid", "parent", "name", "compute", "status", "seq", "version", "body", "created", "priority", "nodes", "image", "quota_wait"}},
 	{"audit", []string{"seq", "time", "principal", "operation", "resource", "status"}},
 	{"blob_owners", []string{"digest", "workspace", "size", "uploaded", "principal"}},
+	{"events", []string{"seq", "time", "compute", "node", "type", "body"}},
 }
 
 // ErrNotEmpty: the destination of a copy already holds state.
@@ -36,7 +37,7 @@ var ErrNotEmpty = errors.New("the destination store is not empty")
 type CopyReport map[string]int
 
 // Copy copies every resource, operation, principal, token, role
-// assignment, secret, node, job, audit entry and blob ownership of src
+// assignment, secret, node, job, audit entry, blob ownership and event of src
 // into dst, which must be empty (ErrNotEmpty otherwise). It reads src in
 // one read transaction (a consistent snapshot even while a server writes,
 // though writes after it are not copied: stop the server first) and
@@ -75,6 +76,7 @@ func Copy(ctx context.Context, src, dst *DB) (CopyReport, error) {
 			for _, q := range []string{
 				`SELECT setval('jobs_seq_source', greatest((SELECT max(seq) FROM jobs), 1))`,
 				`SELECT setval(pg_get_serial_sequence('audit', 'seq'), greatest((SELECT max(seq) FROM audit), 1))`,
+				`SELECT setval(pg_get_serial_sequence('events', 'seq'), greatest((SELECT max(seq) FROM events), 1))`,
 			} {
 				if _, err := wq.ExecContext(ctx, q); err != nil {
 					return err

@@ -152,10 +152,10 @@ func TestNodeCountsFollowNodes(t *testing.T) {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	check("after state changes")
-	if err := DeleteNode(ctx, db.W(), "a2"); err != nil {
+	if err := DeleteNode(ctx, db.W(), "a2", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := DeleteNode(ctx, db.W(), "b0"); err != nil {
+	if err := DeleteNode(ctx, db.W(), "b0", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	check("after deletes")
@@ -189,7 +189,7 @@ func TestNodesOfCachedMatchesNodesOf(t *testing.T) {
 	same("first read")
 	same("unchanged")
 	PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/c1", State: api.NodeRunning, JobID: "j", Created: time.Unix(1, 0)})
-	DeleteNode(ctx, db.W(), "n2")
+	DeleteNode(ctx, db.W(), "n2", time.Now())
 	same("after a change and a delete")
 	if len(cache.byID["/c1"]) != 2 {
 		t.Errorf("the cache keeps %d entries; want the 2 nodes left", len(cache.byID["/c1"]))

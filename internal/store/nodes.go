@@ -38,6 +38,8 @@ type Node struct {
 	SSHOpen    int       `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
 	PublicSSH  bool      `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
 	Image      string    `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
+	Allocated  time.Time `json:"allocated,omitzero"`    // when the provider had made its machine
+	Changed    time.Time `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
 }
 
 // PutNode inserts or replaces a node record.
@@ -48,16 +50,19 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 	}
 	nt, noted := noting(q)
 	var was string
-	if noted {
-		if err := q.QueryRowContext(ctx, `SELECT state FROM nodes WHERE id = ?`, n.ID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("put node %s: %w", n.ID, err)
-		}
+	if err := q.QueryRowContext(ctx, `SELECT state FROM nodes WHERE id = ?`, n.ID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
 	_, err = q.ExecContext(ctx, `INSERT INTO nodes (id, compute, state, job, body, created) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, job = excluded.job, body = excluded.body`,
 		n.ID, Key(n.Compute), n.State, n.JobID, string(body), n.Created.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
+	}
+	if e, ok := nodeEvent(was, n); ok {
+		if err := AddEvent(ctx, q, e); err != nil {
+			return err
+		}
 	}
 	if noted && n.State != was {
 		t := NodeTransition{Compute: n.Compute, From: was, To: n.State, Reason: n.Reason}
@@ -144,12 +149,20 @@ func AllNodes(ctx context.Context, q Querier) ([]Node, error) {
 	return queryNodes(ctx, q, `SELECT body FROM nodes ORDER BY created, id`)
 }
 
-// DeleteNode removes a node record; absent is not an error.
-func DeleteNode(ctx context.Context, q Querier, id string) error {
+// DeleteNode removes a node record and records its removal at a time;
+// absent is not an error.
+func DeleteNode(ctx context.Context, q Querier, id string, at time.Time) error {
+	n, err := GetNode(ctx, q, id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete node: %w", err)
+	}
 	if _, err := q.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete node: %w", err)
 	}
-	return nil
+	return AddEvent(ctx, q, removedEvent(n, at))
 }
 
 func queryNodes(ctx context.Context, q Querier, query string, args ...any) ([]Node, error) {

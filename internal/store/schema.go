@@ -149,6 +149,18 @@ var migrations = []string{
 		node TEXT PRIMARY KEY,
 		seen INTEGER NOT NULL
 	)`,
+	// 11: the event history of computes and their nodes (a job's history
+	// is its own statusHistory).
+	`CREATE TABLE events (
+		seq     INTEGER PRIMARY KEY,
+		time    INTEGER NOT NULL,
+		compute TEXT NOT NULL,
+		node    TEXT NOT NULL,
+		type    TEXT NOT NULL,
+		body    TEXT NOT NULL
+	);
+	CREATE INDEX events_compute ON events (compute, seq);
+	CREATE INDEX events_time ON events (time)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

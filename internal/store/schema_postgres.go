@@ -135,4 +135,15 @@ var pgMigrations = []string{
 		node TEXT COLLATE "C" PRIMARY KEY,
 		seen BIGINT NOT NULL
 	)`,
+	// SQLite's 11: the event history.
+	`CREATE TABLE events (
+		seq     BIGSERIAL PRIMARY KEY,
+		time    BIGINT NOT NULL,
+		compute TEXT COLLATE "C" NOT NULL,
+		node    TEXT COLLATE "C" NOT NULL,
+		type    TEXT COLLATE "C" NOT NULL,
+		body    TEXT NOT NULL
+	);
+	CREATE INDEX events_compute ON events (compute, seq);
+	CREATE INDEX events_time ON events (time)`,
 }

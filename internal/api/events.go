@@ -1,0 +1,116 @@
+package api
+
+import "time"
+
+// Event types: what happened to a compute, a node or a job. A compute's
+// history holds its own and its nodes' events, a job's its status changes
+// (type "Job" + the status: JobQueued, JobRunning, JobFailed, …).
+const (
+	EventResizeStarted      = "ResizeStarted"      // the cluster's target changed: nodes are added or removed
+	EventResizeEnded        = "ResizeEnded"        // every node the target asks for is there and no other
+	EventScaleUpBlocked     = "ScaleUpBlocked"     // queued jobs wait and the cluster may not grow (maxNodeCount, quota)
+	EventProvisioningFailed = "ProvisioningFailed" // the provider could not create a node
+	EventNodeRequested      = "NodeRequested"      // a node was asked of the provider
+	EventNodeReady          = "NodeReady"          // its agent registered: allocation and boot time
+	EventNodeIdle           = "NodeIdle"           // it finished its work
+	EventNodeLeaving        = "NodeLeaving"        // it is being removed
+	EventNodeRemoved        = "NodeRemoved"        // its machine and record are gone
+	EventNodePreempted      = "NodePreempted"      // its low-priority machine was taken back
+	EventNodeUnusable       = "NodeUnusable"       // it failed (reason says how)
+	EventJobPrefix          = "Job"
+)
+
+// EventTypes lists the compute and node event types, for validation and
+// help.
+var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBlocked, EventProvisioningFailed,
+	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable}
+
+// JobEventTypes lists the job event types, one per status.
+func JobEventTypes() []string {
+	var out []string
+	for _, s := range JobStatuses {
+		out = append(out, EventJobPrefix+s)
+	}
+	return out
+}
+
+// EventDetail is what an event says beyond who, what and when.
+type EventDetail struct {
+	Message string `json:"message,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	From    string `json:"from,omitempty"` // the state or status before
+	To      string `json:"to,omitempty"`   // the state or status after
+	// Nodes of a job's attempt, by rank, and the attempt (job events).
+	Nodes   []string `json:"nodes,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	// A node's readiness: from its request to the provider's machine,
+	// and from the machine to its agent's registration.
+	AllocationSeconds *float64 `json:"allocationSeconds,omitempty"`
+	BootSeconds       *float64 `json:"bootSeconds,omitempty"`
+	// How long something lasted: a resize, a node's life.
+	DurationSeconds *float64 `json:"durationSeconds,omitempty"`
+	Target          *int     `json:"targetNodeCount,omitempty"`
+	Current         *int     `json:"currentNodeCount,omitempty"`
+}
+
+// Event is one entry of a compute's or a job's history, as the events API
+// returns it (a Cumulus extension).
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Compute string    `json:"compute,omitempty"` // the compute's name
+	Node    string    `json:"node,omitempty"`
+	Job     string    `json:"job,omitempty"` // the job's name
+	EventDetail
+}
+
+// EventsPage is one page of events, newest first; nextLink has the older
+// ones.
+type EventsPage struct {
+	Value    []Event `json:"value"`
+	NextLink string  `json:"nextLink,omitempty"`
+}
+
+// Seconds is a duration as the events' seconds fields hold it.
+func Seconds(d time.Duration) *float64 {
+	s := d.Round(time.Millisecond).Seconds()
+	return &s
+}
+
+// JobEvents is a job's history as events, oldest first: one per entry of
+// its statusHistory, with the attempt and nodes of the entries that
+// belong to a run. compute names the job's compute.
+func JobEvents(j Job, compute string) []Event {
+	p := j.Properties
+	out := make([]Event, 0, len(p.History))
+	attempt, prev := 0, ""
+	for _, h := range p.History {
+		e := Event{Time: h.Time, Type: EventJobPrefix + h.Status, Compute: compute, Job: j.Name}
+		e.From, e.To, e.Reason = prev, h.Status, h.Reason
+		e.Message = "status " + h.Status
+		if h.Reason != "" {
+			e.Message += ": " + h.Reason
+		}
+		if h.Status == JobPreparing && !runs(prev) {
+			attempt++
+		}
+		if attempt > 0 && (runs(h.Status) || (JobTerminal(h.Status) && runs(prev))) {
+			e.Attempt = attempt
+			if attempt <= len(p.Attempts) {
+				e.Nodes = p.Attempts[attempt-1].Nodes
+			}
+		}
+		out = append(out, e)
+		prev = h.Status
+	}
+	return out
+}
+
+// runs says whether a job in this status has an attempt on its nodes.
+func runs(status string) bool {
+	switch status {
+	case JobPreparing, JobStarting, JobRunning, JobFinalizing:
+		return true
+	}
+	return false
+}
