@@ -36,6 +36,14 @@ func statusEvents(compute string, was *api.AmlComputeProperties, state string, t
 			e.Message += fmt.Sprintf(" after %s", now.Sub(*t).Round(time.Second))
 		}
 		out = append(out, e)
+	case old == api.AllocationSteady && state == api.AllocationSteady && int(was.TargetNodeCount) != target:
+		// Resized within one pass (nodes removed at once): both ends.
+		from := int(was.TargetNodeCount)
+		s := ev(api.EventResizeStarted, fmt.Sprintf("resizing from %d to %d nodes", from, target))
+		s.Target, s.Current = &target, &from
+		e := ev(api.EventResizeEnded, fmt.Sprintf("steady at %d nodes", current))
+		e.Target, e.Current, e.DurationSeconds = &target, &current, api.Seconds(0)
+		out = append(out, s, e)
 	}
 	for _, x := range errs {
 		if x.Error == nil || hasError(was.Errors, x.Error) {
