@@ -25,11 +25,11 @@ func statusEvents(compute string, was *api.AmlComputeProperties, state string, t
 	}
 	switch {
 	case old != api.AllocationResizing && state == api.AllocationResizing:
-		e := ev(api.EventResizeStarted, fmt.Sprintf("resizing from %d to %d nodes", current, target))
+		e := ev(api.EventResizeStarted, fmt.Sprintf("resizing from %s to %s", nodes(int(was.TargetNodeCount)), nodes(target)))
 		e.Target, e.Current = &target, &current
 		out = append(out, e)
 	case old == api.AllocationResizing && state == api.AllocationSteady:
-		e := ev(api.EventResizeEnded, fmt.Sprintf("steady at %d nodes", current))
+		e := ev(api.EventResizeEnded, "steady at "+nodes(current))
 		e.Target, e.Current = &target, &current
 		if t := was.AllocationStateTransitionTime; t != nil && !t.After(now) {
 			e.DurationSeconds = api.Seconds(now.Sub(*t))
@@ -39,9 +39,9 @@ func statusEvents(compute string, was *api.AmlComputeProperties, state string, t
 	case old == api.AllocationSteady && state == api.AllocationSteady && int(was.TargetNodeCount) != target:
 		// Resized within one pass (nodes removed at once): both ends.
 		from := int(was.TargetNodeCount)
-		s := ev(api.EventResizeStarted, fmt.Sprintf("resizing from %d to %d nodes", from, target))
+		s := ev(api.EventResizeStarted, fmt.Sprintf("resizing from %s to %s", nodes(from), nodes(target)))
 		s.Target, s.Current = &target, &from
-		e := ev(api.EventResizeEnded, fmt.Sprintf("steady at %d nodes", current))
+		e := ev(api.EventResizeEnded, "steady at "+nodes(current))
 		e.Target, e.Current, e.DurationSeconds = &target, &current, api.Seconds(0)
 		out = append(out, s, e)
 	}
@@ -69,4 +69,12 @@ func hasError(errs []api.ErrorResponse, e *api.Error) bool {
 		}
 	}
 	return false
+}
+
+// nodes says "1 node", "3 nodes".
+func nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }
