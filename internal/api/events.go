@@ -114,3 +114,13 @@ func runs(status string) bool {
 	}
 	return false
 }
+
+// ShortDuration writes a duration for an event's message: to a tenth of
+// a second below ten seconds (a local node is ready in 0.4s), to the
+// second above.
+func ShortDuration(d time.Duration) string {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}

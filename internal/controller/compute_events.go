@@ -33,7 +33,7 @@ func statusEvents(compute string, was *api.AmlComputeProperties, state string, t
 		e.Target, e.Current = &target, &current
 		if t := was.AllocationStateTransitionTime; t != nil && !t.After(now) {
 			e.DurationSeconds = api.Seconds(now.Sub(*t))
-			e.Message += fmt.Sprintf(" after %s", now.Sub(*t).Round(time.Second))
+			e.Message += fmt.Sprintf(" after %s", api.ShortDuration(now.Sub(*t)))
 		}
 		out = append(out, e)
 	case old == api.AllocationSteady && state == api.AllocationSteady && int(was.TargetNodeCount) != target:

@@ -26,11 +26,11 @@ func nodeEvent(was string, n Node) (Event, bool) {
 		e.Type, e.Time = api.EventNodeReady, n.Ready
 		total := n.Ready.Sub(n.Created)
 		e.DurationSeconds = api.Seconds(total)
-		e.Message = fmt.Sprintf("ready %s after it was requested", total.Round(time.Second))
+		e.Message = fmt.Sprintf("ready %s after it was requested", api.ShortDuration(total))
 		if !n.Allocated.IsZero() && !n.Allocated.After(n.Ready) {
 			alloc, boot := n.Allocated.Sub(n.Created), n.Ready.Sub(n.Allocated)
 			e.AllocationSeconds, e.BootSeconds = api.Seconds(alloc), api.Seconds(boot)
-			e.Message += fmt.Sprintf(" (allocation %s, boot %s)", alloc.Round(time.Second), boot.Round(time.Second))
+			e.Message += fmt.Sprintf(" (allocation %s, boot %s)", api.ShortDuration(alloc), api.ShortDuration(boot))
 		}
 	case n.State == api.NodeIdle:
 		e.Type, e.Time, e.Message = api.EventNodeIdle, n.IdleSince, "idle"
@@ -55,6 +55,6 @@ func removedEvent(n Node, at time.Time) Event {
 	e.From = n.State
 	life := at.Sub(n.Created)
 	e.DurationSeconds = api.Seconds(life)
-	e.Message = fmt.Sprintf("removed after %s", life.Round(time.Second))
+	e.Message = fmt.Sprintf("removed after %s", api.ShortDuration(life))
 	return e
 }

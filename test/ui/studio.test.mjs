@@ -303,6 +303,12 @@ test('the studio, end to end in Chromium', async (t) => {
     const attempts = await page.locator('section[aria-labelledby="sec-attempts"] tbody tr').allTextContents();
     assert.equal(attempts.length, 1);
     assert.match(attempts[0], /tvm-ui-cluster/);
+    // The status history comes from the events API: newest first, the run
+    // naming its attempt and node.
+    const history = page.locator('#job-events li.event');
+    await waitFor('the history to end Completed', async () => (await history.first().getAttribute('data-type')) === 'JobCompleted', 10000);
+    assert.match(await history.first().textContent(), /JobCompleted.*attempt 1 on tvm-ui-cluster/);
+    assert.equal(await history.last().getAttribute('data-type'), 'JobNotStarted');
     const dl = page.getByRole('link', { name: 'Download default' });
     await dl.waitFor();
     const resp = await page.request.get(new URL(await dl.getAttribute('href'), base).toString());
@@ -389,6 +395,17 @@ test('the studio, end to end in Chromium', async (t) => {
     await page.getByRole('button', { name: '15 min', exact: true }).click();
     assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /over the last 15 min/);
     await page.getByRole('button', { name: '1 min', exact: true }).click();
+    // The cluster's events tell the same story, newest first: two nodes
+    // requested and ready, idle after their jobs, removed after their idle
+    // time, and the resizes.
+    const events = page.locator('#compute-events li.event');
+    await waitFor('the nodes removed in the events', async () => (await events.filter({ hasText: 'NodeRemoved' }).count()) === 2, 20000);
+    const types = await events.evaluateAll((els) => els.map((e) => e.dataset.type));
+    for (const want of ['NodeRequested', 'NodeReady', 'NodeIdle', 'NodeLeaving', 'ResizeStarted', 'ResizeEnded']) {
+      assert.ok(types.includes(want), `no ${want} in the cluster's events: ${types.join(', ')}`);
+    }
+    assert.ok(types.indexOf('NodeRemoved') < types.lastIndexOf('NodeRequested'), `newest first: ${types.join(', ')}`);
+    assert.match(await events.filter({ hasText: 'NodeReady' }).first().textContent(), /ready \S+ after it was requested/);
     await page.locator('#toast').waitFor({ state: 'hidden', timeout: 10000 });
     await page.evaluate(() => document.activeElement.blur());
     await shot('cluster', { fullPage: true, doc: true });

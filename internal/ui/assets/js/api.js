@@ -103,6 +103,10 @@ export const getCompute = (name) => get(computePath(name));
 export const listNodes = (name) => listAll(`${computePath(name)}/listNodes`, 'POST', 'nodes');
 export const listJobs = (status) => listAll(`${wsPath()}/jobs` + (status ? '?status=' + enc(status) : ''));
 export const getJob = (name) => get(jobPath(name));
+// computeEvents reads the newest events of a cluster and its nodes (one
+// page); jobEvents every status change of a job; both newest first.
+export const computeEvents = (name, top = 50) => get(`${computePath(name)}/events?$top=${top}`).then((r) => (r && r.value) || []);
+export const jobEvents = (name) => listAll(`${jobPath(name)}/events`);
 export const listSizes = (loc) => get(`${locPath(loc)}/vmSizes`).then((r) => (r && r.value) || []);
 export const listUsages = (loc) => listAll(`${locPath(loc)}/usages`);
 export const listQuotas = (loc) => listAll(`${locPath(loc)}/quotas`);

@@ -5,6 +5,7 @@ import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSecond
 import { openScaleDialog, openDeleteDialog, sizes, sizeSummary } from './dialogs.js';
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
+import { timeline } from './events.js';
 
 const WINDOWS = [[60, '1 min'], [300, '5 min'], [900, '15 min'], [3600, '1 h'], [21600, '6 h']];
 const KEEP_MS = 6 * 3600 * 1000;
@@ -36,6 +37,7 @@ export function render(main, [name]) {
   const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'Up for', 'Idle for']);
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
+  const events = timeline('compute-events', `Events of ${name}, newest first`);
 
   main.append(crumbs, pageHeader(name, scaleBtn, deleteBtn), banner.el, errors,
     h('section', { 'aria-labelledby': 'sec-settings', class: 'card' }, h('h2', { id: 'sec-settings' }, 'Settings and state'), facts),
@@ -46,7 +48,9 @@ export function render(main, [name]) {
     h('div', { class: 'two-col' },
       h('section', { 'aria-labelledby': 'sec-nodes', class: 'card' }, h('h2', { id: 'sec-nodes' }, 'Nodes'), nodesT.el),
       h('section', { 'aria-labelledby': 'sec-quota', class: 'card' }, h('h2', { id: 'sec-quota' }, 'Quota'), quotaBox)),
-    h('section', { 'aria-labelledby': 'sec-jobs', class: 'card' }, h('h2', { id: 'sec-jobs' }, 'Queued and running jobs'), jobsT.el));
+    h('section', { 'aria-labelledby': 'sec-jobs', class: 'card' }, h('h2', { id: 'sec-jobs' }, 'Queued and running jobs'), jobsT.el),
+    h('section', { 'aria-labelledby': 'sec-events', class: 'card' }, h('h2', { id: 'sec-events' }, 'Events'),
+      h('p', { class: 'muted' }, 'The newest 50: resizes, nodes requested, ready, idle, leaving, removed, preempted or unusable, and why the cluster could not grow.'), events.el));
 
   // The chart's data: the server's samples (fetched once, then only the
   // newer ones) merged with what this page saw on each refresh.
@@ -103,14 +107,16 @@ export function render(main, [name]) {
     if (lastState && lastState !== c.properties.provisioningState) announce(`Cluster ${name} is ${c.properties.provisioningState}`);
     lastState = c.properties.provisioningState;
 
-    const [nodes, jobs, h0, usages, all] = await Promise.all([
+    const [nodes, jobs, h0, usages, all, evs] = await Promise.all([
       api.listNodes(name).catch(() => []),
       // Only the jobs still to run or running: one small list per status.
       Promise.all(ACTIVE.map((st) => api.listJobs(st))).then((l) => l.flat()).catch(() => []),
       api.history(c.id, serverSamples.length ? { after: serverSamples[serverSamples.length - 1].t } : {}).catch(() => null),
       api.listUsages(c.properties.computeLocation || c.location).catch(() => []),
       sizes().catch(() => []),
+      api.computeEvents(name).catch(() => null),
     ]);
+    if (evs) events.render(evs, 'No events yet: they start when the cluster first grows.');
     if (h0) {
       hist = h0;
       serverSamples.push(...h0.samples.map((p) => ({ ...p, time: new Date(p.t).getTime() })));

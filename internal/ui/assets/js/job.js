@@ -3,6 +3,7 @@
 import * as api from './api.js';
 import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, toast, openDialog, isoSeconds } from './dom.js';
 import { terminal, jobDuration } from './jobs.js';
+import { timeline } from './events.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 
@@ -14,7 +15,7 @@ export function render(main, [name]) {
   const statusLine = h('div', { class: 'status-line', id: 'job-status-line', role: 'status', 'aria-live': 'polite' });
   const params = h('dl', { class: 'facts' });
   const envBox = h('div');
-  const historyList = h('ol', { class: 'timeline' });
+  const history = timeline('job-events', `Status history of ${name}, newest first`);
   const attemptsT = table('Attempts of the job', ['Attempt', 'Nodes', 'Started', 'Ended', 'Exit code', 'Reason']);
   const outputsBox = h('div', { id: 'job-outputs' });
 
@@ -32,7 +33,7 @@ export function render(main, [name]) {
   main.append(crumbs, pageHeader(name, cancelBtn, deleteBtn), banner.el, statusLine,
     h('div', { class: 'two-col' },
       h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
-      h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), historyList,
+      h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
@@ -132,7 +133,7 @@ export function render(main, [name]) {
       p.statusMessage ? h('span', { class: 'status-message' }, ' — ' + p.statusMessage) : null,
       h('span', { class: 'muted' }, ` · ${p.startTime ? 'ran ' + jobDuration(j) : 'not started yet'}`));
     renderParams(j);
-    renderHistory(p);
+    await renderHistory(p);
     renderAttempts(p);
     renderOutputs(j);
     if (!log.done || log.attempt === null && log.shownAttempt !== null && (p.attempts || []).length && p.attempts[p.attempts.length - 1].attempt !== log.shownAttempt) {
@@ -169,10 +170,16 @@ export function render(main, [name]) {
       inputs.length ? kvTable('Inputs', inputs.map(([k, v]) => [k, v.value !== undefined && v.value !== '' ? v.value : `${v.jobInputType} ${v.uri || ''}`])) : null);
   }
 
-  function renderHistory(p) {
-    const items = p.statusHistory || [];
-    if (historyList.childElementCount === items.length) return;
-    replace(historyList, items.map((c) => h('li', {}, badge(c.status), ' ', when(c.time), c.reason ? h('span', { class: 'reason' }, ' — ' + c.reason) : null)));
+  // The history from the events API (each status change with its
+  // attempt and nodes), read again only when the job has a new entry.
+  let seen = -1;
+  async function renderHistory(p) {
+    const n = (p.statusHistory || []).length;
+    if (n === seen) return;
+    const evs = await api.jobEvents(name).catch(() => null);
+    if (!evs) return;
+    seen = n;
+    history.render(evs, 'No status changes yet.');
   }
 
   function renderAttempts(p) {
