@@ -425,7 +425,8 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 			return fmt.Errorf("delete node %s: %w", n.ID, err)
 		}
 	}
-	if err := store.DeleteNode(ctx, c.DB.W(), n.ID, c.Clock.Now().UTC()); err != nil {
+	at := c.Clock.Now().UTC()
+	if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.DeleteNode(ctx, q, n.ID, at) }); err != nil {
 		return err
 	}
 	c.Hub.Forget(n.ID)
@@ -454,7 +455,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		}
 		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
 			Provider: c.Provider.Name(), Created: now, JoinHash: hash, Image: image}
-		if err := store.PutNode(ctx, c.DB.W(), n); err != nil {
+		if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.PutNode(ctx, q, n) }); err != nil { // with its event
 			return made, err
 		}
 		made++

@@ -114,7 +114,7 @@ func (c *Clusters) ReleaseCompute(ctx context.Context, computeID string) (int, e
 	left := 0
 	for _, n := range nodes {
 		n.State, n.Reason, n.Changed = api.NodeLeaving, "the compute is being deleted", now
-		if err := store.PutNode(ctx, c.DB.W(), n); err != nil {
+		if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.PutNode(ctx, q, n) }); err != nil { // with its event
 			return 0, err
 		}
 		if err := c.deleteNode(ctx, n); err != nil {
