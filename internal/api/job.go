@@ -104,6 +104,7 @@ type StatusChange struct {
 type Attempt struct {
 	Number   int        `json:"attempt"`
 	Nodes    []string   `json:"nodes"`
+	Assigned *time.Time `json:"assigned,omitempty"` // its nodes were given to it (the start of its cost)
 	Started  *time.Time `json:"started,omitempty"`
 	Ended    *time.Time `json:"ended,omitempty"`
 	ExitCode *int       `json:"exitCode,omitempty"`

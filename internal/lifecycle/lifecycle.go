@@ -42,7 +42,7 @@ func Assign(ctx context.Context, q store.Querier, uid string, nodeIDs []string, 
 	j.Attempt++
 	j.Nodes = slices.Clone(nodeIDs)
 	j.Exits = nil
-	j.Doc.Properties.Attempts = append(j.Doc.Properties.Attempts, api.Attempt{Number: j.Attempt, Nodes: j.Nodes})
+	j.Doc.Properties.Attempts = append(j.Doc.Properties.Attempts, api.Attempt{Number: j.Attempt, Nodes: j.Nodes, Assigned: &now})
 	j.Doc.SetStatus(api.JobPreparing, now, "")
 	return j, store.UpdateJob(ctx, q, &j)
 }

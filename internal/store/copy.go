@@ -28,6 +28,8 @@ var copied = []struct {
 	{"audit", []string{"seq", "time", "principal", "operation", "resource", "status"}},
 	{"blob_owners", []string{"digest", "workspace", "size", "uploaded", "principal"}},
 	{"events", []string{"seq", "time", "compute", "node", "type", "body"}},
+	{"node_ledger", []string{"node", "compute", "vm_size", "priority", "created", "removed"}},
+	{"job_runs", []string{"job", "attempt", "name", "compute", "nodes", "started", "ended"}},
 }
 
 // ErrNotEmpty: the destination of a copy already holds state.

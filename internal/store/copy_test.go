@@ -35,6 +35,9 @@ func fill(t *testing.T, db *DB) {
 	must(PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/C", State: api.NodeIdle, Created: now}))
 	for i, name := range []string{"j1", "j2"} {
 		j := queuedJob("u"+name, name, 2, i, "img", api.QuotaWaitPrefix+" cores")
+		if i == 1 { // a run in the cost ledger
+			j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
+		}
 		must(InsertJob(ctx, db.W(), j))
 	}
 	_, err = AppendAudit(ctx, db.W(), AuditEntry{Time: now, Principal: "alice", Operation: "PUT", Resource: "/x", Status: 200})

@@ -29,6 +29,8 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+
+	ran string // what the cost ledger holds of its latest attempt (runMark)
 }
 
 type jobBody struct {
@@ -68,6 +70,9 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version = seq, 1
+	if err := ledgerRun(ctx, q, j); err != nil {
+		return err
+	}
 	if n, ok := noting(q); ok {
 		n.note(JobTransition{Compute: Key(j.Compute), To: p.Status})
 	}
@@ -99,6 +104,9 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
 	}
 	j.Version++
+	if err := ledgerRun(ctx, q, j); err != nil {
+		return err
+	}
 	if noted && p.Status != was {
 		t := JobTransition{Compute: Key(j.Compute), From: was, To: p.Status}
 		if p.Status == api.JobRunning && j.Attempt <= 1 && p.StartTime != nil {
@@ -297,6 +305,7 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 		}
 		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
 		j.Created = time.UnixMilli(created).UTC()
+		j.ran = runMark(&j)
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {

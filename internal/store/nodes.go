@@ -59,6 +59,11 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 	if err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
+	if was == "" {
+		if err := ledgerNode(ctx, q, n); err != nil {
+			return err
+		}
+	}
 	if e, ok := nodeEvent(was, n); ok {
 		if err := AddEvent(ctx, q, e); err != nil {
 			return err
@@ -161,6 +166,9 @@ func DeleteNode(ctx context.Context, q Querier, id string, at time.Time) error {
 	}
 	if _, err := q.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete node: %w", err)
+	}
+	if err := ledgerRemoved(ctx, q, id, at); err != nil {
+		return err
 	}
 	return AddEvent(ctx, q, removedEvent(n, at))
 }

@@ -161,6 +161,29 @@ var migrations = []string{
 	);
 	CREATE INDEX events_compute ON events (compute, seq);
 	CREATE INDEX events_time ON events (time)`,
+	// 12: the cost ledger: each node's life (billed from its request to
+	// its removal) and each attempt's run on its nodes; both outlive the
+	// node and job records.
+	`CREATE TABLE node_ledger (
+		node     TEXT PRIMARY KEY,
+		compute  TEXT NOT NULL,
+		vm_size  TEXT NOT NULL,
+		priority TEXT NOT NULL,
+		created  INTEGER NOT NULL,
+		removed  INTEGER
+	);
+	CREATE INDEX node_ledger_created ON node_ledger (created);
+	CREATE TABLE job_runs (
+		job     TEXT NOT NULL,
+		attempt INTEGER NOT NULL,
+		name    TEXT NOT NULL,
+		compute TEXT NOT NULL,
+		nodes   TEXT NOT NULL,
+		started INTEGER NOT NULL,
+		ended   INTEGER,
+		PRIMARY KEY (job, attempt)
+	);
+	CREATE INDEX job_runs_started ON job_runs (started)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

@@ -146,4 +146,25 @@ var pgMigrations = []string{
 	);
 	CREATE INDEX events_compute ON events (compute, seq);
 	CREATE INDEX events_time ON events (time)`,
+	// SQLite's 12: the cost ledger.
+	`CREATE TABLE node_ledger (
+		node     TEXT COLLATE "C" PRIMARY KEY,
+		compute  TEXT COLLATE "C" NOT NULL,
+		vm_size  TEXT COLLATE "C" NOT NULL,
+		priority TEXT COLLATE "C" NOT NULL,
+		created  BIGINT NOT NULL,
+		removed  BIGINT
+	);
+	CREATE INDEX node_ledger_created ON node_ledger (created);
+	CREATE TABLE job_runs (
+		job     TEXT COLLATE "C" NOT NULL,
+		attempt BIGINT NOT NULL,
+		name    TEXT COLLATE "C" NOT NULL,
+		compute TEXT COLLATE "C" NOT NULL,
+		nodes   TEXT NOT NULL,
+		started BIGINT NOT NULL,
+		ended   BIGINT,
+		PRIMARY KEY (job, attempt)
+	);
+	CREATE INDEX job_runs_started ON job_runs (started)`,
 }

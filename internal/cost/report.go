@@ -1,0 +1,232 @@
+package cost
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// Ways to group a report.
+const (
+	ByCompute   = "compute"
+	ByJob       = "job"
+	ByWorkspace = "workspace"
+	ByTag       = "tag" // By "tag:KEY"
+)
+
+// Keys of the rows that are not a job or a tag value.
+const (
+	IdleRow     = "(idle)"     // by job: the nodes' time no job held
+	UntaggedRow = "(untagged)" // by tag: neither the job nor its compute has the tag
+)
+
+// ParseBy reads compute, job, workspace or tag:KEY.
+func ParseBy(s string) (kind, tag string, err error) {
+	switch k := strings.ToLower(s); {
+	case k == ByCompute || k == ByJob || k == ByWorkspace:
+		return k, "", nil
+	case strings.HasPrefix(k, ByTag+":") && len(s) > len(ByTag)+1:
+		return ByTag, s[len(ByTag)+1:], nil
+	}
+	return "", "", fmt.Errorf("by %q is not one of compute, job, workspace, tag:KEY", s)
+}
+
+// Input is what a report is made of: the ledger of the period, the
+// computes' and jobs' names and tags, and prices.
+type Input struct {
+	Nodes        []store.NodeBill
+	Runs         []store.JobRun
+	Since, Until time.Time // Until no later than now
+	Prices       Prices
+	Computes     map[string]Compute          // by compute key
+	JobTags      map[string]map[string]string // by job uid
+}
+
+// Compute names a compute of the ledger.
+type Compute struct {
+	Workspace, Name string
+	Tags            map[string]string
+}
+
+// Row is one group's use and cost. Node-hours are billed hours (a node
+// from its request to its removal); busy hours are those a job held the
+// node, idle the rest.
+type Row struct {
+	Key           string  `json:"key"`
+	Workspace     string  `json:"workspace,omitempty"`
+	Compute       string  `json:"compute,omitempty"`
+	NodeHours     float64 `json:"nodeHours"`
+	BusyNodeHours float64 `json:"busyNodeHours"`
+	IdleNodeHours float64 `json:"idleNodeHours"`
+	Cost          float64 `json:"cost"`
+	BusyCost      float64 `json:"busyCost"`
+	IdleCost      float64 `json:"idleCost"`
+}
+
+// Report is the cost of a period, grouped one way.
+type Report struct {
+	Currency string    `json:"currency"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"`
+	By       string    `json:"by"`
+	Rows     []Row     `json:"rows"`
+	Total    Row       `json:"total"`
+	// Unpriced lists the sizes the prices do not cover; their nodes'
+	// hours are counted at no cost.
+	Unpriced []string `json:"unpriced,omitempty"`
+}
+
+// Make computes a report grouped by kind (and tag, for ByTag).
+func Make(in Input, kind, tag string) Report {
+	r := Report{Currency: in.Prices.Currency, Since: in.Since, Until: in.Until, By: kind, Rows: []Row{}}
+	if kind == ByTag {
+		r.By = ByTag + ":" + tag
+	}
+	rows := map[string]*Row{}
+	add := func(key, ws, comp string, busy bool, hours, price float64) {
+		k := ws + "\x00" + comp + "\x00" + key
+		row := rows[k]
+		if row == nil {
+			row = &Row{Key: key, Workspace: ws, Compute: comp}
+			rows[k] = row
+		}
+		for _, x := range []*Row{row, &r.Total} {
+			x.NodeHours += hours
+			x.Cost += hours * price
+			if busy {
+				x.BusyNodeHours += hours
+				x.BusyCost += hours * price
+			} else {
+				x.IdleNodeHours += hours
+				x.IdleCost += hours * price
+			}
+		}
+	}
+	runsOn := map[string][]store.JobRun{}
+	for _, run := range in.Runs {
+		for _, n := range run.Nodes {
+			runsOn[n] = append(runsOn[n], run)
+		}
+	}
+	unpriced := map[string]bool{}
+	for _, n := range in.Nodes {
+		life := span(n.Created, n.Removed, in.Since, in.Until)
+		if life.empty() {
+			continue
+		}
+		price, ok := in.Prices.Hourly(n.VMSize, n.Priority)
+		if !ok {
+			unpriced[n.VMSize] = true
+		}
+		c := in.Computes[n.Compute]
+		if c.Name == "" {
+			c.Name = n.Compute[strings.LastIndex(n.Compute, "/")+1:] // a compute since deleted
+		}
+		busyTotal := 0.0
+		for _, run := range runsOn[n.Node] {
+			if store.Key(run.Compute) != n.Compute {
+				continue
+			}
+			held := life.and(span(run.Started, run.Ended, in.Since, in.Until))
+			h := min(held.hours(), life.hours()-busyTotal)
+			if h <= 0 {
+				continue
+			}
+			busyTotal += h
+			switch kind {
+			case ByCompute:
+				add(c.Name, c.Workspace, c.Name, true, h, price)
+			case ByWorkspace:
+				add(c.Workspace, c.Workspace, "", true, h, price)
+			case ByJob:
+				add(run.Name, c.Workspace, c.Name, true, h, price)
+			case ByTag:
+				v, ok := in.JobTags[run.Job][tag]
+				if !ok {
+					v, ok = c.Tags[tag]
+				}
+				if !ok {
+					v = UntaggedRow
+				}
+				add(v, "", "", true, h, price)
+			}
+		}
+		idle := life.hours() - busyTotal
+		switch kind {
+		case ByCompute:
+			add(c.Name, c.Workspace, c.Name, false, idle, price)
+		case ByWorkspace:
+			add(c.Workspace, c.Workspace, "", false, idle, price)
+		case ByJob:
+			add(IdleRow, c.Workspace, c.Name, false, idle, price)
+		case ByTag:
+			v, ok := c.Tags[tag]
+			if !ok {
+				v = UntaggedRow
+			}
+			add(v, "", "", false, idle, price)
+		}
+	}
+	for _, row := range rows {
+		r.Rows = append(r.Rows, *row)
+	}
+	slices.SortFunc(r.Rows, func(a, b Row) int {
+		if c := cmpFloat(b.Cost, a.Cost); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Workspace+"/"+a.Compute+"/"+a.Key, b.Workspace+"/"+b.Compute+"/"+b.Key)
+	})
+	r.Total.Key = "total"
+	for s := range unpriced {
+		r.Unpriced = append(r.Unpriced, s)
+	}
+	slices.Sort(r.Unpriced)
+	return r
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// interval is [from, to) in Unix milliseconds.
+type interval struct{ from, to int64 }
+
+// span is [start, end) clipped to [since, until); a zero end is open
+// (until).
+func span(start, end, since, until time.Time) interval {
+	to := until
+	if !end.IsZero() && end.Before(until) {
+		to = end
+	}
+	from := start
+	if since.After(from) {
+		from = since
+	}
+	return interval{from.UnixMilli(), to.UnixMilli()}
+}
+
+func (i interval) and(j interval) interval {
+	return interval{max(i.from, j.from), min(i.to, j.to)}
+}
+
+func (i interval) empty() bool { return i.to <= i.from }
+
+func (i interval) hours() float64 {
+	if i.empty() {
+		return 0
+	}
+	return float64(i.to-i.from) / float64(time.Hour/time.Millisecond)
+}
+
+// Cents rounds an amount to the cent.
+func Cents(v float64) float64 { return math.Round(v*100) / 100 }
