@@ -42,7 +42,7 @@ type Input struct {
 	Runs         []store.JobRun
 	Since, Until time.Time // Until no later than now
 	Prices       Prices
-	Computes     map[string]Compute          // by compute key
+	Computes     map[string]Compute           // by compute key
 	JobTags      map[string]map[string]string // by job uid
 }
 

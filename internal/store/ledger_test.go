@@ -47,7 +47,7 @@ func TestLedgerOutlivesNodesAndJobs(t *testing.T) {
 		p.Status = api.JobPreparing
 	})
 	step(func(p *api.JobProperties) { p.Attempts[0].Started, p.Status = ptr(at(3)), api.JobRunning }) // no change to the ledger
-	step(func(p *api.JobProperties) { p.Attempts[0].Ended, p.Status = ptr(at(10)), api.JobQueued })  // requeued
+	step(func(p *api.JobProperties) { p.Attempts[0].Ended, p.Status = ptr(at(10)), api.JobQueued })   // requeued
 	step(func(p *api.JobProperties) {
 		p.Attempts = append(p.Attempts, api.Attempt{Number: 2, Nodes: []string{"n1"}, Assigned: ptr(at(12))})
 		p.Status = api.JobPreparing
