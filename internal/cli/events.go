@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,10 +47,14 @@ func (f *eventFlags) query(now time.Time) (client.EventQuery, error) {
 	return q, nil
 }
 
-// parseWhen reads a time given as a duration back from now or RFC 3339.
+// parseWhen reads a time given as a duration back from now (Go's, or a
+// number of days: 7d) or RFC 3339.
 func parseWhen(flag, v string, now time.Time) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
+	}
+	if n, err := strconv.Atoi(strings.TrimSuffix(v, "d")); err == nil && strings.HasSuffix(v, "d") {
+		v = strconv.Itoa(n*24) + "h"
 	}
 	if d, err := time.ParseDuration(v); err == nil {
 		if d < 0 {
@@ -59,7 +64,7 @@ func parseWhen(flag, v string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q is neither a duration (30m, 24h) nor an RFC 3339 time (2024-05-01T12:00:00Z)", flag, v)
+		return time.Time{}, fmt.Errorf("%s %q is neither a duration (30m, 24h, 7d) nor an RFC 3339 time (2024-05-01T12:00:00Z)", flag, v)
 	}
 	return t, nil
 }

@@ -98,6 +98,7 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.StringSliceVar(&o.Locations, "locations", nil, "the locations this server serves, comma-separated; computes, workspaces, quotas and usages in any other are refused (env CUMULUS_LOCATIONS; default: the --location alone)")
 	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
 	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
+	fl.StringVar(&o.PriceFile, "price-file", "", "YAML file of hourly prices per VM size and tier, with a currency, for cost reports (env CUMULUS_PRICE_FILE; default: the catalogue's Azure list prices in USD)")
 	fl.DurationVar(&o.EventRetention, "event-retention", controller.DefaultEventRetention, "how long the history of compute and node events is kept (env CUMULUS_EVENT_RETENTION); a job's history lives as long as the job")
 	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
 	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
@@ -128,6 +129,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_METRICS_LISTEN"); v != "" && !cmd.Flags().Changed("metrics-listen") {
 		o.MetricsListen = v
+	}
+	if v := os.Getenv("CUMULUS_PRICE_FILE"); v != "" && !cmd.Flags().Changed("price-file") {
+		o.PriceFile = v
 	}
 	if v := os.Getenv("CUMULUS_STORE"); v != "" && !cmd.Flags().Changed("store") {
 		o.Store = v

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -52,49 +53,21 @@ type Compute struct {
 	Tags            map[string]string
 }
 
-// Row is one group's use and cost. Node-hours are billed hours (a node
-// from its request to its removal); busy hours are those a job held the
-// node, idle the rest.
-type Row struct {
-	Key           string  `json:"key"`
-	Workspace     string  `json:"workspace,omitempty"`
-	Compute       string  `json:"compute,omitempty"`
-	NodeHours     float64 `json:"nodeHours"`
-	BusyNodeHours float64 `json:"busyNodeHours"`
-	IdleNodeHours float64 `json:"idleNodeHours"`
-	Cost          float64 `json:"cost"`
-	BusyCost      float64 `json:"busyCost"`
-	IdleCost      float64 `json:"idleCost"`
-}
-
-// Report is the cost of a period, grouped one way.
-type Report struct {
-	Currency string    `json:"currency"`
-	Since    time.Time `json:"since"`
-	Until    time.Time `json:"until"`
-	By       string    `json:"by"`
-	Rows     []Row     `json:"rows"`
-	Total    Row       `json:"total"`
-	// Unpriced lists the sizes the prices do not cover; their nodes'
-	// hours are counted at no cost.
-	Unpriced []string `json:"unpriced,omitempty"`
-}
-
 // Make computes a report grouped by kind (and tag, for ByTag).
-func Make(in Input, kind, tag string) Report {
-	r := Report{Currency: in.Prices.Currency, Since: in.Since, Until: in.Until, By: kind, Rows: []Row{}}
+func Make(in Input, kind, tag string) api.CostReport {
+	r := api.CostReport{Currency: in.Prices.Currency, Since: in.Since, Until: in.Until, By: kind, Rows: []api.CostRow{}}
 	if kind == ByTag {
 		r.By = ByTag + ":" + tag
 	}
-	rows := map[string]*Row{}
+	rows := map[string]*api.CostRow{}
 	add := func(key, ws, comp string, busy bool, hours, price float64) {
 		k := ws + "\x00" + comp + "\x00" + key
 		row := rows[k]
 		if row == nil {
-			row = &Row{Key: key, Workspace: ws, Compute: comp}
+			row = &api.CostRow{Key: key, Workspace: ws, Compute: comp}
 			rows[k] = row
 		}
-		for _, x := range []*Row{row, &r.Total} {
+		for _, x := range []*api.CostRow{row, &r.Total} {
 			x.NodeHours += hours
 			x.Cost += hours * price
 			if busy {
@@ -174,7 +147,7 @@ func Make(in Input, kind, tag string) Report {
 	for _, row := range rows {
 		r.Rows = append(r.Rows, *row)
 	}
-	slices.SortFunc(r.Rows, func(a, b Row) int {
+	slices.SortFunc(r.Rows, func(a, b api.CostRow) int {
 		if c := cmpFloat(b.Cost, a.Cost); c != 0 {
 			return c
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -38,8 +39,8 @@ func ledger() Input {
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
-func rowsByKey(r Report) map[string]Row {
-	m := map[string]Row{}
+func rowsByKey(r api.CostReport) map[string]api.CostRow {
+	m := map[string]api.CostRow{}
 	for _, x := range r.Rows {
 		m[x.Key] = x
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
+	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/hub"
@@ -79,6 +80,9 @@ type Options struct {
 	// EventRetention is how long compute and node events are kept
 	// (0: controller.DefaultEventRetention).
 	EventRetention time.Duration
+	// PriceFile holds the hourly prices of VM sizes for cost reports
+	// ("": the catalogue's, in USD); see cost.Load.
+	PriceFile string
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -330,6 +334,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
+	prices := cost.Catalog()
+	if o.PriceFile != "" {
+		if prices, err = cost.Load(o.PriceFile); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
 	var api *server.Server
 	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
@@ -359,7 +370,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
-		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout},
+		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {

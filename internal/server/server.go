@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
@@ -72,6 +73,9 @@ type Config struct {
 	// upload (blob, job output, log chunk) in all. Zero: the defaults.
 	BodyTimeout   time.Duration
 	UploadTimeout time.Duration
+	// Prices are what a node-hour costs, per VM size and tier, for cost
+	// reports (zero: the catalogue's prices in USD).
+	Prices cost.Prices
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -132,6 +136,9 @@ type SessionAuth interface {
 func New(cfg Config, d Deps) *Server {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
+	}
+	if cfg.Prices.Currency == "" {
+		cfg.Prices = cost.Catalog()
 	}
 	if len(cfg.Locations) == 0 && cfg.Defaults.Location != "" {
 		cfg.Locations = []string{cfg.Defaults.Location}
@@ -218,6 +225,7 @@ func (s *Server) routes() {
 	s.jobRoutes()
 	s.environmentRoutes()
 	s.eventRoutes()
+	s.costRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/cost"
+	"github.com/cumulus-ml/cumulus/internal/daemon"
+)
+
+// Jobs on a tagged cluster that grows from zero and shrinks back: the cost
+// report equals the nodes' lives (from the event history) × the price, to
+// the cent, by compute; each job's cost is its attempt's time on its nodes
+// × the price; by tag, the job's tag wins over its compute's. The price
+// file makes 10 ms cost a cent, so the comparison means something (the
+// history and the ledger each keep times to the millisecond).
+func TestCostReportMatchesNodeLives(t *testing.T) {
+	prices := filepath.Join(t.TempDir(), "prices.yaml")
+	const perHour = 3600.0 // a cent per 10 ms
+	os.WriteFile(prices, []byte("currency: USD\nsizes:\n  Standard_DS3_v2: {dedicated: 3600}\n"), 0o600)
+	_, cfg := startDaemon(t, func(o *daemon.Options) {
+		o.Provider, o.SimJobDuration, o.PriceFile = "sim", 200*time.Millisecond, prices
+	})
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+		return out
+	}
+	cli("compute", "create", "-n", "cpu", "--max-instances", "2", "--idle-time-before-scale-down", "1", "--tags", "team=vision")
+	cli("job", "create", "-n", "a", "--compute", "cpu", "--command", "true", "--tags", "team=nlp")
+	cli("job", "create", "-n", "b", "--compute", "cpu", "--command", "true", "--instance-count", "2")
+	cli("job", "stream", "-n", "a")
+	cli("job", "stream", "-n", "b")
+
+	// Wait for the cluster to be back at zero: every node removed.
+	var lives float64 // node-hours from the history
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var evs []api.Event
+		json.Unmarshal([]byte(cli("compute", "events", "-n", "cpu", "--top", "0", "-o", "json")), &evs)
+		requested, removed := 0, 0
+		lives = 0
+		for _, e := range evs {
+			switch e.Type {
+			case api.EventNodeRequested:
+				requested++
+			case api.EventNodeRemoved:
+				removed++
+				lives += *e.DurationSeconds / 3600
+			}
+		}
+		if requested > 0 && removed == requested {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodes not all removed after 30 s: %d requested, %d removed", requested, removed)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a real server
+	}
+
+	var r api.CostReport
+	json.Unmarshal([]byte(cli("cost", "show", "--since", "1h", "-o", "json")), &r)
+	if len(r.Rows) != 1 || r.Rows[0].Key != "cpu" || r.Currency != "USD" || !sameCents(r.Total.Cost, lives*perHour) {
+		t.Fatalf("by compute: %+v; want cpu costing %.2f (%.6f node-hours from the history)", r, lives*perHour, lives)
+	}
+	if math.Abs(r.Total.BusyNodeHours+r.Total.IdleNodeHours-r.Total.NodeHours) > 1e-9 || r.Total.BusyNodeHours <= 0 || r.Total.IdleNodeHours <= 0 {
+		t.Errorf("busy %v + idle %v != billed %v", r.Total.BusyNodeHours, r.Total.IdleNodeHours, r.Total.NodeHours)
+	}
+
+	r = api.CostReport{}
+	json.Unmarshal([]byte(cli("cost", "show", "--by", "job", "--since", "1h", "-o", "json")), &r)
+	byKey := map[string]api.CostRow{}
+	for _, x := range r.Rows {
+		byKey[x.Key] = x
+	}
+	for _, name := range []string{"a", "b"} {
+		var j api.Job
+		json.Unmarshal([]byte(cli("job", "show", "-n", name, "-o", "json")), &j)
+		held := 0.0
+		for _, at := range j.Properties.Attempts {
+			held += at.Ended.Sub(*at.Assigned).Hours() * float64(len(at.Nodes))
+		}
+		if held == 0 || !sameCents(byKey[name].Cost, held*perHour) {
+			t.Errorf("job %s costs %.2f, want %.2f (%v node-hours held)", name, byKey[name].Cost, held*perHour, held)
+		}
+	}
+	if byKey[cost.IdleRow].Cost <= 0 {
+		t.Errorf("no idle row: %+v", r.Rows)
+	}
+
+	jobA := byKey["a"].Cost
+	r = api.CostReport{}
+	json.Unmarshal([]byte(cli("cost", "show", "--by", "tag:team", "--since", "1h", "-o", "json")), &r)
+	byKey = map[string]api.CostRow{}
+	for _, x := range r.Rows {
+		byKey[x.Key] = x
+	}
+	if !sameCents(byKey["nlp"].Cost, jobA) || byKey["vision"].Cost <= 0 || byKey[cost.UntaggedRow].Cost != 0 {
+		t.Errorf("by tag team: %+v, want nlp (job a) and vision (the rest)", r.Rows)
+	}
+
+	out := cli("cost", "show", "--since", "1h", "-o", "csv")
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(recs) != 2 || recs[0][0] != "key" || recs[1][0] != "cpu" {
+		t.Errorf("csv: %v %q", err, out)
+	}
+	if out := cli("-o", "table", "cost", "show", "--since", "1h"); !strings.Contains(out, "COST (USD)") || !strings.Contains(out, "total") {
+		t.Errorf("table:\n%s", out)
+	}
+	for _, args := range [][]string{{"cost", "show", "--by", "colour"}, {"cost", "show", "--since", "last week"}, {"cost", "show", "-o", "xml"},
+		{"cost", "show", "--since", "1h", "--until", "2h"}} {
+		_, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
+		if code == 0 || !strings.HasPrefix(errOut, "error: ") || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want one error line", args, code, errOut)
+		}
+	}
+}
+
+// sameCents: equal to the cent (less than half of one apart).
+func sameCents(a, b float64) bool { return math.Abs(a-b) < 0.005 }
