@@ -149,6 +149,28 @@ var migrations = []string{
 		node TEXT PRIMARY KEY,
 		seen INTEGER NOT NULL
 	)`,
+	// 11: utilization samples the agents send (see usage.go): a row per
+	// node sample (job '') and one per job on that node, kept for the
+	// usage retention; and each node's and job's latest, which metrics
+	// scrapes read.
+	`CREATE TABLE usage_samples (
+		compute TEXT NOT NULL,
+		node    TEXT NOT NULL,
+		job     TEXT NOT NULL,
+		time    INTEGER NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job, time)
+	);
+	CREATE INDEX usage_samples_compute ON usage_samples (compute, job, time);
+	CREATE INDEX usage_samples_time ON usage_samples (time);
+	CREATE TABLE usage_latest (
+		node    TEXT NOT NULL,
+		job     TEXT NOT NULL,
+		compute TEXT NOT NULL,
+		time    INTEGER NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job)
+	)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

@@ -135,4 +135,23 @@ var pgMigrations = []string{
 		node TEXT COLLATE "C" PRIMARY KEY,
 		seen BIGINT NOT NULL
 	)`,
+	// SQLite's 11: utilization samples and the latest of each node and job.
+	`CREATE TABLE usage_samples (
+		compute TEXT COLLATE "C" NOT NULL,
+		node    TEXT COLLATE "C" NOT NULL,
+		job     TEXT COLLATE "C" NOT NULL,
+		time    BIGINT NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job, time)
+	);
+	CREATE INDEX usage_samples_compute ON usage_samples (compute, job, time);
+	CREATE INDEX usage_samples_time ON usage_samples (time);
+	CREATE TABLE usage_latest (
+		node    TEXT COLLATE "C" NOT NULL,
+		job     TEXT COLLATE "C" NOT NULL,
+		compute TEXT COLLATE "C" NOT NULL,
+		time    BIGINT NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job)
+	)`,
 }
