@@ -72,6 +72,9 @@ type Config struct {
 	// upload (blob, job output, log chunk) in all. Zero: the defaults.
 	BodyTimeout   time.Duration
 	UploadTimeout time.Duration
+	// UsageInterval is how often agents sample utilization (0:
+	// dispatch.DefaultUsageInterval); see usage.go.
+	UsageInterval time.Duration
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -98,6 +101,7 @@ type Server struct {
 	identity *identity.Issuer
 	dispatch *dispatch.Service // the agent protocol
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
+	usage    *dispatch.UsageRecorder
 }
 
 // Deps are the server's collaborators.
@@ -172,6 +176,7 @@ func New(cfg Config, d Deps) *Server {
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
 		Retries: dispatch.Retries{MaxAttempts: cfg.MaxAttempts, MaxPreemptions: cfg.MaxPreemptions},
 		Outputs: s.outputs, Changed: s.changed}
+	s.usage = newUsageRecorder(cfg, d)
 	if d.Identity != nil {
 		s.dispatch.ClientID = defaultClientID
 	}
@@ -217,6 +222,7 @@ func (s *Server) routes() {
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
 	s.jobRoutes()
 	s.environmentRoutes()
+	s.usageRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.

@@ -1,0 +1,135 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/store"
+)
+
+// DefaultUsageInterval is how often agents sample utilization unless the
+// server is configured otherwise.
+const DefaultUsageInterval = 15 * time.Second
+
+// usageFlushEvery is how often a replica writes the samples its agents
+// sent, in one transaction.
+const usageFlushEvery = time.Second
+
+// maxClockSkew: a sample whose time is further than this from the
+// server's is stamped with the server's time (the node's clock is off).
+const maxClockSkew = 5 * time.Minute
+
+// UsageRecorder keeps the utilization samples agents send with their
+// polls: at most one per node per half sampling interval (an agent sends
+// its latest sample with every poll, and polls come more often than it
+// samples), written in batches so that 10,000 nodes make one write a
+// second rather than hundreds. Several replicas each keep their own: a
+// sample that reaches two is stored once (the store keys samples by
+// node, job and time).
+type UsageRecorder struct {
+	DB       *store.DB
+	Clock    clock.Clock
+	Interval time.Duration // the agents' sampling interval
+	Log      *slog.Logger
+
+	mu      sync.Mutex
+	last    map[string]time.Time // node → time of its last sample kept
+	pending []store.UsageRow
+}
+
+// Record keeps a node's sample for the next flush. Job samples are kept
+// only for the job the store says the node runs: a node cannot write
+// another job's usage.
+func (r *UsageRecorder) Record(node store.Node, u *agentapi.Usage) {
+	if u == nil || u.Time.IsZero() {
+		return
+	}
+	now := r.Clock.Now().UTC()
+	at := u.Time.UTC()
+	if d := at.Sub(now); d > maxClockSkew || d < -maxClockSkew {
+		at = now
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[string]time.Time{}
+	}
+	if prev, ok := r.last[node.ID]; ok && at.Sub(prev) < r.Interval/2 {
+		return // this sample, or one too soon after it
+	}
+	r.last[node.ID] = at
+	compute := store.Key(node.Compute)
+	jobs := u.Jobs
+	nodeOnly := *u
+	nodeOnly.Jobs = nil
+	body, err := json.Marshal(nodeOnly)
+	if err != nil {
+		return
+	}
+	r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Time: at, Body: string(body)})
+	for _, j := range jobs {
+		if j.UID == "" || j.UID != node.JobID {
+			continue
+		}
+		body, err := json.Marshal(j)
+		if err != nil {
+			continue
+		}
+		r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Job: j.UID, Time: at, Body: string(body)})
+	}
+}
+
+// Flush writes the samples kept so far. Samples that cannot be written
+// are dropped (utilization is a view, not state: the next ones follow).
+func (r *UsageRecorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	rows := r.pending
+	r.pending = nil
+	// Forget nodes not heard from for a while (removed, or polling
+	// another replica).
+	cutoff := r.Clock.Now().Add(-10 * max(r.Interval, time.Minute))
+	for n, t := range r.last {
+		if t.Before(cutoff) {
+			delete(r.last, n)
+		}
+	}
+	r.mu.Unlock()
+	if len(rows) == 0 {
+		return nil
+	}
+	return r.DB.Tx(ctx, func(q store.Querier) error { return store.PutUsage(ctx, q, rows) })
+}
+
+// Run flushes every second until ctx ends, then once more.
+func (r *UsageRecorder) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := r.Flush(fctx); err != nil {
+				r.Log.Warn("write utilization samples", "err", err)
+			}
+			return
+		case <-r.Clock.After(usageFlushEvery):
+		}
+		if err := r.Flush(ctx); err != nil && ctx.Err() == nil {
+			r.Log.Warn("write utilization samples; they are dropped", "err", err)
+		}
+	}
+}
+
+// HoldFor is how long a poll that carries a sample may be held: about a
+// sampling interval, so that the agent's next sample comes with its next
+// poll rather than after a long hold.
+func (r *UsageRecorder) HoldFor(pollTimeout time.Duration) time.Duration {
+	if r == nil || r.Interval <= 0 {
+		return pollTimeout
+	}
+	return min(pollTimeout, r.Interval)
+}
