@@ -1,6 +1,10 @@
 package agentapi
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Usage is one utilization sample of a node and of the jobs it runs,
 // taken by the agent. Utilizations are fractions (0–1); bytes are bytes.
@@ -65,4 +69,41 @@ func GPUUtilization(gpus []GPUUsage) (mean float64, ok bool) {
 		return 0, false
 	}
 	return mean / float64(n), true
+}
+
+// FormatGPUs writes GPUs compactly, as the store keeps the latest sample
+// of each node: "index:utilization:memoryUsed" comma-separated, an
+// unknown utilization empty ("0:0.87:31457280000,1::104857600").
+func FormatGPUs(gpus []GPUUsage) string {
+	b := make([]byte, 0, 32*len(gpus))
+	for i, g := range gpus {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(g.Index), 10)
+		b = append(b, ':')
+		if g.Utilization != nil {
+			b = strconv.AppendFloat(b, *g.Utilization, 'g', -1, 64)
+		}
+		b = append(b, ':')
+		b = strconv.AppendInt(b, g.MemoryUsed, 10)
+	}
+	return string(b)
+}
+
+// EachGPU calls f with each GPU of a FormatGPUs list, in order: its index,
+// its utilization (ok false: unknown) and memory used. Malformed entries
+// are skipped.
+func EachGPU(s string, f func(index string, util float64, utilOK bool, memoryUsed string)) {
+	for s != "" {
+		var entry string
+		entry, s, _ = strings.Cut(s, ",")
+		idx, rest, ok1 := strings.Cut(entry, ":")
+		util, mem, ok2 := strings.Cut(rest, ":")
+		if !ok1 || !ok2 || idx == "" {
+			continue
+		}
+		u, err := strconv.ParseFloat(util, 64)
+		f(idx, u, util != "" && err == nil, mem)
+	}
 }

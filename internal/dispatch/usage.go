@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -40,6 +42,9 @@ type UsageRecorder struct {
 	mu      sync.Mutex
 	last    map[string]time.Time // node → time of its last sample kept
 	pending []store.UsageRow
+
+	flushMu sync.Mutex        // one Flush at a time
+	names   map[string]string // job uid → name, for the metrics' labels (under flushMu)
 }
 
 // Record keeps a node's sample for the next flush. Job samples are kept
@@ -71,7 +76,9 @@ func (r *UsageRecorder) Record(node store.Node, u *agentapi.Usage) {
 	if err != nil {
 		return
 	}
-	r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Time: at, Body: string(body)})
+	r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Time: at, Body: string(body),
+		Latest: store.UsageValues{CPU: u.CPU, MemoryUsed: u.MemoryUsed, MemoryTotal: u.MemoryTotal, DiskUsed: u.DiskUsed,
+			NetworkRx: u.NetworkReceived, NetworkTx: u.NetworkSent, GPUs: agentapi.FormatGPUs(u.GPUs)}})
 	for _, j := range jobs {
 		if j.UID == "" || j.UID != node.JobID {
 			continue
@@ -80,13 +87,16 @@ func (r *UsageRecorder) Record(node store.Node, u *agentapi.Usage) {
 		if err != nil {
 			continue
 		}
-		r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Job: j.UID, Time: at, Body: string(body)})
+		r.pending = append(r.pending, store.UsageRow{Compute: compute, Node: node.ID, Job: j.UID, Time: at, Body: string(body),
+			Latest: store.UsageValues{CPU: j.CPU, MemoryUsed: j.MemoryUsed, GPUs: agentapi.FormatGPUs(j.GPUs)}})
 	}
 }
 
 // Flush writes the samples kept so far. Samples that cannot be written
 // are dropped (utilization is a view, not state: the next ones follow).
 func (r *UsageRecorder) Flush(ctx context.Context) error {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
 	r.mu.Lock()
 	rows := r.pending
 	r.pending = nil
@@ -102,7 +112,38 @@ func (r *UsageRecorder) Flush(ctx context.Context) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	if err := r.nameJobs(ctx, rows); err != nil {
+		return err
+	}
 	return r.DB.Tx(ctx, func(q store.Querier) error { return store.PutUsage(ctx, q, rows) })
+}
+
+// nameJobs gives job samples their job's name, read once per job.
+func (r *UsageRecorder) nameJobs(ctx context.Context, rows []store.UsageRow) error {
+	if r.names == nil || len(r.names) > 10_000 {
+		r.names = map[string]string{}
+	}
+	for i := range rows {
+		uid := rows[i].Job
+		if uid == "" {
+			continue
+		}
+		name, ok := r.names[uid]
+		if !ok {
+			j, err := store.GetJobByUID(ctx, r.DB.Q(), uid)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				name = uid // deleted meanwhile
+			case err != nil:
+				return fmt.Errorf("name of job %s: %w", uid, err)
+			default:
+				name = j.Doc.Name
+			}
+			r.names[uid] = name
+		}
+		rows[i].JobName = name
+	}
+	return nil
 }
 
 // Run flushes every second until ctx ends, then once more.

@@ -29,7 +29,7 @@ func TestUsageRecorder(t *testing.T) {
 		return u
 	}
 	r.Record(n1, sample(t0, "u1", "someone-elses"))
-	r.Record(n1, sample(t0, "u1"))                     // the same, with the next poll
+	r.Record(n1, sample(t0, "u1"))                    // the same, with the next poll
 	r.Record(n1, sample(t0.Add(2*time.Second), "u1")) // too soon
 	r.Record(n1, sample(t0.Add(15*time.Second), "u1"))
 	r.Record(n1, nil) // an agent that does not sample

@@ -1,15 +1,18 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
+	"github.com/cumulus-ml/cumulus/internal/metrics"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -103,4 +106,37 @@ func TestUsageSamplesThroughPollAndREST(t *testing.T) {
 		t.Errorf("reader: %s, %v", r.Body, err)
 	}
 	h.as(reader, "GET", hWSPath+"/jobs/train/usageSamples", nil).want(t, 200)
+}
+
+// The utilization families, as a scraper sees them beside the others,
+// pass promtool's checks.
+func TestUsageMetricsPassPromtool(t *testing.T) {
+	promtool := needPromtool(t)
+	h := newHarness(t, harnessOpts{metrics: true})
+	c := h.create("cpu1", computeBody())
+	ctx := context.Background()
+	if err := store.PutNode(ctx, h.db.W(), store.Node{ID: "n1", Compute: c.ID, State: api.NodeRunning, JobID: "u1"}); err != nil {
+		t.Fatal(err)
+	}
+	util := 0.5
+	gpus := agentapi.FormatGPUs([]agentapi.GPUUsage{{Index: 0, Utilization: &util, MemoryUsed: 1 << 30}})
+	rows := []store.UsageRow{
+		{Compute: store.Key(c.ID), Node: "n1", Time: time.Now(), Body: "{}", Latest: store.UsageValues{CPU: 0.5, MemoryUsed: 1, MemoryTotal: 2, GPUs: gpus}},
+		{Compute: store.Key(c.ID), Node: "n1", Job: "u1", JobName: "train", Time: time.Now(), Body: "{}", Latest: store.UsageValues{CPU: 0.5, GPUs: gpus}},
+	}
+	if err := h.db.Tx(ctx, func(q store.Querier) error { return store.PutUsage(ctx, q, rows) }); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("GET", "/metrics", nil).want(t, 200)
+	fams := parse(t, r.Body)
+	for _, name := range metrics.UsageMetricNames() {
+		if fams[name] == nil {
+			t.Errorf("no %s in the exposition", name)
+		}
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(r.Body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
 }

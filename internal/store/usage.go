@@ -15,8 +15,22 @@ type UsageRow struct {
 	Compute string // the compute's key (Key of its ARM id)
 	Node    string
 	Job     string // the job's uid; "" for the node's own sample
+	JobName string // the job's name in its workspace, for the metrics
 	Time    time.Time
 	Body    string
+	// Latest are the numbers a metrics scrape reads of the latest sample.
+	Latest UsageValues
+}
+
+// UsageValues are the gauges of one sample: a node's, or a job's (CPU,
+// MemoryUsed and GPUs only). GPUs is a compact list the store does not
+// read (agentapi.FormatGPUs).
+type UsageValues struct {
+	CPU                     float64
+	MemoryUsed, MemoryTotal int64
+	DiskUsed                int64
+	NetworkRx, NetworkTx    int64
+	GPUs                    string
 }
 
 // PutUsage stores samples and makes each its node's or job's latest when
@@ -30,9 +44,14 @@ func PutUsage(ctx context.Context, q Querier, rows []UsageRow) error {
 			ON CONFLICT (node, job, time) DO NOTHING`, r.Compute, r.Node, r.Job, ms, r.Body); err != nil {
 			return fmt.Errorf("usage sample of %s: %w", r.Node, err)
 		}
-		if _, err := q.ExecContext(ctx, `INSERT INTO usage_latest (node, job, compute, time, body) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (node, job) DO UPDATE SET compute = excluded.compute, time = excluded.time, body = excluded.body
-			WHERE usage_latest.time < excluded.time`, r.Node, r.Job, r.Compute, ms, r.Body); err != nil {
+		v := r.Latest
+		if _, err := q.ExecContext(ctx, `INSERT INTO usage_latest (node, job, compute, time, cpu, memory_used, memory_total, disk_used, net_rx, net_tx, gpus, job_name)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (node, job) DO UPDATE SET compute = excluded.compute, time = excluded.time, cpu = excluded.cpu,
+				memory_used = excluded.memory_used, memory_total = excluded.memory_total, disk_used = excluded.disk_used,
+				net_rx = excluded.net_rx, net_tx = excluded.net_tx, gpus = excluded.gpus, job_name = excluded.job_name
+			WHERE usage_latest.time < excluded.time`,
+			r.Node, r.Job, r.Compute, ms, v.CPU, v.MemoryUsed, v.MemoryTotal, v.DiskUsed, v.NetworkRx, v.NetworkTx, v.GPUs, r.JobName); err != nil {
 			return fmt.Errorf("latest usage of %s: %w", r.Node, err)
 		}
 	}
@@ -93,20 +112,23 @@ func UsageSamples(ctx context.Context, q Querier, uq UsageQuery) ([]UsageRow, er
 
 // LatestUsage is a node's or a running job's latest sample.
 type LatestUsage struct {
-	UsageRow
-	JobName string // the job's name in its workspace ("" for a node)
+	Compute, Node, Job string
+	JobName            string // the job's name in its workspace ("" for a node)
+	UsageValues
 }
 
 // LatestUsages reads the latest sample of every node the store still has
-// that an agent still serves (not unusable or preempted), and of every
-// running job on the node it runs on: one row per node and one per job
-// and node, never more however long the store has been up.
+// that an agent still serves (not unusable or preempted), and of every job
+// on a node that still runs it: one row per node and one per job and
+// node, never more however long the store has been up. (It reads no job
+// records: the job's name is kept with its sample, and a node holds its
+// job from assignment to exit.)
 func LatestUsages(ctx context.Context, q Querier) ([]LatestUsage, error) {
-	rows, err := q.QueryContext(ctx, `SELECT l.compute, l.node, l.job, l.time, l.body, coalesce(j.name, '')
+	rows, err := q.QueryContext(ctx, `SELECT l.compute, l.node, l.job, l.job_name,
+		l.cpu, l.memory_used, l.memory_total, l.disk_used, l.net_rx, l.net_tx, l.gpus
 		FROM usage_latest l JOIN nodes n ON n.id = l.node
-		LEFT JOIN jobs j ON l.job != '' AND j.uid = l.job
-		WHERE n.state != ? AND n.state != ? AND (l.job = '' OR (n.job = l.job AND j.status = ?))`,
-		api.NodeUnusable, api.NodePreempted, api.JobRunning)
+		WHERE n.state != ? AND n.state != ? AND (l.job = '' OR n.job = l.job)`,
+		api.NodeUnusable, api.NodePreempted)
 	if err != nil {
 		return nil, fmt.Errorf("latest usage: %w", err)
 	}
@@ -114,11 +136,10 @@ func LatestUsages(ctx context.Context, q Querier) ([]LatestUsage, error) {
 	var out []LatestUsage
 	for rows.Next() {
 		var r LatestUsage
-		var ms int64
-		if err := rows.Scan(&r.Compute, &r.Node, &r.Job, &ms, &r.Body, &r.JobName); err != nil {
+		if err := rows.Scan(&r.Compute, &r.Node, &r.Job, &r.JobName,
+			&r.CPU, &r.MemoryUsed, &r.MemoryTotal, &r.DiskUsed, &r.NetworkRx, &r.NetworkTx, &r.GPUs); err != nil {
 			return nil, fmt.Errorf("latest usage: %w", err)
 		}
-		r.Time = time.UnixMilli(ms).UTC()
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -41,14 +41,15 @@ func TestUsageSamples(t *testing.T) {
 	}
 	for i := range 4 {
 		at := t0.Add(time.Duration(i) * 15 * time.Second)
-		put(UsageRow{Compute: comp, Node: "n1", Time: at, Body: fmt.Sprintf(`{"cpu":0.%d}`, i)},
-			UsageRow{Compute: comp, Node: "n1", Job: "u1", Time: at, Body: fmt.Sprintf(`{"cpu":0.%d}`, i)},
+		v := UsageValues{CPU: float64(i) / 10, MemoryUsed: int64(i) << 30, MemoryTotal: 8 << 30, NetworkTx: int64(i), GPUs: fmt.Sprint(i)}
+		put(UsageRow{Compute: comp, Node: "n1", Time: at, Body: fmt.Sprintf(`{"cpu":0.%d}`, i), Latest: v},
+			UsageRow{Compute: comp, Node: "n1", Job: "u1", JobName: "train", Time: at, Body: fmt.Sprintf(`{"cpu":0.%d}`, i), Latest: v},
 			UsageRow{Compute: comp, Node: "n2", Time: at, Body: `{}`},
 			UsageRow{Compute: comp, Node: "n3", Time: at, Body: `{}`})
 	}
 	// Sent again through another replica, and an older one arriving late.
 	put(UsageRow{Compute: comp, Node: "n1", Time: t0.Add(45 * time.Second), Body: `{"cpu":0.3}`},
-		UsageRow{Compute: comp, Node: "n1", Time: t0.Add(-time.Second), Body: `{"late":true}`})
+		UsageRow{Compute: comp, Node: "n1", Time: t0.Add(-time.Second), Body: `{"late":true}`, Latest: UsageValues{CPU: 0.9}})
 
 	all, err := UsageSamples(ctx, db.Q(), UsageQuery{Compute: comp})
 	if err != nil || len(all) != 13 {
@@ -72,18 +73,19 @@ func TestUsageSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]string{}
+	seen := map[string]UsageValues{}
 	for _, l := range latest {
-		seen[l.Node+"/"+l.JobName] = l.Body
+		seen[l.Node+"/"+l.JobName] = l.UsageValues
 	}
-	want := map[string]string{"n1/": `{"cpu":0.3}`, "n1/train": `{"cpu":0.3}`, "n2/": `{}`}
+	last := UsageValues{CPU: 0.3, MemoryUsed: 3 << 30, MemoryTotal: 8 << 30, NetworkTx: 3, GPUs: "3"}
+	want := map[string]UsageValues{"n1/": last, "n1/train": last, "n2/": {}}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("latest = %v, want %v (no unusable node, the newest sample)", seen, want)
 	}
 
-	// The job ends: it is no longer among the latest.
-	j.Doc.Properties.Status = api.JobCompleted
-	if err := UpdateJob(ctx, db.W(), j); err != nil {
+	// The job ends: its node no longer holds it, and it is no longer
+	// among the latest.
+	if err := PutNode(ctx, db.W(), Node{ID: "n1", Compute: comp, State: api.NodeIdle, Created: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if latest, _ := LatestUsages(ctx, db.Q()); len(latest) != 2 {
