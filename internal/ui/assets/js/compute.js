@@ -5,6 +5,7 @@ import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSecond
 import { openScaleDialog, openDeleteDialog, sizes, sizeSummary } from './dialogs.js';
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
+import { usagePanel, computeUsage } from './usage.js';
 
 const WINDOWS = [[60, '1 min'], [300, '5 min'], [900, '15 min'], [3600, '1 h'], [21600, '6 h']];
 const KEEP_MS = 6 * 3600 * 1000;
@@ -36,6 +37,7 @@ export function render(main, [name]) {
   const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'Up for', 'Idle for']);
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
+  const usage = usagePanel('compute', name);
 
   main.append(crumbs, pageHeader(name, scaleBtn, deleteBtn), banner.el, errors,
     h('section', { 'aria-labelledby': 'sec-settings', class: 'card' }, h('h2', { id: 'sec-settings' }, 'Settings and state'), facts),
@@ -43,6 +45,7 @@ export function render(main, [name]) {
       h('div', { class: 'section-header' }, h('h2', { id: 'sec-chart' }, 'Node count'),
         h('div', { class: 'segmented', role: 'group', 'aria-label': 'Time window' }, windowBtns)),
       h('figure', {}, chartBox, legend(), chartCaption)),
+    usage.el,
     h('div', { class: 'two-col' },
       h('section', { 'aria-labelledby': 'sec-nodes', class: 'card' }, h('h2', { id: 'sec-nodes' }, 'Nodes'), nodesT.el),
       h('section', { 'aria-labelledby': 'sec-quota', class: 'card' }, h('h2', { id: 'sec-quota' }, 'Quota'), quotaBox)),
@@ -110,6 +113,7 @@ export function render(main, [name]) {
       api.history(c.id, serverSamples.length ? { after: serverSamples[serverSamples.length - 1].t } : {}).catch(() => null),
       api.listUsages(c.properties.computeLocation || c.location).catch(() => []),
       sizes().catch(() => []),
+      computeUsage(name, '30m').then(usage.update).catch(() => {}),
     ]);
     if (h0) {
       hist = h0;
