@@ -165,12 +165,18 @@ func (r *UsageRecorder) Run(ctx context.Context) {
 	}
 }
 
-// HoldFor is how long a poll that carries a sample may be held: about a
-// sampling interval, so that the agent's next sample comes with its next
-// poll rather than after a long hold.
-func (r *UsageRecorder) HoldFor(pollTimeout time.Duration) time.Duration {
-	if r == nil || r.Interval <= 0 {
+// HoldFor is how long a poll that carries sample u may be held: until a
+// little after the agent takes its next one, so that the next poll
+// carries it (held a whole interval from whenever it came, a poll could
+// come back just before the next sample, again and again, and every other
+// sample would be lost). A node whose clock is off is held one interval.
+func (r *UsageRecorder) HoldFor(pollTimeout time.Duration, u *agentapi.Usage) time.Duration {
+	if r == nil || r.Interval <= 0 || u == nil {
 		return pollTimeout
 	}
-	return min(pollTimeout, r.Interval)
+	hold := u.Time.Add(r.Interval + r.Interval/10).Sub(r.Clock.Now())
+	if hold < r.Interval/4 || hold > 2*r.Interval {
+		hold = r.Interval
+	}
+	return min(pollTimeout, hold)
 }

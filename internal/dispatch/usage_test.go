@@ -57,7 +57,23 @@ func TestUsageRecorder(t *testing.T) {
 	if len(nodeRows) != 3 || !nodeRows[2].Time.Equal(clk.Now()) {
 		t.Errorf("a skewed sample is at %v, want the server's %v", nodeRows[len(nodeRows)-1].Time, clk.Now())
 	}
-	if r.HoldFor(20*time.Second) != 15*time.Second || (*UsageRecorder)(nil).HoldFor(20*time.Second) != 20*time.Second {
-		t.Error("a poll carrying samples is not held for about one sampling interval")
+	// A poll is held until a little after the agent's next sample: one
+	// taken 5 s ago is followed by the next in 10 s.
+	for _, c := range []struct {
+		r           *UsageRecorder
+		taken, want time.Duration
+	}{
+		{r, 5 * time.Second, 11500 * time.Millisecond},
+		{r, 0, 16500 * time.Millisecond},
+		{r, time.Hour, 15 * time.Second},         // a clock an hour behind: one interval
+		{r, -time.Hour, 15 * time.Second},        // or ahead
+		{nil, 5 * time.Second, 20 * time.Second}, // no recorder: the poll timeout
+	} {
+		if got := c.r.HoldFor(20*time.Second, sample(clk.Now().Add(-c.taken))); got != c.want {
+			t.Errorf("a sample taken %v ago: poll held %v, want %v", c.taken, got, c.want)
+		}
+	}
+	if got := r.HoldFor(10*time.Second, sample(clk.Now())); got != 10*time.Second {
+		t.Errorf("held %v, longer than the poll timeout", got)
 	}
 }

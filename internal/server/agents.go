@@ -114,7 +114,7 @@ func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) err
 	hold := s.cfg.PollTimeout
 	if req.Usage != nil {
 		s.usage.Record(node, req.Usage)
-		hold = s.usage.HoldFor(hold)
+		hold = s.usage.HoldFor(hold, req.Usage)
 	}
 	resp, err := s.dispatch.PollHeld(r.Context(), node.ID, req.Jobs, hold)
 	if r.Context().Err() != nil {
