@@ -52,6 +52,14 @@ type Config struct {
 	HTTPClient *http.Client // nil: one built from CAFile
 	// DetectGPUs lists the node's GPUs; nil runs nvidia-smi (gpu.Detect).
 	DetectGPUs func(context.Context) ([]agentapi.GPU, error)
+	// UsageInterval is how often the node's utilization is sampled (0:
+	// what the server says at registration, else DefaultUsageInterval).
+	// UsageClock paces the sampling (nil: the wall clock); QueryGPUs returns
+	// nvidia-smi's answer to usage.GPUQueryArgs (nil: run nvidia-smi on a
+	// node with GPUs). See usage.go.
+	UsageInterval time.Duration
+	UsageClock    clock.Clock
+	QueryGPUs     func(context.Context) ([]byte, error)
 
 	LogInterval  time.Duration // how often a running job's log is shipped
 	MinBackoff   time.Duration // first retry delay after a failed call
@@ -204,6 +212,8 @@ type agent struct {
 	heartbeat   time.Duration
 	jobs        map[string]*job // running, finishing, or not yet acknowledged
 	current     *job            // the job this node is busy with
+	usageEvery  time.Duration   // the sampling interval the server gave
+	usage       *agentapi.Usage // the latest sample, sent with every poll
 }
 
 func (a *agent) setLogger() {
@@ -254,7 +264,9 @@ func (a *agent) run(ctx context.Context) error {
 		return err
 	}
 	recovered()
+	stopSampling := a.startSampling(ctx)
 	err = a.loop(ctx)
+	stopSampling()
 	reason := agentapi.ReasonNodeStopped
 	switch {
 	case errors.Is(err, errShutdown):
@@ -372,7 +384,7 @@ func (a *agent) poll(ctx context.Context) (agentapi.PollResponse, error) {
 	defer cancel()
 	var resp agentapi.PollResponse
 	err := a.c.do(ctx, request{method: http.MethodPost, path: agentapi.Prefix + "/poll",
-		json: agentapi.PollRequest{NodeID: a.node(), Jobs: a.jobStates()}}, &resp)
+		json: agentapi.PollRequest{NodeID: a.node(), Jobs: a.jobStates(), Usage: a.latestUsage()}}, &resp)
 	return resp, err
 }
 

@@ -24,6 +24,7 @@ type identity struct {
 	Server            string              `json:"server"`
 	HeartbeatInterval time.Duration       `json:"heartbeatInterval,omitempty"`
 	PollTimeout       time.Duration       `json:"pollTimeout,omitempty"`
+	UsageInterval     time.Duration       `json:"usageInterval,omitempty"`
 	SSH               *agentapi.SSHConfig `json:"ssh,omitempty"`
 }
 
@@ -74,6 +75,7 @@ func (a *agent) register(ctx context.Context) error {
 		a.mu.Lock()
 		a.nodeID = saved.NodeID
 		a.pollTimeout, a.heartbeat = saved.PollTimeout, saved.HeartbeatInterval
+		a.usageEvery = saved.UsageInterval
 		a.mu.Unlock()
 		a.setLogger()
 		a.c.setToken(saved.NodeToken)
@@ -108,11 +110,12 @@ func (a *agent) register(ctx context.Context) error {
 			a.nodeID = resp.NodeID
 			a.pollTimeout = resp.PollTimeout
 			a.heartbeat = resp.HeartbeatInterval
+			a.usageEvery = resp.UsageInterval
 			a.mu.Unlock()
 			a.setLogger()
 			a.c.setToken(resp.NodeToken)
 			id := identity{NodeID: resp.NodeID, NodeToken: resp.NodeToken, Server: a.cfg.ServerURL,
-				HeartbeatInterval: resp.HeartbeatInterval, PollTimeout: resp.PollTimeout, SSH: resp.SSH}
+				HeartbeatInterval: resp.HeartbeatInterval, PollTimeout: resp.PollTimeout, UsageInterval: resp.UsageInterval, SSH: resp.SSH}
 			a.startSSH(resp.SSH)
 			if err := a.saveIdentity(id); err != nil {
 				a.logger().Warn("could not save the node identity; a restarted agent will need a new join token", "err", err)

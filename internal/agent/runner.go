@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -46,7 +47,8 @@ type job struct {
 	procDone chan struct{} // closed when the job's process is gone (or never ran)
 	procOnce sync.Once
 
-	logSent int64 // bytes of std.log the server holds; owned by the log shipper
+	logSent int64        // bytes of std.log the server holds; owned by the log shipper
+	pgid    atomic.Int64 // the process group of its processes while they run; 0 before and after
 
 	image      string   // the job's image when it runs in containers
 	containers []string // names of its containers
@@ -298,6 +300,8 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	}
 	defer cg.remove()
 	pgid := group.pgid
+	j.pgid.Store(int64(pgid))
+	defer j.pgid.Store(0)
 	pgidPath := filepath.Join(j.dir, pgidFile)
 	if err := os.WriteFile(pgidPath, []byte(strconv.Itoa(pgid)+"\n"), 0o644); err != nil {
 		j.log.Warn("could not record the job's process group", "err", err)

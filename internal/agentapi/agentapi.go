@@ -49,6 +49,9 @@ type RegisterResponse struct {
 	// SSH, when the cluster has an admin account, makes the agent serve
 	// SSH for that user (a shell in the node's working environment).
 	SSH *SSHConfig `json:"ssh,omitempty"`
+	// UsageInterval is how often the agent samples utilization (0: the
+	// agent's default).
+	UsageInterval time.Duration `json:"usageInterval,omitempty"`
 }
 
 // SSHConfig is the node admin account: a public key and/or a bcrypt hash
@@ -68,6 +71,9 @@ type PollRequest struct {
 	// is busy and is not scaled down.
 	SSHPort     int `json:"sshPort,omitempty"`
 	SSHSessions int `json:"sshSessions,omitempty"`
+	// Usage is the node's latest utilization sample (see usage.go); an
+	// agent that does not sample leaves it out.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // PollResponse carries instructions; an empty one means "carry on".

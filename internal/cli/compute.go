@@ -21,6 +21,7 @@ func newComputeCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
 		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g))
+	cmd.AddCommand(newComputeUsageCmd(g))
 	return cmd
 }
 

@@ -37,6 +37,9 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 				return err
 			}
 			envDefaults(cmd, &o)
+			if err := usageEnvDefaults(cmd, &o); err != nil {
+				return err
+			}
 			if v := os.Getenv("CUMULUS_ISOLATE_JOBS"); v != "" && !cmd.Flags().Changed("isolate-jobs") {
 				b, err := strconv.ParseBool(v)
 				if err != nil {
@@ -116,6 +119,8 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 	fl.Float64Var(&o.EvictionRate, "eviction-rate", 0, "preempt low-priority nodes at random, this many times per node-hour (chaos testing)")
 	fl.DurationVar(&o.BodyTimeout, "body-timeout", o.BodyTimeout, "a request must send its body within this long (an upload: may pause no longer), else it is answered 408 and its connection closed")
 	fl.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "an upload (code snapshot, input folder, job output, log chunk) must be sent within this long")
+	fl.DurationVar(&o.UsageInterval, "usage-interval", o.UsageInterval, "how often node agents sample CPU, memory, GPU, disk and network utilization of their node and jobs (env CUMULUS_USAGE_INTERVAL)")
+	fl.DurationVar(&o.UsageRetention, "usage-retention", o.UsageRetention, "how long utilization samples are kept (env CUMULUS_USAGE_RETENTION)")
 	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")

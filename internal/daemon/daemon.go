@@ -111,6 +111,11 @@ type Options struct {
 	// (blob, job output, log chunk) in all. See server.Config.
 	BodyTimeout   time.Duration
 	UploadTimeout time.Duration
+
+	// UsageInterval is how often agents sample node and job utilization;
+	// UsageRetention how long the samples are kept (see usage.go).
+	UsageInterval  time.Duration
+	UsageRetention time.Duration
 }
 
 // HTTP connection limits of the control plane's listener.
@@ -142,6 +147,8 @@ func DefaultOptions() Options {
 		MaxAttempts:      lifecycle.DefaultMaxAttempts,
 		BodyTimeout:      server.DefaultBodyTimeout,
 		UploadTimeout:    server.DefaultUploadTimeout,
+		UsageInterval:    dispatch.DefaultUsageInterval,
+		UsageRetention:   DefaultUsageRetention,
 	}
 }
 
@@ -194,6 +201,9 @@ func (o Options) Validate() error {
 	}
 	if o.BodyTimeout < 0 || o.UploadTimeout < 0 {
 		return errors.New("--body-timeout and --upload-timeout may not be negative")
+	}
+	if err := o.validateUsage(); err != nil {
+		return err
 	}
 	switch o.Provider {
 	case "local", "sim", "kubernetes":
@@ -370,7 +380,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
-		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices},
+		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {
@@ -413,7 +423,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			}
 		}()
 	}
-	d.wg.Add(3)
+	d.wg.Add(4)
 	go func() {
 		defer d.wg.Done()
 		var err error
@@ -430,6 +440,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		defer d.wg.Done()
 		studio.Run(runCtx) // samples node counts for the studio's chart
 	}()
+	go func() {
+		defer d.wg.Done()
+		api.RunUsage(runCtx) // writes the utilization samples this replica's agents send
+	}()
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
 		clusters, ops, events := newControllers(db)
@@ -437,6 +451,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		opsN.setLocal(ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)
+		defer startUsagePruning(ctx, db, o)()
 		runControllers(ctx, controllers{clusters, ops, events}, api, o.Log)
 	}
 	go func() {

@@ -86,13 +86,18 @@ func (s *Service) Register(ctx context.Context, joinToken string, req agentapi.R
 // answers with instructions, holding the answer up to PollTimeout while
 // there are none. It returns ctx's error when ctx ends first.
 func (s *Service) Poll(ctx context.Context, nodeID string, reported []agentapi.JobState) (agentapi.PollResponse, error) {
+	return s.PollHeld(ctx, nodeID, reported, s.PollTimeout)
+}
+
+// PollHeld is Poll holding the answer at most hold.
+func (s *Service) PollHeld(ctx context.Context, nodeID string, reported []agentapi.JobState, hold time.Duration) (agentapi.PollResponse, error) {
 	s.Hub.Seen(nodeID, s.Clock.Now())
 	for _, st := range reported {
 		if err := s.Report(ctx, nodeID, st); err != nil {
 			return agentapi.PollResponse{}, err
 		}
 	}
-	deadline := time.Now().Add(s.PollTimeout)
+	deadline := time.Now().Add(hold)
 	for last := false; ; {
 		resp, err := s.Instructions(ctx, nodeID, reported)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -97,12 +98,38 @@ func benchStore(b *testing.B) string {
 				return
 			}
 		}
+		if benchErr = benchUsage(tx); benchErr != nil {
+			return
+		}
 		benchErr = tx.Commit()
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
 	return filepath.Join(benchDir, "state.db")
+}
+
+// benchUsage gives every node a latest utilization sample with one GPU,
+// and every running node a running job with a sample of its own, as
+// agents leave them.
+func benchUsage(tx *sql.Tx) error {
+	util := 0.8
+	gpus := agentapi.FormatGPUs([]agentapi.GPUUsage{{Index: 0, Utilization: &util, MemoryUsed: 12 << 30, MemoryTotal: 16 << 30}})
+	// Running nodes (states 0-2 of the cycle of 8) run job i*10+8 of
+	// their compute, which the cycle of 10 statuses makes Running.
+	if _, err := tx.Exec(`UPDATE nodes SET job = substr(id, 1, instr(id, '-') - 1) || '-j' ||
+		(CAST(substr(id, instr(id, '-n') + 2) AS INTEGER) * 10 + 8) WHERE state = ?`, api.NodeRunning); err != nil {
+		return fmt.Errorf("node jobs: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO usage_latest (node, job, compute, time, cpu, memory_used, memory_total, disk_used, net_rx, net_tx, gpus, job_name)
+		SELECT id, '', compute, 1700000000000, 0.53, 64424509440, 120259084288, 214748364800, 123456789012, 98765432109, ?, '' FROM nodes`, gpus); err != nil {
+		return fmt.Errorf("node usage: %w", err)
+	}
+	if _, err := tx.Exec(`INSERT INTO usage_latest (node, job, compute, time, cpu, memory_used, memory_total, disk_used, net_rx, net_tx, gpus, job_name)
+		SELECT id, job, compute, 1700000000000, 0.5, 42949672960, 0, 0, 0, 0, ?, job FROM nodes WHERE job != ''`, gpus); err != nil {
+		return fmt.Errorf("job usage: %w", err)
+	}
+	return nil
 }
 
 // cycle is an SQL expression that gives row i the value vs[i % len(vs)].
@@ -131,6 +158,16 @@ func BenchmarkScrape(b *testing.B) {
 		}
 		if got := gauge(b, m, "cumulus_jobs", map[string]string{"workspace": "ws1", "compute": "cluster03", "status": api.JobCompleted}); got != 50_000 {
 			b.Fatalf("completed jobs of cluster03 = %v, want 50000", got)
+		}
+		mfs := scrapeFamilies(b, m)
+		if got := value(b, mfs, "cumulus_node_gpu_utilization", map[string]string{"workspace": "ws1", "compute": "cluster00", "node": "c0-n8", "gpu": "0"}); got != 0.8 {
+			b.Fatalf("GPU utilization of c0-n8 = %v, want 0.8", got)
+		}
+		if got := value(b, mfs, "cumulus_job_cpu_utilization", map[string]string{"workspace": "ws1", "compute": "cluster00", "job": "c0-j88"}); got != 0.5 {
+			b.Fatalf("CPU utilization of job c0-j88 (on c0-n8) = %v, want 0.5", got)
+		}
+		if n := len(mfs["cumulus_node_cpu_utilization"].GetMetric()); n != 7500 {
+			b.Fatalf("%d nodes with a CPU utilization, want the 7,500 not unusable or preempted", n)
 		}
 		scrape(b, m)
 	})

@@ -52,9 +52,10 @@ type Options struct {
 
 // Metrics holds the registry and the metrics fed as things happen.
 type Metrics struct {
-	reg     *prometheus.Registry
-	log     *slog.Logger
-	handler http.Handler
+	reg           *prometheus.Registry
+	log           *slog.Logger
+	handler       http.Handler
+	scrapeTimeout time.Duration
 
 	jobTransitions    *prometheus.CounterVec   // to
 	jobQueue          prometheus.Histogram     // submit → first running
@@ -77,7 +78,7 @@ func New(o Options) *Metrics {
 	if o.ScrapeTimeout <= 0 {
 		o.ScrapeTimeout = 10 * time.Second
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), log: o.Log.With("component", "metrics")}
+	m := &Metrics{reg: prometheus.NewRegistry(), log: o.Log.With("component", "metrics"), scrapeTimeout: o.ScrapeTimeout}
 	cw := []string{"workspace", "compute"}
 	m.jobTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_transitions_total",
 		Help: "Job status changes, by the status changed to (a new job counts as a change to its first status)."}, []string{"to"})
@@ -113,19 +114,19 @@ func New(o Options) *Metrics {
 	if o.DB != nil {
 		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
 	}
-	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+	m.handler = &handler{m: m, db: o.DB, inner: promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 		ErrorHandling: promhttp.HTTPErrorOnError,
-	})
+	})}
 	return m
 }
 
 // Registry is the registry every Cumulus metric is in.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the exposition (text or protobuf, as the scraper asks).
-// A store read that fails makes the scrape fail (500): a partial
-// exposition would read as zeros.
+// Handler serves the exposition, as text: the registry's families and
+// the node and job utilization (usage.go). A store read that fails makes
+// the scrape fail (500): a partial exposition would read as zeros.
 func (m *Metrics) Handler() http.Handler { return m.handler }
 
 // labels are a compute id's workspace and name; ids that are not a

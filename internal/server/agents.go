@@ -93,7 +93,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request, _ params)
 	}
 	s.log.Info("node registered", "node", node.ID, "compute", node.Compute, "address", req.Address, "gpus", len(req.GPUs))
 	writeJSON(w, http.StatusOK, agentapi.RegisterResponse{NodeID: node.ID, NodeToken: nodeToken,
-		HeartbeatInterval: s.cfg.HeartbeatInterval, PollTimeout: s.cfg.PollTimeout, SSH: sshCfg})
+		HeartbeatInterval: s.cfg.HeartbeatInterval, PollTimeout: s.cfg.PollTimeout, SSH: sshCfg, UsageInterval: s.usage.Interval})
 	return nil
 }
 
@@ -111,7 +111,12 @@ func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) err
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	resp, err := s.dispatch.Poll(r.Context(), node.ID, req.Jobs)
+	hold := s.cfg.PollTimeout
+	if req.Usage != nil {
+		s.usage.Record(node, req.Usage)
+		hold = s.usage.HoldFor(hold, req.Usage)
+	}
+	resp, err := s.dispatch.PollHeld(r.Context(), node.ID, req.Jobs, hold)
 	if r.Context().Err() != nil {
 		return nil // the agent is gone: nobody reads an answer
 	}

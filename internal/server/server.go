@@ -76,6 +76,9 @@ type Config struct {
 	// Prices are what a node-hour costs, per VM size and tier, for cost
 	// reports (zero: the catalogue's prices in USD).
 	Prices cost.Prices
+	// UsageInterval is how often agents sample utilization (0:
+	// dispatch.DefaultUsageInterval); see usage.go.
+	UsageInterval time.Duration
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -102,6 +105,7 @@ type Server struct {
 	identity *identity.Issuer
 	dispatch *dispatch.Service // the agent protocol
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
+	usage    *dispatch.UsageRecorder
 }
 
 // Deps are the server's collaborators.
@@ -179,6 +183,7 @@ func New(cfg Config, d Deps) *Server {
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
 		Retries: dispatch.Retries{MaxAttempts: cfg.MaxAttempts, MaxPreemptions: cfg.MaxPreemptions},
 		Outputs: s.outputs, Changed: s.changed}
+	s.usage = newUsageRecorder(cfg, d)
 	if d.Identity != nil {
 		s.dispatch.ClientID = defaultClientID
 	}
@@ -226,6 +231,7 @@ func (s *Server) routes() {
 	s.environmentRoutes()
 	s.eventRoutes()
 	s.costRoutes()
+	s.usageRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.

@@ -184,6 +184,35 @@ var migrations = []string{
 		PRIMARY KEY (job, attempt)
 	);
 	CREATE INDEX job_runs_started ON job_runs (started)`,
+	// 13: utilization samples the agents send (see usage.go): a row per
+	// node sample (job '') and one per job on that node, kept for the
+	// usage retention; and each node's and job's latest as columns, which
+	// a metrics scrape reads without decoding 10,000 documents.
+	`CREATE TABLE usage_samples (
+		compute TEXT NOT NULL,
+		node    TEXT NOT NULL,
+		job     TEXT NOT NULL,
+		time    INTEGER NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job, time)
+	);
+	CREATE INDEX usage_samples_compute ON usage_samples (compute, job, time);
+	CREATE INDEX usage_samples_time ON usage_samples (time);
+	CREATE TABLE usage_latest (
+		node         TEXT NOT NULL,
+		job          TEXT NOT NULL,
+		compute      TEXT NOT NULL,
+		time         INTEGER NOT NULL,
+		cpu          REAL NOT NULL,
+		memory_used  INTEGER NOT NULL,
+		memory_total INTEGER NOT NULL,
+		disk_used    INTEGER NOT NULL,
+		net_rx       INTEGER NOT NULL,
+		net_tx       INTEGER NOT NULL,
+		gpus         TEXT NOT NULL,
+		job_name     TEXT NOT NULL,
+		PRIMARY KEY (node, job)
+	)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

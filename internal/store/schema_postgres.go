@@ -167,4 +167,30 @@ var pgMigrations = []string{
 		PRIMARY KEY (job, attempt)
 	);
 	CREATE INDEX job_runs_started ON job_runs (started)`,
+	// SQLite's 13: utilization samples and the latest of each node and job.
+	`CREATE TABLE usage_samples (
+		compute TEXT COLLATE "C" NOT NULL,
+		node    TEXT COLLATE "C" NOT NULL,
+		job     TEXT COLLATE "C" NOT NULL,
+		time    BIGINT NOT NULL,
+		body    TEXT NOT NULL,
+		PRIMARY KEY (node, job, time)
+	);
+	CREATE INDEX usage_samples_compute ON usage_samples (compute, job, time);
+	CREATE INDEX usage_samples_time ON usage_samples (time);
+	CREATE TABLE usage_latest (
+		node         TEXT COLLATE "C" NOT NULL,
+		job          TEXT COLLATE "C" NOT NULL,
+		compute      TEXT COLLATE "C" NOT NULL,
+		time         BIGINT NOT NULL,
+		cpu          DOUBLE PRECISION NOT NULL,
+		memory_used  BIGINT NOT NULL,
+		memory_total BIGINT NOT NULL,
+		disk_used    BIGINT NOT NULL,
+		net_rx       BIGINT NOT NULL,
+		net_tx       BIGINT NOT NULL,
+		gpus         TEXT NOT NULL,
+		job_name     TEXT NOT NULL,
+		PRIMARY KEY (node, job)
+	)`,
 }

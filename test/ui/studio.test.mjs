@@ -101,7 +101,8 @@ before(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
   const log = fs.openSync(path.join(dataDir, 'serve.log'), 'a');
-  server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir], { env: env(), stdio: ['ignore', log, log] });
+  // Agents sample utilization every second, so a short job has samples.
+  server = spawn(bin, ['serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir, '--usage-interval', '1s'], { env: env(), stdio: ['ignore', log, log] });
   await waitFor('cumulus serve to write its CLI config', async () => {
     const cfg = fs.readFileSync(path.join(dataDir, 'config.yaml'), 'utf8');
     const m = /^token:\s*(\S+)/m.exec(cfg);
@@ -314,6 +315,17 @@ test('the studio, end to end in Chromium', async (t) => {
     const resp = await page.request.get(new URL(await dl.getAttribute('href'), base).toString());
     assert.equal(resp.status(), 200);
     assert.equal(resp.headers()['content-type'], 'application/gzip');
+    // Its utilization, sampled on its node while it ran: a CPU line and
+    // its memory; no GPU, so no word about idle GPUs.
+    const usage = page.locator('section[aria-labelledby="sec-usage-job"]');
+    const cpu = usage.locator('svg.usage-chart[data-chart="cpu"]');
+    await waitFor("the job's CPU line", async () => (await cpu.locator('.usage-line').count()) >= 1, 30000);
+    assert.match(await cpu.getAttribute('aria-label'), /^CPU utilization of job ui-job-1: latest tvm-ui-cluster\S* \d+ %\.$/);
+    await usage.locator('svg.usage-chart[data-chart="memory"] .usage-line').first().waitFor();
+    assert.match(await usage.locator('svg.usage-chart[data-chart="memory"]').getAttribute('aria-label'), /latest tvm-ui-cluster\S* [\d.]+ (KiB|MiB|GiB)/);
+    assert.equal(await usage.locator('svg.usage-chart[data-chart="gpu"]').count(), 0, 'no GPU chart without GPUs');
+    assert.equal(await page.locator('#usage-gpu-hint').isHidden(), true);
+    assert.match(await page.locator('#usage-note-job').textContent(), /\d+ samples? of 1 node/);
     await page.evaluate(() => window.scrollTo(0, 0));
     await shot('job', { fullPage: true, doc: true });
   });
@@ -328,6 +340,26 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /Nodes of ui-cluster over the last (1|5) min: now 2 \(0 running, 2 idle/);
     await page.locator('section[aria-labelledby="sec-quota"] meter').first().waitFor();
     assert.match(await page.locator('section[aria-labelledby="sec-quota"]').textContent(), /8 of 400 cores/);
+    // Utilization: a line per node for CPU and memory.
+    const usage = page.locator('section[aria-labelledby="sec-usage-compute"]');
+    const cpu = usage.locator('svg.usage-chart[data-chart="cpu"]');
+    await waitFor('a CPU line of each node', async () => (await cpu.getAttribute('data-series')) === '2' && (await cpu.locator('.usage-line').count()) === 2, 30000);
+    assert.match(await cpu.getAttribute('aria-label'), /^CPU utilization of the nodes of ui-cluster: latest tvm-ui-cluster\S* \d+ %, tvm-ui-cluster\S* \d+ %\.$/);
+    assert.equal(await usage.locator('svg.usage-chart[data-chart="memory"] .usage-line').count(), 2);
+    assert.equal(await usage.locator('ul.legend li').count(), 2);
+  });
+
+  await step(t, 'the utilization charts fit a phone', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      const cpu = page.locator('section[aria-labelledby="sec-usage-compute"] svg.usage-chart[data-chart="cpu"]');
+      await cpu.scrollIntoViewIfNeeded();
+      const box = await cpu.boundingBox();
+      assert.ok(box && box.width > 200 && box.x >= 0 && box.x + box.width <= 390, 'the chart is within the screen: ' + JSON.stringify(box));
+      await shot('cluster-usage-phone');
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 860 });
+    }
   });
 
   await step(t, 'the jobs list filters by status and text', async () => {

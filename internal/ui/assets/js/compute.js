@@ -6,6 +6,7 @@ import { openScaleDialog, openDeleteDialog, sizes, sizeSummary } from './dialogs
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
 import { timeline } from './events.js';
+import { usagePanel, computeUsage } from './usage.js';
 
 const WINDOWS = [[60, '1 min'], [300, '5 min'], [900, '15 min'], [3600, '1 h'], [21600, '6 h']];
 const KEEP_MS = 6 * 3600 * 1000;
@@ -38,6 +39,7 @@ export function render(main, [name]) {
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
   const events = timeline('compute-events', `Events of ${name}, newest first`);
+  const usage = usagePanel('compute', name);
 
   main.append(crumbs, pageHeader(name, scaleBtn, deleteBtn), banner.el, errors,
     h('section', { 'aria-labelledby': 'sec-settings', class: 'card' }, h('h2', { id: 'sec-settings' }, 'Settings and state'), facts),
@@ -45,6 +47,7 @@ export function render(main, [name]) {
       h('div', { class: 'section-header' }, h('h2', { id: 'sec-chart' }, 'Node count'),
         h('div', { class: 'segmented', role: 'group', 'aria-label': 'Time window' }, windowBtns)),
       h('figure', {}, chartBox, legend(), chartCaption)),
+    usage.el,
     h('div', { class: 'two-col' },
       h('section', { 'aria-labelledby': 'sec-nodes', class: 'card' }, h('h2', { id: 'sec-nodes' }, 'Nodes'), nodesT.el),
       h('section', { 'aria-labelledby': 'sec-quota', class: 'card' }, h('h2', { id: 'sec-quota' }, 'Quota'), quotaBox)),
@@ -115,6 +118,7 @@ export function render(main, [name]) {
       api.listUsages(c.properties.computeLocation || c.location).catch(() => []),
       sizes().catch(() => []),
       api.computeEvents(name).catch(() => null),
+      computeUsage(name, '30m').then(usage.update).catch(() => {}),
     ]);
     if (evs) events.render(evs, 'No events yet: they start when the cluster first grows.');
     if (h0) {

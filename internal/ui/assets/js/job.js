@@ -4,6 +4,7 @@ import * as api from './api.js';
 import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, toast, openDialog, isoSeconds } from './dom.js';
 import { terminal, jobDuration } from './jobs.js';
 import { timeline } from './events.js';
+import { usagePanel, jobUsage } from './usage.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 
@@ -18,6 +19,7 @@ export function render(main, [name]) {
   const history = timeline('job-events', `Status history of ${name}, newest first`);
   const attemptsT = table('Attempts of the job', ['Attempt', 'Nodes', 'Started', 'Ended', 'Exit code', 'Reason']);
   const outputsBox = h('div', { id: 'job-outputs' });
+  const usage = usagePanel('job', name);
 
   // Log viewer.
   const attemptSel = h('select', { id: 'log-attempt' }, h('option', { value: '' }, 'Latest'));
@@ -36,6 +38,7 @@ export function render(main, [name]) {
       h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
+    usage.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
 
   let job = null;
@@ -136,6 +139,11 @@ export function render(main, [name]) {
     await renderHistory(p);
     renderAttempts(p);
     renderOutputs(j);
+    if (p.startTime && !usage.done) {
+      // Samples come while the job runs; once it ended, one last read.
+      await jobUsage(name).then(usage.update).catch(() => {});
+      usage.done = terminal(p.status);
+    }
     if (!log.done || log.attempt === null && log.shownAttempt !== null && (p.attempts || []).length && p.attempts[p.attempts.length - 1].attempt !== log.shownAttempt) {
       await pollLog();
     }
