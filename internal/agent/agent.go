@@ -442,6 +442,9 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		defer a.wg.Done()
 		j.run()
 	}()
+	if asg.CostLimit > 0 {
+		go j.stopAtCostLimit()
+	}
 	return true
 }
 

@@ -86,6 +86,18 @@ func (j *job) stop(reason string) {
 
 func (j *job) processGone() { j.procOnce.Do(func() { close(j.procDone) }) }
 
+// stopAtCostLimit stops the job when it has held its node for its
+// assignment's CostLimit (counted from its arrival: preparing costs too),
+// unless it ended first.
+func (j *job) stopAtCostLimit() {
+	select {
+	case <-j.a.clk.After(j.asg.CostLimit):
+		j.log.Info("the job reached its cost limit", "after", j.asg.CostLimit)
+		j.stop(j.asg.CostLimitReason)
+	case <-j.procDone:
+	}
+}
+
 // setGrace sets the SIGTERM → SIGKILL grace for the next stop.
 func (j *job) setGrace(d time.Duration) {
 	j.mu.Lock()

@@ -120,21 +120,26 @@ type JobEvent = JobState
 
 // Assignment tells an agent to run a job.
 type Assignment struct {
-	UID           string            `json:"uid"`
-	Name          string            `json:"name"` // the job's name in its workspace
-	Attempt       int               `json:"attempt"`
-	Command       string            `json:"command"`            // run with /bin/sh -c
-	CodeBlob      string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
-	Image         string            `json:"image,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Timeout       time.Duration     `json:"timeout,omitempty"` // 0: none
-	Grace         time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
-	Outputs       []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
-	Inputs        map[string]string `json:"inputs,omitempty"`  // folder inputs: name → blob sha256, unpacked to a folder named by AZUREML_INPUT_<name>
-	GPUs          []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
-	InstanceIndex int               `json:"instanceIndex"`     // this node's rank among the job's nodes
-	NodeIPs       []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
-	Distribution  *Distribution     `json:"distribution,omitempty"`
+	UID      string            `json:"uid"`
+	Name     string            `json:"name"` // the job's name in its workspace
+	Attempt  int               `json:"attempt"`
+	Command  string            `json:"command"`            // run with /bin/sh -c
+	CodeBlob string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
+	Image    string            `json:"image,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Timeout  time.Duration     `json:"timeout,omitempty"` // 0: none
+	// CostLimit, when set, is how long from now the job may hold its
+	// nodes before its cost reaches its limit: the agent then stops it
+	// (SIGTERM, grace, SIGKILL) with CostLimitReason.
+	CostLimit       time.Duration     `json:"costLimit,omitempty"`
+	CostLimitReason string            `json:"costLimitReason,omitempty"`
+	Grace           time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
+	Outputs         []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
+	Inputs          map[string]string `json:"inputs,omitempty"`  // folder inputs: name → blob sha256, unpacked to a folder named by AZUREML_INPUT_<name>
+	GPUs            []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
+	InstanceIndex   int               `json:"instanceIndex"`     // this node's rank among the job's nodes
+	NodeIPs         []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
+	Distribution    *Distribution     `json:"distribution,omitempty"`
 	// Checkpoint says an earlier attempt left a checkpoint: restore it into
 	// $CUMULUS_CHECKPOINT_DIR before the command starts.
 	Checkpoint bool `json:"checkpoint,omitempty"`

@@ -43,6 +43,7 @@ type JobProperties struct {
 	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
 	StatusMessage string         `json:"statusMessage,omitempty"`
 	History       []StatusChange `json:"statusHistory,omitempty"`
+	Cost          *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
 	Attempts      []Attempt      `json:"attempts,omitempty"`
 	StartTime     *time.Time     `json:"startTime,omitempty"`
 	EndTime       *time.Time     `json:"endTime,omitempty"`
@@ -86,6 +87,30 @@ type Distribution struct {
 type JobLimits struct {
 	JobLimitsType string `json:"jobLimitsType"`
 	Timeout       string `json:"timeout,omitempty"`
+	// MaxCost (a Cumulus extension) stops the job, which fails with
+	// CostLimitExceeded, when its nodes' billed time reaches this amount
+	// in the server's currency.
+	MaxCost *float64 `json:"maxCost,omitempty"`
+}
+
+// CostLimitExceeded begins the reason of a job stopped at its maxCost.
+const CostLimitExceeded = "CostLimitExceeded"
+
+// JobCost is what a job has cost so far (read-only, a Cumulus extension):
+// its attempts' nodes from assignment to end, at the server's prices.
+type JobCost struct {
+	Amount    float64  `json:"amount"`
+	Currency  string   `json:"currency"`
+	NodeHours float64  `json:"nodeHours"`
+	MaxCost   *float64 `json:"maxCost,omitempty"`
+}
+
+// MaxCost is the job's cost limit, 0 for none.
+func (j *Job) MaxCost() float64 {
+	if l := j.Properties.Limits; l != nil && l.MaxCost != nil {
+		return *l.MaxCost
+	}
+	return 0
 }
 
 // QueueSettings is the job tier.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -57,6 +58,15 @@ func PrepareJob(j *Job, name string) error {
 	}
 	if p.Resources.InstanceCount < 1 {
 		v.Add(CodeValidationError, "properties.resources.instanceCount", "instanceCount must be at least 1, got %d", p.Resources.InstanceCount)
+	}
+	p.Cost = nil // read-only
+	if l := p.Limits; l != nil && l.MaxCost != nil {
+		if l.JobLimitsType == "" {
+			l.JobLimitsType = "Command"
+		}
+		if c := *l.MaxCost; math.IsNaN(c) || math.IsInf(c, 0) || c <= 0 {
+			v.Add(CodeValidationError, "properties.limits.maxCost", "limits.maxCost must be a positive amount in the server's currency, got %v", c)
+		}
 	}
 	if p.Limits != nil && p.Limits.Timeout != "" {
 		if p.Limits.JobLimitsType == "" {

@@ -29,6 +29,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 		envVars, tags                                                        []string
 		instances                                                            int32
 		timeout                                                              int64
+		maxCost                                                              float64
 		stream                                                               bool
 	)
 	cmd := &cobra.Command{
@@ -87,8 +88,16 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 				}
 				spec.Resources.InstanceCount = instances
 			}
-			if set("timeout") {
-				spec.Limits = &JobLimitsSpec{Timeout: timeout}
+			if set("timeout") || set("max-cost") {
+				if spec.Limits == nil {
+					spec.Limits = &JobLimitsSpec{}
+				}
+				if set("timeout") {
+					spec.Limits.Timeout = timeout
+				}
+				if set("max-cost") {
+					spec.Limits.MaxCost = maxCost
+				}
 			}
 			c, err := g.client()
 			if err != nil {
@@ -119,6 +128,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 	fl.StringArrayVar(&envVars, "environment-variables", nil, "KEY=VALUE (repeatable)")
 	fl.Int32Var(&instances, "instance-count", 1, "nodes the job runs on")
 	fl.Int64Var(&timeout, "timeout", 0, "seconds after which the job is stopped and fails")
+	fl.Float64Var(&maxCost, "max-cost", 0, "stop the job, which fails with CostLimitExceeded, when its nodes' time has cost this much (the server's currency; YAML limits.max_cost)")
 	fl.StringVar(&experiment, "experiment-name", "", "experiment name")
 	fl.StringVar(&display, "display-name", "", "display name")
 	fl.StringVar(&description, "description", "", "description")
@@ -136,7 +146,7 @@ func (g *globals) showJob(j api.Job) error {
 }
 
 func jobTable() *table {
-	return &table{header: []string{"NAME", "STATUS", "COMPUTE", "NODES", "ATTEMPTS", "CREATED", "MESSAGE"}}
+	return &table{header: []string{"NAME", "STATUS", "COMPUTE", "NODES", "ATTEMPTS", "CREATED", "COST", "MESSAGE"}}
 }
 
 func addJobRow(t *table, j api.Job) {
@@ -146,7 +156,14 @@ func addJobRow(t *table, j api.Job) {
 	if len(p.History) > 0 {
 		created = p.History[0].Time.Local().Format("2006-01-02 15:04:05")
 	}
-	t.add(j.Name, p.Status, compute, j.InstanceCount(), len(p.Attempts), created, p.StatusMessage)
+	spent := "-"
+	if c := p.Cost; c != nil {
+		spent = money(c.Amount) + " " + c.Currency
+		if c.MaxCost != nil {
+			spent += " of " + money(*c.MaxCost)
+		}
+	}
+	t.add(j.Name, p.Status, compute, j.InstanceCount(), len(p.Attempts), created, spent, p.StatusMessage)
 }
 
 func newJobShowCmd(g *globals) *cobra.Command {

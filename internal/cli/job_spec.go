@@ -57,6 +57,9 @@ type DistributionSpec struct {
 // JobLimitsSpec is limits: in the YAML (timeout in seconds).
 type JobLimitsSpec struct {
 	Timeout int64 `yaml:"timeout,omitempty"`
+	// MaxCost (a Cumulus extension) stops the job when its nodes' time
+	// costs this much, in the server's currency.
+	MaxCost float64 `yaml:"max_cost,omitempty"`
 }
 
 // OutputSpec is one output.
@@ -102,6 +105,15 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 			return j, fmt.Errorf("limits.timeout must be a positive number of seconds")
 		}
 		p.Limits = &api.JobLimits{JobLimitsType: "Command", Timeout: fmt.Sprintf("PT%dS", s.Limits.Timeout)}
+	}
+	if s.Limits != nil && s.Limits.MaxCost != 0 {
+		if s.Limits.MaxCost < 0 {
+			return j, fmt.Errorf("limits.max_cost must be a positive amount")
+		}
+		if p.Limits == nil {
+			p.Limits = &api.JobLimits{JobLimitsType: "Command"}
+		}
+		p.Limits.MaxCost = &s.Limits.MaxCost
 	}
 	env, err := environmentID(s.Environment)
 	if err != nil {

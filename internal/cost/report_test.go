@@ -128,3 +128,31 @@ func TestPriceFile(t *testing.T) {
 		t.Errorf("ParseBy(tag:Team) = %s %s %v", k, tag, err)
 	}
 }
+
+// A job's node time counts every attempt on all its nodes until its end
+// (or now); a cap leaves the time until its cost reaches the limit.
+func TestJobNodeHoursAndCapLeft(t *testing.T) {
+	p := api.JobProperties{Status: api.JobRunning, Attempts: []api.Attempt{
+		{Number: 1, Nodes: []string{"a", "b"}, Assigned: ptr(at(0)), Ended: ptr(at(30))},
+		{Number: 2, Nodes: []string{"c", "d"}, Assigned: ptr(at(40))},
+	}}
+	if h := JobNodeHours(p, at(70)); !near(h, 2) { // 2×30 min + 2×30 min
+		t.Fatalf("node-hours = %v, want 2", h)
+	}
+	// $3/h, cap $9: 3 node-hours allowed, 2 spent, 2 nodes: 30 minutes left.
+	if left, ok := CapLeft(9, 3, 2, 2); !ok || left != 30*time.Minute {
+		t.Errorf("left = %v %v, want 30m", left, ok)
+	}
+	if left, ok := CapLeft(5, 3, 2, 2); !ok || left != 0 {
+		t.Errorf("over the cap: %v %v, want 0 and enforced", left, ok)
+	}
+	if _, ok := CapLeft(5, 0, 0, 1); ok {
+		t.Error("a cap without a price is enforced")
+	}
+	p.Status, p.EndTime = api.JobFailed, ptr(at(50))
+	if h := JobNodeHours(p, at(70)); !near(h, 1+10.0/60*2) {
+		t.Errorf("after the job ended at 10:50: %v node-hours", h)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

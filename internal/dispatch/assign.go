@@ -30,6 +30,10 @@ type Work struct {
 	DefaultClientID string
 	// LaunchToken is the MPI launch secret of the job's attempt.
 	LaunchToken string
+	// CostLimit is how long the job may still hold its nodes before its
+	// maxCost is reached (with the reason to stop it with); 0: no limit.
+	CostLimit       time.Duration
+	CostLimitReason string
 }
 
 // Assignment is what node n needs to run its part of job j.
@@ -39,7 +43,7 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	a := agentapi.Assignment{UID: j.UID, Name: j.Doc.Name, Attempt: j.Attempt, Command: expandBindings(p.Command, p),
 		CodeBlob: codeBlob(p.CodeID), Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
 		Outputs: outputNames(p), GPUs: jobGPUs(n), InstanceIndex: slices.Index(j.Nodes, n.ID), NodeIPs: w.NodeIPs,
-		Checkpoint: w.Checkpoint}
+		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
 	}

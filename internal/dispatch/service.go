@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -48,6 +49,9 @@ type Service struct {
 	LaunchToken func(uid string, attempt int) string
 	// Changed, when set, is told that jobs or nodes changed.
 	Changed func()
+	// Prices price node time for jobs' cost limits; nil: limits are not
+	// enforced.
+	Prices *cost.Prices
 }
 
 func (s *Service) changed() {

@@ -70,6 +70,7 @@ func (s *Service) work(ctx context.Context, q store.Querier, j store.Job) (Work,
 	if s.Outputs != nil {
 		w.Checkpoint = s.Outputs.Has(j.UID, agentapi.CheckpointOutput)
 	}
+	s.costLimit(ctx, q, j, &w)
 	if s.LaunchToken != nil {
 		w.LaunchToken = s.LaunchToken(j.UID, j.Attempt)
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -101,7 +102,7 @@ func Exited(ctx context.Context, q store.Querier, j store.Job, node string, atte
 			endAttempt(a, code, "canceled", at)
 			j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
 		}
-	case code != 0:
+	case code != 0 || strings.HasPrefix(reason, api.CostLimitExceeded): // a job stopped at its cost limit fails whatever its code
 		why := fmt.Sprintf("exit code %d on node %s", code, node)
 		if len(j.Nodes) > 1 {
 			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rankOf(j, node), len(j.Nodes))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -25,8 +27,32 @@ func (s *Server) jobRoutes() {
 	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
 }
 
-// jobView is a stored job as the API returns it.
-func jobView(j store.Job) api.Job { return j.Doc }
+// jobView is a stored job as the API returns it, with what it has cost so
+// far (prices is a cache of the computes' hourly prices; nil: none).
+func (s *Server) jobView(ctx context.Context, j store.Job, prices map[string]float64) api.Job {
+	doc := j.Doc
+	hourly, ok := prices[j.Compute]
+	if !ok {
+		if d, err := store.Get[api.Compute](ctx, s.db.Q(), store.KindCompute, computeParent(j.Compute), computeName(j.Compute)); err == nil {
+			a := d.Value.Aml()
+			hourly, _ = s.cfg.Prices.Hourly(a.VMSize, a.VMPriority)
+		}
+		if prices != nil {
+			prices[j.Compute] = hourly
+		}
+	}
+	hours := cost.JobNodeHours(doc.Properties, s.clock.Now())
+	c := &api.JobCost{Amount: hours * hourly, Currency: s.cfg.Prices.Currency, NodeHours: hours}
+	if m := doc.MaxCost(); m > 0 {
+		c.MaxCost = &m
+	}
+	doc.Properties.Cost = c
+	return doc
+}
+
+// computeParent and computeName split a compute's ARM id.
+func computeParent(id string) string { p, _, _ := strings.Cut(id, "/computes/"); return p }
+func computeName(id string) string   { _, n, _ := strings.Cut(id, "/computes/"); return n }
 
 func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error {
 	sc, name := scopeOf(p), p["name"]
@@ -96,7 +122,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		return err
 	}
 	s.changed()
-	writeJSON(w, status, jobView(out))
+	writeJSON(w, status, s.jobView(r.Context(), out, nil))
 	return nil
 }
 
@@ -129,7 +155,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, jobView(j))
+	writeJSON(w, http.StatusOK, s.jobView(r.Context(), j, nil))
 	return nil
 }
 
@@ -161,12 +187,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 		return err
 	}
 	page := api.Page[api.Job]{Value: []api.Job{}}
+	prices := map[string]float64{}
 	for i, j := range jobs {
 		if i == size {
 			page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(jobs[size-1].Doc.Name))
 			break
 		}
-		page.Value = append(page.Value, jobView(j))
+		page.Value = append(page.Value, s.jobView(r.Context(), j, prices))
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
