@@ -27,6 +27,11 @@ const (
 	// has no resource: every role that reads holds it at whatever scope
 	// (AllowedAnywhere), so any signed-in reader may scrape.
 	Metrics Action = "metrics"
+	// ManageLocks is creating, changing and deleting management locks
+	// (Microsoft.Authorization/locks/write and /delete): Owner alone, as
+	// in Azure, where Contributor cannot remove the lock that stops it.
+	// Reading locks is Read.
+	ManageLocks Action = "manageLocks"
 )
 
 // AssignIdentityOperation names AssignIdentity in ARM's style, for the
@@ -46,7 +51,7 @@ const (
 )
 
 var roles = map[string][]Action{
-	Owner:                   {Read, Write, Delete, Scale, Evict, Secrets, Access, AssignIdentity, Metrics},
+	Owner:                   {Read, Write, Delete, Scale, Evict, Secrets, Access, AssignIdentity, Metrics, ManageLocks},
 	Contributor:             {Read, Write, Delete, Scale, Evict, Secrets, AssignIdentity, Metrics},
 	Reader:                  {Read, Metrics},
 	ComputeOperator:         {Read, Scale, Evict, Metrics},
@@ -114,6 +119,9 @@ func AllowedAnywhere(as []Assignment, action Action) bool {
 // action named in the last path segment.
 func ActionOf(method, path string) Action {
 	last := path[strings.LastIndex(strings.TrimSuffix(path, "/"), "/")+1:]
+	if method != "GET" && method != "HEAD" && IsLockPath(path) {
+		return ManageLocks
+	}
 	switch method {
 	case "GET", "HEAD":
 		return Read
@@ -132,6 +140,12 @@ func ActionOf(method, path string) Action {
 		}
 	}
 	return Write
+}
+
+// IsLockPath reports whether path names management locks: it goes on
+// past a resource with /providers/Microsoft.Authorization/locks.
+func IsLockPath(path string) bool {
+	return strings.Contains(strings.ToLower(path), "/providers/microsoft.authorization/locks")
 }
 
 // OperationName names a request in ARM's style for the audit log:

@@ -36,6 +36,10 @@ func TestAllowed(t *testing.T) {
 		{"identity operator cannot assign another", []Assignment{{ManagedIdentityOperator, identity}}, identity + "2", AssignIdentity, false},
 		{"identity operator cannot read", []Assignment{{ManagedIdentityOperator, identity}}, identity, Read, false},
 		{"identity operator cannot write", []Assignment{{ManagedIdentityOperator, "/"}}, ws + "/computes/c", Write, false},
+		{"owner manages locks", []Assignment{{Owner, ws}}, ws + "/computes/c/providers/Microsoft.Authorization/locks/l", ManageLocks, true},
+		{"contributor cannot manage locks", []Assignment{{Contributor, "/"}}, ws + "/providers/Microsoft.Authorization/locks/l", ManageLocks, false},
+		{"compute owner cannot lock its workspace", []Assignment{{Owner, ws + "/computes/c"}}, ws + "/providers/Microsoft.Authorization/locks/l", ManageLocks, false},
+		{"reader reads locks", []Assignment{{Reader, ws}}, ws + "/computes/c/providers/Microsoft.Authorization/locks", Read, true},
 	}
 	for _, c := range cases {
 		if got := Allowed(c.as, c.res, c.action); got != c.want {
@@ -46,15 +50,18 @@ func TestAllowed(t *testing.T) {
 
 func TestActionOf(t *testing.T) {
 	cases := map[[2]string]Action{
-		{"GET", ws + "/computes"}:                                          Read,
-		{"POST", ws + "/computes/c/listNodes"}:                             Read,
-		{"POST", ws + "/computes/c/listKeys"}:                              Secrets,
-		{"POST", ws + "/computes/c/nodes/n/simulateEviction"}:              Evict,
-		{"POST", ws + "/jobs/j/cancel"}:                                    Write,
-		{"PATCH", ws + "/computes/c"}:                                      Scale,
-		{"PUT", ws + "/computes/c"}:                                        Write,
-		{"DELETE", ws + "/computes/c"}:                                     Delete,
-		{"POST", "/subscriptions/s1/providers/P/locations/l/updateQuotas"}: Write,
+		{"GET", ws + "/computes"}:                                                Read,
+		{"POST", ws + "/computes/c/listNodes"}:                                   Read,
+		{"POST", ws + "/computes/c/listKeys"}:                                    Secrets,
+		{"POST", ws + "/computes/c/nodes/n/simulateEviction"}:                    Evict,
+		{"POST", ws + "/jobs/j/cancel"}:                                          Write,
+		{"PATCH", ws + "/computes/c"}:                                            Scale,
+		{"PUT", ws + "/computes/c"}:                                              Write,
+		{"DELETE", ws + "/computes/c"}:                                           Delete,
+		{"POST", "/subscriptions/s1/providers/P/locations/l/updateQuotas"}:       Write,
+		{"PUT", ws + "/providers/Microsoft.Authorization/locks/l"}:               ManageLocks,
+		{"DELETE", ws + "/computes/c/providers/microsoft.authorization/locks/l"}: ManageLocks,
+		{"GET", ws + "/computes/c/providers/Microsoft.Authorization/locks"}:      Read,
 	}
 	for in, want := range cases {
 		if got := ActionOf(in[0], in[1]); got != want {
@@ -70,7 +77,9 @@ func TestOperationName(t *testing.T) {
 		{"POST", ws + "/computes/c/listKeys"}: "Microsoft.MachineLearningServices/workspaces/computes/listKeys/action",
 		{"POST", ws + "/jobs/j/cancel"}:       "Microsoft.MachineLearningServices/workspaces/jobs/cancel/action",
 		{"PUT", ws}:                           "Microsoft.MachineLearningServices/workspaces/write",
-		{"POST", "/cumulus/v1/auth/tokens"}:   "Cumulus/cumulus/v1/auth/tokens/action",
+		{"PUT", ws + "/computes/c/providers/Microsoft.Authorization/locks/l"}: "Microsoft.Authorization/locks/write",
+		{"DELETE", ws + "/providers/Microsoft.Authorization/locks/l"}:         "Microsoft.Authorization/locks/delete",
+		{"POST", "/cumulus/v1/auth/tokens"}:                                   "Cumulus/cumulus/v1/auth/tokens/action",
 	}
 	for in, want := range cases {
 		if got := OperationName(in[0], in[1]); got != want {

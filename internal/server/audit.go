@@ -60,12 +60,16 @@ func (s *Server) auditEntry(r *http.Request, st *auditState, status int) store.A
 // write that has begun is either committed with its entry or not at all
 // (fn's own statements may still use the request's context; if they fail,
 // nothing is committed). Several transactions of one request share one
-// entry, written by the first that commits.
+// entry, written by the first that commits. A lock that forbids the
+// request refuses it here too (guardLocks), not only before the handler.
 func (s *Server) tx(r *http.Request, fn func(q store.Querier) error) error {
 	ctx := context.WithoutCancel(r.Context())
 	st := auditOf(r)
 	var seq int64
 	err := s.db.Tx(ctx, func(q store.Querier) error {
+		if err := s.guardLocks(r, q); err != nil {
+			return err
+		}
 		if err := fn(q); err != nil {
 			return err
 		}

@@ -232,6 +232,7 @@ func (s *Server) routes() {
 	s.eventRoutes()
 	s.costRoutes()
 	s.usageRoutes()
+	s.lockRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
@@ -283,7 +284,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "no API matches the path " + r.URL.Path})
 		return
 	}
-	if err := checkAPIVersion(r.URL.Query().Get("api-version")); err != nil {
+	if err := checkRouteAPIVersion(pattern, r.URL.Query().Get("api-version")); err != nil {
 		writeError(rec, r, s.log, err)
 		return
 	}
@@ -293,6 +294,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { s.audit(r, rec.status) }()
 	if err := s.authorize(r); err != nil {
+		writeError(rec, r, s.log, err)
+		return
+	}
+	if err := s.checkLocks(r.Context(), s.db.Q(), r); err != nil {
 		writeError(rec, r, s.log, err)
 		return
 	}

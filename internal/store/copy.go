@@ -30,6 +30,7 @@ var copied = []struct {
 	{"events", []string{"seq", "time", "compute", "node", "type", "body"}},
 	{"node_ledger", []string{"node", "compute", "vm_size", "priority", "created", "removed"}},
 	{"job_runs", []string{"job", "attempt", "name", "compute", "nodes", "started", "ended"}},
+	{"locks", []string{"scope", "name", "level", "body", "created"}},
 }
 
 // ErrNotEmpty: the destination of a copy already holds state.
@@ -39,7 +40,7 @@ var ErrNotEmpty = errors.New("the destination store is not empty")
 type CopyReport map[string]int
 
 // Copy copies every resource, operation, principal, token, role
-// assignment, secret, node, job, audit entry, blob ownership and event of src
+// assignment, secret, node, job, audit entry, blob ownership, event and lock of src
 // into dst, which must be empty (ErrNotEmpty otherwise). It reads src in
 // one read transaction (a consistent snapshot even while a server writes,
 // though writes after it are not copied: stop the server first) and

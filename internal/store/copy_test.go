@@ -43,6 +43,8 @@ func fill(t *testing.T, db *DB) {
 	_, err = AppendAudit(ctx, db.W(), AuditEntry{Time: now, Principal: "alice", Operation: "PUT", Resource: "/x", Status: 200})
 	must(err)
 	must(PutBlobOwner(ctx, db.W(), BlobOwner{Digest: "d1", Workspace: "/ws", Size: 3, Uploaded: now, Principal: "alice"}))
+	_, err = PutLock(ctx, db.W(), "/ws", api.Lock{ID: api.LockID("/ws", "l"), Name: "l", Properties: api.LockProperties{Level: api.LockReadOnly}}, now)
+	must(err)
 }
 
 // TestCopySQLiteToPostgres: every kind of state arrives, the counts agree,

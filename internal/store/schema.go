@@ -213,6 +213,19 @@ var migrations = []string{
 		job_name     TEXT NOT NULL,
 		PRIMARY KEY (node, job)
 	)`,
+	// 14: management locks (Microsoft.Authorization/locks) at a workspace or
+	// compute, keyed by the locked resource's id (lower case). A lock
+	// goes with its resource: the trigger removes the locks at and under
+	// a workspace or compute when its row is deleted.
+	`CREATE TABLE locks (
+		scope   TEXT NOT NULL,
+		name    TEXT NOT NULL,
+		level   TEXT NOT NULL,
+		body    TEXT NOT NULL,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (scope, name)
+	);
+	CREATE TRIGGER locks_resource_deleted AFTER DELETE ON resources WHEN OLD.kind IN ('workspace', 'compute') BEGIN DELETE FROM locks WHERE scope = (CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) OR substr(scope, 1, length(CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) + 1) = (CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) || '/'; END`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

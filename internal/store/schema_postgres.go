@@ -193,4 +193,20 @@ var pgMigrations = []string{
 		job_name     TEXT NOT NULL,
 		PRIMARY KEY (node, job)
 	)`,
+	// SQLite's 14: management locks, with the trigger that removes a
+	// resource's locks (and those under it) with the resource. The trigger
+	// deletes only when there is a lock to delete: a DELETE takes the
+	// table in a mode that waits for the write transactions holding it in
+	// SHARE mode (GuardLocks), which every resource deletion would
+	// otherwise do.
+	`CREATE TABLE locks (
+		scope   TEXT COLLATE "C" NOT NULL,
+		name    TEXT COLLATE "C" NOT NULL,
+		level   TEXT NOT NULL,
+		body    TEXT NOT NULL,
+		created BIGINT NOT NULL,
+		PRIMARY KEY (scope, name)
+	);
+	CREATE FUNCTION delete_resource_locks() RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE id TEXT; BEGIN IF OLD.kind = 'compute' THEN id := OLD.parent || '/computes/' || OLD.name; ELSIF OLD.kind = 'workspace' THEN id := OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name; ELSE RETURN NULL; END IF; IF EXISTS (SELECT 1 FROM locks WHERE scope = id OR substr(scope, 1, length(id) + 1) = id || '/') THEN DELETE FROM locks WHERE scope = id OR substr(scope, 1, length(id) + 1) = id || '/'; END IF; RETURN NULL; END $$;
+	CREATE TRIGGER locks_resource_deleted AFTER DELETE ON resources FOR EACH ROW EXECUTE FUNCTION delete_resource_locks()`,
 }
