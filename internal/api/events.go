@@ -17,13 +17,15 @@ const (
 	EventNodeRemoved        = "NodeRemoved"        // its machine and record are gone
 	EventNodePreempted      = "NodePreempted"      // its low-priority machine was taken back
 	EventNodeUnusable       = "NodeUnusable"       // it failed (reason says how)
+	EventBudgetThreshold    = "BudgetThreshold"    // a budget covering the compute reached a threshold
 	EventJobPrefix          = "Job"
 )
 
 // EventTypes lists the compute and node event types, for validation and
 // help.
 var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBlocked, EventProvisioningFailed,
-	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable}
+	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable,
+	EventBudgetThreshold}
 
 // JobEventTypes lists the job event types, one per status.
 func JobEventTypes() []string {

@@ -207,8 +207,12 @@ type LogChunk struct {
 // for quota (the cluster controller writes it; the store indexes it).
 const QuotaWaitPrefix = "waiting for quota: "
 
+// BudgetWaitPrefix begins the status message of a queued job held back
+// because a budget of its compute is spent.
+const BudgetWaitPrefix = "waiting for budget: "
+
 // WaitsForQuota reports whether a job's status message says it waits for
-// quota.
+// quota or a budget (a message the cluster controller set and clears).
 func WaitsForQuota(statusMessage string) bool {
-	return strings.HasPrefix(statusMessage, QuotaWaitPrefix)
+	return strings.HasPrefix(statusMessage, QuotaWaitPrefix) || strings.HasPrefix(statusMessage, BudgetWaitPrefix)
 }

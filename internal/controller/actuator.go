@@ -25,6 +25,7 @@ type passActuator struct {
 	headroom int // the headroom the decision was given
 	u        *quota.Usage
 	now      time.Time
+	budget   string // why a budget holds the cluster from growing; "" when none
 
 	// quotaBound, set by Record: quota kept the cluster from its target.
 	quotaBound bool
@@ -67,7 +68,7 @@ func (a *passActuator) Record(ctx context.Context, p decide.Plan, _ actuate.Appl
 	short := a.qv.shortfall(a.st.doc.Value, p, a.headroom, *a.u)
 	a.quotaBound = short != nil
 	return errors.Join(
-		a.c.recordQuotaWaits(ctx, a.queued, p, short),
+		a.c.recordQuotaWaits(ctx, a.queued, p, short, a.budget),
 		a.c.recordStatus(ctx, a.st, p, short, a.now),
 	)
 }

@@ -260,8 +260,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	snap, qv := c.snapshot(ctx, st, queued, u)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
+	hold, toMin, err := budgetHold(ctx, c.DB.Q(), comp)
+	if err != nil {
+		return out, err
+	}
+	if hold != "" {
+		plan = decide.HoldForBudget(plan, snap, toMin, hold)
+	}
 
-	act := &passActuator{c: c, st: st, queued: queued, qv: qv, headroom: snap.Headroom, u: u, now: now}
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, headroom: snap.Headroom, u: u, now: now, budget: hold}
 	done, err := actuate.Apply(ctx, act, plan)
 	out.freed = done.Removed > 0
 	out.quotaBound = act.quotaBound

@@ -73,12 +73,12 @@ func blockedBesidesQuota(plan decide.Plan) string {
 }
 
 // recordQuotaWaits sets the status message of each queued job that waits
-// for quota (naming the family, the cores it needs and the cores free) and
-// clears it from jobs that no longer wait for quota. The status itself is
+// for quota (naming the family, the cores it needs and the cores free) or
+// for a budget (naming it) and clears it from jobs that no longer wait. The status itself is
 // not changed; a job that starts loses the message with its new status. A
 // job is written only when its message changes; one changed meanwhile is
 // left to the next pass.
-func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall) error {
+func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall, budget string) error {
 	want := map[string]string{}
 	if short != nil {
 		for _, w := range plan.QuotaWait {
@@ -88,6 +88,13 @@ func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJo
 	started := map[string]bool{}
 	for _, a := range plan.Assign {
 		started[a.JobID] = true
+	}
+	if budget != "" { // a spent budget holds every job that did not start
+		for _, qj := range queued {
+			if !started[qj.UID] {
+				want[qj.UID] = api.BudgetWaitPrefix + budget
+			}
+		}
 	}
 	var errs []error
 	for _, qj := range queued {

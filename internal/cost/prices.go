@@ -1,6 +1,7 @@
 // Package cost turns the ledger of node lives and job runs into what each
-// cluster, job, workspace or tag cost. It does no I/O but reading a price
-// file.
+// cluster, job, workspace or tag cost, and judges budgets. Its reports
+// and judgements are pure; ReadInput reads the ledger from the store and
+// Load a price file.
 package cost
 
 import (

@@ -156,3 +156,38 @@ func TestJobNodeHoursAndCapLeft(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A period starts on the first of the month or on Monday, UTC; thresholds
+// are reached once per period, and the action applies from 100 %.
+func TestBudgetPeriodsAndThresholds(t *testing.T) {
+	sunday := time.Date(2026, 5, 10, 23, 0, 0, 0, time.UTC)
+	if got := PeriodStart(api.BudgetWeek, sunday); !got.Equal(time.Date(2026, 5, 4, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("week of Sunday 10 May starts %v, want Monday 4 May", got)
+	}
+	if got := PeriodStart(api.BudgetMonth, sunday); !got.Equal(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("month starts %v", got)
+	}
+	b := api.BudgetProperties{Amount: 10, Period: api.BudgetMonth, Thresholds: []float64{50, 80, 100}, Action: api.BudgetStopScaleUp}
+	st, reached := Evaluate(b, 8.5, "USD", sunday)
+	if len(reached) != 2 || st.ActionActive || st.Percent != 85 {
+		t.Fatalf("at 85 %%: %+v reached %v", st, reached)
+	}
+	b.Status = &st
+	st, reached = Evaluate(b, 10, "USD", sunday)
+	if len(reached) != 1 || reached[0] != 100 || !st.ActionActive || len(st.Reached) != 3 {
+		t.Fatalf("at 100 %%: %+v reached %v", st, reached)
+	}
+	b.Status = &st
+	st, reached = Evaluate(b, 1, "USD", sunday.AddDate(0, 1, 0)) // June
+	if len(reached) != 0 || st.ActionActive || len(st.Reached) != 0 {
+		t.Errorf("a new month: %+v reached %v, want a fresh start", st, reached)
+	}
+	b.Action = api.BudgetAlert
+	if st, _ := Evaluate(b, 20, "USD", sunday); st.ActionActive {
+		t.Error("an Alert budget acts")
+	}
+	if !Covers(api.BudgetProperties{Tag: &api.BudgetTag{Key: "team", Value: "a"}}, "cpu", map[string]string{"team": "a"}) ||
+		Covers(api.BudgetProperties{Compute: "gpu"}, "cpu", nil) || !Covers(api.BudgetProperties{}, "cpu", nil) {
+		t.Error("Covers")
+	}
+}

@@ -14,15 +14,17 @@ type controllers struct {
 	clusters *controller.Clusters
 	ops      *controller.Operations
 	events   *controller.EventRetention
+	budgets  *controller.Budgets
 }
 
 // runControllers runs the controllers until ctx ends: reconciliation with
 // the provider, then the cluster passes; long-running operations; the
-// provider's events; the blob collector; the event history's retention.
+// provider's events; the blob collector; the event history's retention;
+// the budgets' judge.
 func runControllers(ctx context.Context, c controllers, api *server.Server, log *slog.Logger) {
 	clusters := c.clusters
 	var wg sync.WaitGroup
-	wg.Add(5)
+	wg.Add(6)
 	go func() {
 		defer wg.Done()
 		c.ops.Run(ctx)
@@ -30,6 +32,10 @@ func runControllers(ctx context.Context, c controllers, api *server.Server, log 
 	go func() {
 		defer wg.Done()
 		c.events.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.budgets.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -363,7 +363,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
-	newControllers := func(db *store.DB) (*controller.Clusters, *controller.Operations, *controller.EventRetention) {
+	newControllers := func(db *store.DB) controllers {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
@@ -372,7 +372,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
-		return clusters, ops, events
+		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
+		return controllers{clusters, ops, events, budgets}
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
@@ -446,13 +447,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}()
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
-		clusters, ops, events := newControllers(db)
-		clustersN.setLocal(clusters)
-		opsN.setLocal(ops)
+		c := newControllers(db)
+		clustersN.setLocal(c.clusters)
+		opsN.setLocal(c.ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)
 		defer startUsagePruning(ctx, db, o)()
-		runControllers(ctx, controllers{clusters, ops, events}, api, o.Log)
+		runControllers(ctx, c, api, o.Log)
 	}
 	go func() {
 		defer d.wg.Done()

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -62,63 +60,10 @@ func (s *Server) costs(w http.ResponseWriter, r *http.Request, p params) error {
 	if !until.After(since) {
 		return api.BadRequest(api.CodeBadRequest, "until must be after since (and since in the past)")
 	}
-	in, err := s.costInput(r.Context(), prefix, since, until, kind == cost.ByTag)
+	in, err := cost.ReadInput(r.Context(), s.db.Q(), prefix, since, until, s.cfg.Prices, kind == cost.ByTag)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, cost.Make(in, kind, tag))
 	return nil
-}
-
-// costInput reads the ledger of the period for the computes under prefix,
-// with their names and tags (and the jobs' tags, when asked).
-func (s *Server) costInput(ctx context.Context, prefix string, since, until time.Time, jobTags bool) (cost.Input, error) {
-	in := cost.Input{Since: since, Until: until, Prices: s.cfg.Prices, Computes: map[string]cost.Compute{}, JobTags: map[string]map[string]string{}}
-	nodes, err := store.NodeBills(ctx, s.db.Q(), since, until)
-	if err != nil {
-		return in, err
-	}
-	for _, n := range nodes {
-		if strings.HasPrefix(n.Compute, prefix) {
-			in.Nodes = append(in.Nodes, n)
-		}
-	}
-	runs, err := store.JobRuns(ctx, s.db.Q(), since, until)
-	if err != nil {
-		return in, err
-	}
-	for _, run := range runs {
-		if !strings.HasPrefix(run.Compute, prefix) {
-			continue
-		}
-		in.Runs = append(in.Runs, run)
-		if _, seen := in.JobTags[run.Job]; jobTags && !seen {
-			j, err := store.GetJobByUID(ctx, s.db.Q(), run.Job)
-			if err != nil && !isNotFound(err) {
-				return in, err
-			}
-			in.JobTags[run.Job] = j.Doc.Properties.Tags // nil for a deleted job
-		}
-	}
-	for _, n := range in.Nodes {
-		if _, seen := in.Computes[n.Compute]; seen {
-			continue
-		}
-		parent, name, _ := strings.Cut(n.Compute, "/computes/")
-		ws := parent[strings.LastIndex(parent, "/")+1:]
-		c := cost.Compute{Workspace: ws, Name: name}
-		d, err := store.Get[api.Compute](ctx, s.db.Q(), store.KindCompute, parent, name)
-		switch {
-		case err == nil:
-			c.Name, c.Tags = d.Value.Name, d.Value.Tags
-		case !isNotFound(err):
-			return in, err
-		}
-		group := parent[:strings.LastIndex(parent, "/providers/")]
-		if w, err := store.Get[api.Workspace](ctx, s.db.Q(), store.KindWorkspace, group, ws); err == nil {
-			c.Workspace = w.Value.Name
-		}
-		in.Computes[n.Compute] = c
-	}
-	return in, nil
 }

@@ -233,6 +233,7 @@ func (s *Server) routes() {
 	s.costRoutes()
 	s.usageRoutes()
 	s.lockRoutes()
+	s.budgetRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.

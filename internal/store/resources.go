@@ -15,6 +15,7 @@ import (
 const (
 	KindWorkspace = "workspace"
 	KindCompute   = "compute"
+	KindBudget    = "budget" // parent: the workspace's id
 )
 
 // Doc is a stored resource with its version and creation time.
