@@ -47,6 +47,12 @@ var (
 	descJobs = prometheus.NewDesc(Namespace+"_jobs",
 		"Jobs of a compute by status.", []string{"workspace", "compute", "status"}, nil)
 	// descStore names a failed store read: the scrape fails with it.
+	descBudgetSpent = prometheus.NewDesc(Namespace+"_budget_spent",
+		"What a budget's scope spent in its current period, in the server's currency, as last judged (every minute).", []string{"workspace", "budget"}, nil)
+	descBudgetAmount = prometheus.NewDesc(Namespace+"_budget_amount",
+		"A budget's amount per period, in the server's currency.", []string{"workspace", "budget"}, nil)
+	descBudgetActive = prometheus.NewDesc(Namespace+"_budget_action_active",
+		"1 while a budget's action (stop scale-up, scale to min) is in force, else 0.", []string{"workspace", "budget"}, nil)
 	descStore = prometheus.NewDesc(Namespace+"_store_read",
 		"A scrape's read of the store.", nil, nil)
 )
@@ -62,7 +68,8 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodes, descCores, descTarget, descMax, descMin, descQuotaUsed, descQuotaLimit, descJobs} {
+	for _, d := range []*prometheus.Desc{descNodes, descCores, descTarget, descMax, descMin, descQuotaUsed, descQuotaLimit, descJobs,
+		descBudgetSpent, descBudgetAmount, descBudgetActive} {
 		ch <- d
 	}
 }
@@ -188,6 +195,9 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(r.jobs[st]), r.workspace, r.compute, st)
 		}
 	}
+	if err := collectBudgets(ctx, q, ch); err != nil {
+		return err
+	}
 	if c.limits == nil {
 		return nil
 	}
@@ -212,6 +222,31 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		for _, f := range names {
 			quotaRow(f, PriorityDedicated, p.usage.Family[f], l.FamilyLimit(f))
 		}
+	}
+	return nil
+}
+
+// collectBudgets reports each budget's amount and what its last judgement
+// found spent.
+func collectBudgets(ctx context.Context, q store.Querier, ch chan<- prometheus.Metric) error {
+	docs, err := store.List[api.Budget](ctx, q, store.KindBudget, "/subscriptions", false, "", 1<<30)
+	if err != nil {
+		return fmt.Errorf("budgets: %w", err)
+	}
+	for _, d := range docs {
+		b := d.Value
+		wsID, _, _ := strings.Cut(b.ID, "/budgets/")
+		ws := wsID[strings.LastIndex(wsID, "/")+1:]
+		spent, active := 0.0, 0.0
+		if st := b.Properties.Status; st != nil {
+			spent = st.Spent
+			if st.ActionActive {
+				active = 1
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descBudgetSpent, prometheus.GaugeValue, spent, ws, b.Name)
+		ch <- prometheus.MustNewConstMetric(descBudgetAmount, prometheus.GaugeValue, b.Properties.Amount, ws, b.Name)
+		ch <- prometheus.MustNewConstMetric(descBudgetActive, prometheus.GaugeValue, active, ws, b.Name)
 	}
 	return nil
 }
