@@ -17,13 +17,14 @@ const (
 	EventNodeRemoved        = "NodeRemoved"        // its machine and record are gone
 	EventNodePreempted      = "NodePreempted"      // its low-priority machine was taken back
 	EventNodeUnusable       = "NodeUnusable"       // it failed (reason says how)
+	EventScheduleApplied    = "ScheduleApplied"    // a schedule entry changed the cluster's bounds in force (Cumulus)
 	EventJobPrefix          = "Job"
 )
 
 // EventTypes lists the compute and node event types, for validation and
 // help.
 var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBlocked, EventProvisioningFailed,
-	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable}
+	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable, EventScheduleApplied}
 
 // JobEventTypes lists the job event types, one per status.
 func JobEventTypes() []string {
