@@ -232,8 +232,8 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	if err := decode(r, &u); err != nil {
 		return err
 	}
-	if u.Properties == nil || u.Properties.Properties == nil || (u.Properties.Properties.ScaleSettings == nil && u.Properties.Properties.IdlePolicy == nil) {
-		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…})`)
+	if pp := u.Properties; pp == nil || pp.Properties == nil || (pp.Properties.ScaleSettings == nil && pp.Properties.IdlePolicy == nil && pp.Properties.Schedules == nil) {
+		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…}, "schedules":[…])`)
 	}
 	ifv, err := preconditions(r)
 	if err != nil {
