@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	_ "time/tzdata" // compute schedules name IANA time zones: work on machines without /usr/share/zoneinfo
 
 	"github.com/cumulus-ml/cumulus/internal/cli"
 )

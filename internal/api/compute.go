@@ -55,7 +55,13 @@ type AmlComputeProperties struct {
 	// long idle nodes are kept; absent is Azure's fixed
 	// nodeIdleTimeBeforeScaleDown.
 	IdlePolicy *IdlePolicy `json:"idlePolicy,omitempty"`
+	// Schedules (Cumulus extension, ignored by Azure clients) change the
+	// scale bounds at times given by cron expressions; see ScaleSchedule.
+	Schedules []ScaleSchedule `json:"schedules,omitempty"`
 
+	// Read-only, written by the cluster controller: the schedule entry in
+	// force, nil when none.
+	ActiveSchedule *ActiveSchedule `json:"activeSchedule,omitempty"`
 	// Read-only: computed from the nodes on every read.
 	AllocationState               string          `json:"allocationState,omitempty"`
 	AllocationStateTransitionTime *time.Time      `json:"allocationStateTransitionTime,omitempty"`
@@ -104,10 +110,12 @@ type ClusterUpdateParameters struct {
 }
 
 // ClusterUpdateProperties is what a PATCH may change: Azure's scale
-// settings and the Cumulus idle policy.
+// settings and the Cumulus idle policy and schedules (given, they replace
+// the stored ones; [] removes them).
 type ClusterUpdateProperties struct {
-	ScaleSettings *ScaleSettings `json:"scaleSettings,omitempty"`
-	IdlePolicy    *IdlePolicy    `json:"idlePolicy,omitempty"`
+	ScaleSettings *ScaleSettings   `json:"scaleSettings,omitempty"`
+	IdlePolicy    *IdlePolicy      `json:"idlePolicy,omitempty"`
+	Schedules     *[]ScaleSchedule `json:"schedules,omitempty"`
 }
 
 // ComputeSecrets is the listKeys answer for an AmlCompute: the admin

@@ -10,10 +10,10 @@ import (
 
 // PrepareCompute validates a PUT body for the compute named name and fills
 // defaults. existing is the stored compute when the PUT updates one; then
-// only description, tags, identity, scale settings, the idle policy, remote
-// login and the admin credentials (used by nodes created from then on) may
-// change. It
-// does not fill read-only or server-owned fields (ids, times, states).
+// only description, tags, identity, scale settings, the idle policy, the
+// schedules, remote login and the admin credentials (used by nodes created
+// from then on) may change. It does not fill read-only or server-owned
+// fields (ids, times, states).
 func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation string) error {
 	var v Validation
 	if err := CheckComputeName(name); err != nil {
@@ -45,6 +45,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	prepareSize(&v, a)
 	prepareScale(&v, a)
 	prepareIdlePolicy(&v, a.IdlePolicy)
+	prepareSchedules(&v, a)
 	preparePreemption(&v, a)
 	prepareKubernetes(&v, a.Kubernetes)
 	prepareNetwork(&v, a)
@@ -268,8 +269,8 @@ func checkImmutable(v *Validation, c, old *Compute) {
 // re-validates the result: the scale settings given are merged into the
 // stored ones, an idle policy given replaces the stored one.
 func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
-	if u == nil || (u.ScaleSettings == nil && u.IdlePolicy == nil) {
-		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings or properties.properties.idlePolicy")
+	if u == nil || (u.ScaleSettings == nil && u.IdlePolicy == nil && u.Schedules == nil) {
+		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings, .idlePolicy or .schedules")
 	}
 	a := c.Aml()
 	if ss := u.ScaleSettings; ss != nil {
@@ -292,8 +293,12 @@ func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
 		p := *u.IdlePolicy
 		a.IdlePolicy = &p
 	}
+	if u.Schedules != nil {
+		a.Schedules = append([]ScaleSchedule(nil), (*u.Schedules)...)
+	}
 	var v Validation
 	prepareScale(&v, a)
 	prepareIdlePolicy(&v, a.IdlePolicy)
+	prepareSchedules(&v, a)
 	return v.Err()
 }

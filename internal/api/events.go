@@ -18,6 +18,7 @@ const (
 	EventNodePreempted      = "NodePreempted"      // its low-priority machine was taken back
 	EventNodeUnusable       = "NodeUnusable"       // it failed (reason says how)
 	EventBudgetThreshold    = "BudgetThreshold"    // a budget covering the compute reached a threshold
+	EventScheduleApplied    = "ScheduleApplied"    // a schedule entry changed the cluster's bounds in force
 	EventJobPrefix          = "Job"
 )
 
@@ -25,7 +26,7 @@ const (
 // help.
 var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBlocked, EventProvisioningFailed,
 	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable,
-	EventBudgetThreshold}
+	EventBudgetThreshold, EventScheduleApplied}
 
 // JobEventTypes lists the job event types, one per status.
 func JobEventTypes() []string {

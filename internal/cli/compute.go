@@ -3,7 +3,9 @@ package cli
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -312,19 +314,35 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		noWait         bool
 		idlePolicy     string
 		delayWeight    float64
+		file           string
 	)
 	cmd := &cobra.Command{
 		Use:   "update",
-		Short: "Update a cluster's scale settings, idle policy, tags or description",
+		Short: "Update a cluster's scale settings, schedules, idle policy, tags or description",
 		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600
-  cumulus compute update -n cpu-cluster --idle-policy adaptive`,
+  cumulus compute update -n cpu-cluster --idle-policy adaptive
+  cumulus compute update --file compute.yml   # its schedules replace the cluster's`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
 			scale := set("min-instances") || set("max-instances") || set("idle-time-before-scale-down")
 			policy := set("idle-policy") || set("idle-delay-weight")
-			if !scale && !policy && !set("tags") && !set("description") && !set("identity-type") && !set("user-assigned-identities") {
-				return fmt.Errorf("nothing to update: give --min-instances, --max-instances, --idle-time-before-scale-down, --idle-policy, --tags, --description or --identity-type")
+			var spec *ComputeSpec
+			if file != "" {
+				s, err := loadYAML[ComputeSpec](file)
+				if err != nil {
+					return err
+				}
+				spec = &s
+				if !set("name") {
+					name = s.Name
+				}
+			}
+			if name == "" {
+				return fmt.Errorf("give --name (or a --file that names the compute)")
+			}
+			if spec == nil && !scale && !policy && !set("tags") && !set("description") && !set("identity-type") && !set("user-assigned-identities") {
+				return fmt.Errorf("nothing to update: give --file, --min-instances, --max-instances, --idle-time-before-scale-down, --idle-policy, --tags, --description or --identity-type")
 			}
 			var idleP *api.IdlePolicy
 			if policy {
@@ -343,43 +361,63 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 			}
 			ctx := cmd.Context()
 			var out api.Compute
-			if set("tags") || set("description") || set("identity-type") || set("user-assigned-identities") {
+			if spec != nil || set("tags") || set("description") || set("identity-type") || set("user-assigned-identities") {
 				// A full PUT, as az ml does, guarded by the ETag so a
-				// concurrent change is not overwritten.
-				cur, etag, err := c.GetComputeWithETag(ctx, name)
-				if err != nil {
-					return err
-				}
-				if set("tags") {
-					cur.Tags = parseTags(tags)
-				}
-				if set("description") {
-					cur.Properties.Description = description
-				}
-				if set("identity-type") || set("user-assigned-identities") {
-					spec := IdentitySpec{Type: identityType}
-					if spec.Type == "" && cur.Identity != nil {
-						for k, t := range identityTypes {
-							if t == cur.Identity.Type {
-								spec.Type = k
-							}
+				// concurrent change is not overwritten: on a conflict
+				// (the controllers record the cluster's status too) the
+				// changes are applied again to what is there now.
+				edit := func(cur *api.Compute) error {
+					if spec != nil {
+						if err := spec.applyUpdate(cur); err != nil {
+							return err
 						}
 					}
-					for _, id := range userIdentities {
-						spec.UserAssignedIdentities = append(spec.UserAssignedIdentities, UserIdentitySpec{ResourceID: id})
+					if set("tags") {
+						cur.Tags = parseTags(tags)
 					}
-					id, err := spec.toARM()
+					if set("description") {
+						cur.Properties.Description = description
+					}
+					if set("identity-type") || set("user-assigned-identities") {
+						spec := IdentitySpec{Type: identityType}
+						if spec.Type == "" && cur.Identity != nil {
+							for k, t := range identityTypes {
+								if t == cur.Identity.Type {
+									spec.Type = k
+								}
+							}
+						}
+						for _, id := range userIdentities {
+							spec.UserAssignedIdentities = append(spec.UserAssignedIdentities, UserIdentitySpec{ResourceID: id})
+						}
+						id, err := spec.toARM()
+						if err != nil {
+							return err
+						}
+						cur.Identity = id
+					}
+					applyScale(cur.Aml(), set, min, max, idle)
+					if policy {
+						cur.Aml().IdlePolicy = idleP
+					}
+					return nil
+				}
+				for try := 1; ; try++ {
+					cur, etag, err := c.GetComputeWithETag(ctx, name)
 					if err != nil {
 						return err
 					}
-					cur.Identity = id
-				}
-				applyScale(cur.Aml(), set, min, max, idle)
-				if policy {
-					cur.Aml().IdlePolicy = idleP
-				}
-				if out, err = c.ReplaceCompute(ctx, cur, etag); err != nil {
-					return err
+					if err := edit(&cur); err != nil {
+						return err
+					}
+					out, err = c.ReplaceCompute(ctx, cur, etag)
+					var ae *api.Error
+					if err == nil || try == 5 || !errors.As(err, &ae) || ae.Status != http.StatusPreconditionFailed {
+						if err != nil {
+							return err
+						}
+						break
+					}
 				}
 			} else {
 				var s api.ScaleSettings
@@ -417,8 +455,8 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&identityType, "identity-type", "", "system_assigned, user_assigned, system_assigned,user_assigned or none")
 	fl.StringArrayVar(&userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities (repeatable)")
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
+	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml amlcompute schema: its schedules replace the cluster's; its description, tags, instances, idle time and idle policy apply when given")
 	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
-	_ = cmd.MarkFlagRequired("name")
 	return cmd
 }
 

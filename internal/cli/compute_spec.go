@@ -35,6 +35,9 @@ type ComputeSpec struct {
 	Kubernetes *api.KubernetesPlacement `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
 	// IdlePolicy (Cumulus extension) chooses how long idle nodes are kept.
 	IdlePolicy *IdlePolicySpec `yaml:"idle_policy,omitempty" json:"idle_policy,omitempty"`
+	// Schedules (Cumulus extension) change the scale bounds at times given
+	// by cron expressions.
+	Schedules []ScheduleSpec `yaml:"schedules,omitempty" json:"schedules,omitempty"`
 }
 
 // IdlePolicySpec is the idle policy block of the YAML: kind fixed (the
@@ -185,6 +188,7 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 		}
 		a.IdlePolicy = p
 	}
+	a.Schedules = schedulesToARM(s.Schedules)
 	return c, nil
 }
 
@@ -229,6 +233,7 @@ type ComputeView struct {
 	TargetNodeCount    int32               `json:"target_node_count"`
 	NodeStateCounts    api.NodeStateCounts `json:"node_state_counts"`
 	Errors             []api.ErrorResponse `json:"errors,omitempty"`
+	ActiveSchedule     *ActiveScheduleView `json:"active_schedule,omitempty"`
 }
 
 // fromARM converts a REST compute to the entity `az ml compute show` prints.
@@ -236,7 +241,7 @@ func fromARM(c api.Compute) ComputeView {
 	a := c.Aml()
 	v := ComputeView{ID: c.ID, ProvisioningState: c.Properties.ProvisioningState, ProvisioningErrors: c.Properties.ProvisioningErrors,
 		CreatedOn: c.Properties.CreatedOn, AllocationState: a.AllocationState, CurrentNodeCount: a.CurrentNodeCount,
-		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors}
+		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors, ActiveSchedule: activeScheduleView(a.ActiveSchedule)}
 	s := &v.ComputeSpec
 	s.Name, s.Type, s.Description, s.Tags, s.Size = c.Name, "amlcompute", c.Properties.Description, c.Tags, a.VMSize
 	s.Location = c.Properties.ComputeLocation
@@ -283,5 +288,6 @@ func fromARM(c api.Compute) ComputeView {
 	if p := a.IdlePolicy; p != nil {
 		s.IdlePolicy = &IdlePolicySpec{Kind: strings.ToLower(p.Kind), DelayWeight: p.DelayWeight}
 	}
+	s.Schedules = schedulesFromARM(a.Schedules)
 	return v
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
-func (c *Client) budgetPath(name string) string { return c.wsPath() + "/budgets/" + url.PathEscape(name) }
+func (c *Client) budgetPath(name string) string {
+	return c.wsPath() + "/budgets/" + url.PathEscape(name)
+}
 
 // PutBudget creates or replaces a budget of the workspace.
 func (c *Client) PutBudget(ctx context.Context, b api.Budget) (api.Budget, error) {

@@ -149,6 +149,7 @@ type clusterState struct {
 	doc   store.Doc[api.Compute]
 	sc    api.Scope
 	nodes []store.Node
+	scale scaleNow // the bounds in force (schedules)
 }
 
 // RunOnce makes one pass over every cluster and returns when the next pass
@@ -172,7 +173,7 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		states = append(states, clusterState{d, sc, nodes})
+		states = append(states, clusterState{doc: d, sc: sc, nodes: nodes})
 		u := usageFor(usage, sc.Subscription, d.Value.Properties.ComputeLocation)
 		for _, n := range nodes {
 			u.Add(n.VMSize, n.Priority == api.PriorityLowPriority, 1)
@@ -252,13 +253,17 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
 	// cluster is blocked at its maximum.
-	_, max, _ := comp.Scale()
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, max+1)
+	// The bounds are those a schedule puts in force, if any; the pass
+	// runs again when the next entry fires.
+	st.scale = scaleOf(comp, now)
+	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
 	if err != nil {
 		return out, err
 	}
 	snap, qv := c.snapshot(ctx, st, queued, u)
 	plan := decide.Decide(snap, now)
+	plan.WakeAt = earliest(plan.WakeAt, st.scale.next)
+	plan.Blocked = withSchedule(plan.Blocked, st.scale)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 	hold, toMin, err := budgetHold(ctx, c.DB.Q(), comp)
 	if err != nil {
@@ -293,8 +298,8 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 // quota alone allowed.
 func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	min, max, idle := comp.Scale()
-	snap := decide.Cluster{ID: comp.ID, Min: min, Max: max, IdleTimeout: idle, Headroom: -1}
+	_, _, idle := comp.Scale()
+	snap := decide.Cluster{ID: comp.ID, Min: st.scale.min, Max: st.scale.max, IdleTimeout: idle, Headroom: -1}
 	requeued := make(map[string]bool, len(queued))
 	for _, j := range queued {
 		requeued[j.UID] = true
@@ -552,10 +557,12 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(total, int32(plan.Target), counts)
 		errs := c.statusErrors(comp.ID, plan, short, troubled)
-		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) {
+		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) && sameActive(st.scale.active, a.ActiveSchedule) {
 			return nil
 		}
-		events := statusEvents(comp.ID, a, state, plan.Target, int(total), errs, now)
+		events := append(scheduleEvents(comp.ID, a.ActiveSchedule, st.scale, now),
+			statusEvents(comp.ID, a, state, plan.Target, int(total), errs, now)...)
+		a.ActiveSchedule = st.scale.active
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}

@@ -68,7 +68,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		c.Properties.IsAttachedCompute = false
 		c.Properties.ProvisioningErrors = nil
 		a := c.Aml()
-		a.Errors, a.CurrentNodeCount, a.NodeStateCounts = nil, 0, api.NodeStateCounts{}
+		a.Errors, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule = nil, 0, api.NodeStateCounts{}, nil
 		if existing == nil {
 			created = true
 			c.Name = name
@@ -90,7 +90,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			c.Properties.ProvisioningState = existing.Properties.ProvisioningState
 			ea := existing.Aml()
 			a.AllocationState, a.AllocationStateTransitionTime, a.TargetNodeCount = ea.AllocationState, ea.AllocationStateTransitionTime, ea.TargetNodeCount
-			a.Errors = ea.Errors
+			a.Errors, a.ActiveSchedule = ea.Errors, ea.ActiveSchedule
 			c.SystemData = touch(existing.SystemData, principal(r), now)
 		}
 		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, ifv, now)
@@ -232,8 +232,8 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	if err := decode(r, &u); err != nil {
 		return err
 	}
-	if u.Properties == nil || u.Properties.Properties == nil || (u.Properties.Properties.ScaleSettings == nil && u.Properties.Properties.IdlePolicy == nil) {
-		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…})`)
+	if pp := u.Properties; pp == nil || pp.Properties == nil || (pp.Properties.ScaleSettings == nil && pp.Properties.IdlePolicy == nil && pp.Properties.Schedules == nil) {
+		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…}, "schedules":[…])`)
 	}
 	ifv, err := preconditions(r)
 	if err != nil {

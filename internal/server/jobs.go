@@ -93,7 +93,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		if c.Properties.ProvisioningState == api.StateDeleting {
 			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
 		}
-		if _, max, _ := c.Scale(); j.InstanceCount() > max {
+		if max := c.LargestMax(); j.InstanceCount() > max {
 			return api.BadRequest(api.CodeValidationError, "resources.instanceCount %d is more than compute %s can ever have (maxNodeCount %d)", j.InstanceCount(), c.Name, max)
 		}
 		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)

@@ -142,6 +142,7 @@ export function render(main, [name]) {
       fact('Nodes', `${a.currentNodeCount ?? 0} now, target ${a.targetNodeCount ?? 0}, min ${s.minNodeCount ?? 0}, max ${s.maxNodeCount ?? '?'}`),
       fact('Node states', nodeStates(a.nodeStateCounts)),
       fact('Scale down after', duration((isoSeconds(s.nodeIdleTimeBeforeScaleDown) ?? 0) * 1000) + ' idle'),
+      fact('Schedules', schedulesText(a.schedules, a.activeSchedule)),
       fact('Location', c.properties.computeLocation || c.location),
       fact('Created', when(c.properties.createdOn)),
       fact('Description', c.properties.description || '—'),
@@ -232,4 +233,26 @@ export function usageMeter(u) {
     h('label', { for: id }, u.name.localizedValue || u.name.value),
     h('meter', { id, min: '0', max: String(limit || 1), value: String(u.currentValue), low: String((limit || 1) * 0.7), high: String((limit || 1) * 0.9), optimum: '0' }),
     h('span', { class: 'usage-text' }, limit === null || limit === undefined ? `${u.currentValue} cores` : `${u.currentValue} of ${limit} cores (${pct}%)`));
+}
+
+// schedulesText lists a cluster's scaling schedule and says which entry is
+// in force: "nights (0 20 * * 1-5 Europe/Berlin: max 0), mornings (…:
+// restore) — in force: nights since …, next change … (mornings)".
+function schedulesText(list, active) {
+  if (!list || list.length === 0) return '—';
+  const what = (e) => {
+    if (e.restore) return 'restore';
+    const parts = [];
+    if (e.minNodeCount != null) parts.push(`min ${e.minNodeCount}`);
+    if (e.maxNodeCount != null) parts.push(`max ${e.maxNodeCount}`);
+    return parts.join(', ');
+  };
+  const out = [list.map((e) => `${e.name} (${e.cron} ${e.timeZone || 'UTC'}: ${what(e)})`).join(', ')];
+  if (active) {
+    out.push(` — in force: ${active.name} (min ${active.minNodeCount}, max ${active.maxNodeCount}) since `, when(active.since));
+    if (active.nextChange) out.push(', next change ', when(active.nextChange), ` (${active.nextSchedule})`);
+  } else {
+    out.push(' — none has fired yet: the scale settings apply');
+  }
+  return out;
 }
