@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/sim"
 )
 
@@ -58,6 +60,23 @@ change them, and report cost and queue delay (see 'cumulus sim').`,
 			}
 			f.fromCompute(comp, cmd.Flags().Changed)
 			f.oneCluster = true
+			if set := cmd.Flags().Changed; !set("provision-delay") || !set("deletion-delay") {
+				// The delays this cluster's nodes had, so that the replay
+				// under its own settings costs what it really cost.
+				evs, err := c.ComputeEvents(cmd.Context(), name, client.EventQuery{Types: []string{api.EventNodeReady, api.EventNodeLeaving, api.EventNodeRemoved}})
+				if err != nil {
+					return err
+				}
+				if p, d, ok := observedDelays(evs); ok {
+					if !set("provision-delay") {
+						f.provisionDelay = p
+					}
+					if !set("deletion-delay") {
+						f.deletionDelay = d
+					}
+					fmt.Fprintf(g.stderr, "Using the delays its nodes had: provisioning %s, removal %s\n", f.provisionDelay, f.deletionDelay)
+				}
+			}
 			fmt.Fprintf(g.stderr, "Replaying %d jobs of compute %s\n", n, name)
 			return runSim(g, &f)
 		},
@@ -125,4 +144,42 @@ func historyTrace(comp api.Compute, jobs []api.Job) (string, int) {
 		fmt.Fprintf(&b, "%.3f,%.3f,%d\n", r.submit.Sub(rows[0].submit).Seconds(), r.dur.Seconds(), r.nodes)
 	}
 	return b.String(), len(rows)
+}
+
+// observedDelays reads a cluster's history for the delays the simulator
+// takes: request to ready (NodeReady's duration) as its median ± half the
+// 10–90 % spread, and removal decided to gone (NodeLeaving to NodeRemoved
+// of each node) as its median. ok is false without a ready node.
+func observedDelays(evs []api.Event) (provision, deletion string, ok bool) {
+	var ready, gone []float64
+	leaving := map[string]time.Time{}
+	for i := len(evs) - 1; i >= 0; i-- { // oldest first
+		e := evs[i]
+		switch e.Type {
+		case api.EventNodeReady:
+			if e.DurationSeconds != nil {
+				ready = append(ready, *e.DurationSeconds)
+			}
+		case api.EventNodeLeaving:
+			leaving[e.Node] = e.Time
+		case api.EventNodeRemoved:
+			if t, ok := leaving[e.Node]; ok && !e.Time.Before(t) {
+				gone = append(gone, e.Time.Sub(t).Seconds())
+			}
+		}
+	}
+	if len(ready) == 0 {
+		return "", "", false
+	}
+	slices.Sort(ready)
+	slices.Sort(gone)
+	q := func(xs []float64, p float64) float64 { return xs[int(p*float64(len(xs)-1))] }
+	med := q(ready, 0.5)
+	spread := min((q(ready, 0.9)-q(ready, 0.1))/2, med)
+	provision = fmt.Sprintf("%.3fs±%.3fs", med, spread)
+	deletion = "0s"
+	if len(gone) > 0 {
+		deletion = fmt.Sprintf("%.3fs", q(gone, 0.5))
+	}
+	return provision, deletion, true
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -128,3 +129,92 @@ func TestCostReportMatchesNodeLives(t *testing.T) {
 
 // sameCents: equal to the cent (less than half of one apart).
 func sameCents(a, b float64) bool { return math.Abs(a-b) < 0.005 }
+
+// compute simulate of a cluster's own history, with the delays its nodes
+// had (read from its history), costs what the cluster really cost, within
+// 1 %.
+func TestSimulateReproducesRealCost(t *testing.T) {
+	_, cfg := startDaemon(t, func(o *daemon.Options) {
+		o.Provider, o.SimJobDuration = "sim", time.Second
+	})
+	cli := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+		return out
+	}
+	cli("compute", "create", "-n", "cpu", "--max-instances", "2", "--idle-time-before-scale-down", "2")
+	for i := range 6 {
+		cli("job", "create", "-n", fmt.Sprintf("j%d", i), "--compute", "cpu", "--command", "true")
+		time.Sleep(300 * time.Millisecond) // arrivals spread over time, as users submit
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var evs []api.Event
+		json.Unmarshal([]byte(cli("compute", "events", "-n", "cpu", "--top", "0", "-o", "json")), &evs)
+		req, rem := 0, 0
+		for _, e := range evs {
+			req += btoi(e.Type == api.EventNodeRequested)
+			rem += btoi(e.Type == api.EventNodeRemoved)
+		}
+		var jobs []api.Job
+		json.Unmarshal([]byte(cli("job", "list", "-o", "json")), &jobs)
+		done := 0
+		for _, j := range jobs {
+			done += btoi(j.Properties.Status == api.JobCompleted)
+		}
+		if done == 6 && req > 0 && rem == req {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not done after 60 s: %d jobs completed, %d nodes requested, %d removed", done, req, rem)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a real server
+	}
+	var real api.CostReport
+	json.Unmarshal([]byte(cli("cost", "show", "--since", "1h", "-o", "json")), &real)
+	var simulated struct {
+		Total struct {
+			CostUSD float64 `json:"costUsd"`
+		} `json:"total"`
+	}
+	out := cli("compute", "simulate", "-n", "cpu", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &simulated); err != nil {
+		t.Fatalf("simulate -o json: %v\n%s", err, out)
+	}
+	if real.Total.Cost <= 0 || math.Abs(simulated.Total.CostUSD-real.Total.Cost)/real.Total.Cost > 0.01 {
+		t.Errorf("simulated %.6f USD, real %.6f USD: more than 1 %% apart", simulated.Total.CostUSD, real.Total.Cost)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestObservedDelays(t *testing.T) {
+	t0 := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	secs := func(s float64) *float64 { return &s }
+	evs := []api.Event{ // newest first, as the API gives them
+		{Type: api.EventNodeRemoved, Node: "b", Time: t0.Add(70 * time.Second)},
+		{Type: api.EventNodeLeaving, Node: "b", Time: t0.Add(60 * time.Second)},
+		{Type: api.EventNodeRemoved, Node: "a", Time: t0.Add(34 * time.Second)},
+		{Type: api.EventNodeLeaving, Node: "a", Time: t0.Add(30 * time.Second)},
+		{Type: api.EventNodeReady, Node: "c", EventDetail: api.EventDetail{DurationSeconds: secs(50)}},
+		{Type: api.EventNodeReady, Node: "b", EventDetail: api.EventDetail{DurationSeconds: secs(40)}},
+		{Type: api.EventNodeReady, Node: "a", EventDetail: api.EventDetail{DurationSeconds: secs(30)}},
+	}
+	p, d, ok := observedDelays(evs)
+	// Median 40 s, half the 10–90 % spread (30 to 40 s of three), and the
+	// lower median of the removals (4 s and 10 s).
+	if !ok || p != "40.000s±5.000s" || d != "4.000s" {
+		t.Errorf("observed %q %q %v", p, d, ok)
+	}
+	if _, _, ok := observedDelays(nil); ok {
+		t.Error("delays without a ready node")
+	}
+}
