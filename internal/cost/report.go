@@ -1,6 +1,7 @@
 package cost
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -59,9 +60,10 @@ func Make(in Input, kind, tag string) api.CostReport {
 	if kind == ByTag {
 		r.By = ByTag + ":" + tag
 	}
-	rows := map[string]*api.CostRow{}
+	type rowKey struct{ ws, comp, key string }
+	rows := make(map[rowKey]*api.CostRow, len(in.Computes)+1)
 	add := func(key, ws, comp string, busy bool, hours, price float64) {
-		k := ws + "\x00" + comp + "\x00" + key
+		k := rowKey{ws, comp, key}
 		row := rows[k]
 		if row == nil {
 			row = &api.CostRow{Key: key, Workspace: ws, Compute: comp}
@@ -79,10 +81,10 @@ func Make(in Input, kind, tag string) api.CostReport {
 			}
 		}
 	}
-	runsOn := map[string][]store.JobRun{}
-	for _, run := range in.Runs {
+	runsOn := make(map[string][]int32, len(in.Nodes)) // node → indexes of in.Runs
+	for i, run := range in.Runs {
 		for _, n := range run.Nodes {
-			runsOn[n] = append(runsOn[n], run)
+			runsOn[n] = append(runsOn[n], int32(i))
 		}
 	}
 	unpriced := map[string]bool{}
@@ -100,7 +102,8 @@ func Make(in Input, kind, tag string) api.CostReport {
 			c.Name = n.Compute[strings.LastIndex(n.Compute, "/")+1:] // a compute since deleted
 		}
 		busyTotal := 0.0
-		for _, run := range runsOn[n.Node] {
+		for _, i := range runsOn[n.Node] {
+			run := &in.Runs[i]
 			if store.Key(run.Compute) != n.Compute {
 				continue
 			}
@@ -144,14 +147,13 @@ func Make(in Input, kind, tag string) api.CostReport {
 			add(v, "", "", false, idle, price)
 		}
 	}
+	r.Rows = make([]api.CostRow, 0, len(rows))
 	for _, row := range rows {
 		r.Rows = append(r.Rows, *row)
 	}
 	slices.SortFunc(r.Rows, func(a, b api.CostRow) int {
-		if c := cmpFloat(b.Cost, a.Cost); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Workspace+"/"+a.Compute+"/"+a.Key, b.Workspace+"/"+b.Compute+"/"+b.Key)
+		return cmp.Or(cmp.Compare(b.Cost, a.Cost), strings.Compare(a.Workspace, b.Workspace), strings.Compare(a.Compute, b.Compute),
+			strings.Compare(a.Key, b.Key))
 	})
 	r.Total.Key = "total"
 	for s := range unpriced {
@@ -159,16 +161,6 @@ func Make(in Input, kind, tag string) api.CostReport {
 	}
 	slices.Sort(r.Unpriced)
 	return r
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // interval is [from, to) in Unix milliseconds.
