@@ -29,14 +29,7 @@ func TestCostReportMatchesNodeLives(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
 		o.Provider, o.SimJobDuration, o.PriceFile = "sim", 200*time.Millisecond, prices
 	})
-	cli := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
-		if code != 0 {
-			t.Fatalf("%v: %s", args, errOut)
-		}
-		return out
-	}
+	cli := mustRun(t, cfg)
 	cli("compute", "create", "-n", "cpu", "--max-instances", "2", "--idle-time-before-scale-down", "1", "--tags", "team=vision")
 	cli("job", "create", "-n", "a", "--compute", "cpu", "--command", "true", "--tags", "team=nlp")
 	cli("job", "create", "-n", "b", "--compute", "cpu", "--command", "true", "--instance-count", "2")
@@ -137,14 +130,7 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
 		o.Provider, o.SimJobDuration = "sim", time.Second
 	})
-	cli := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
-		if code != 0 {
-			t.Fatalf("%v: %s", args, errOut)
-		}
-		return out
-	}
+	cli := mustRun(t, cfg)
 	cli("compute", "create", "-n", "cpu", "--max-instances", "2", "--idle-time-before-scale-down", "2")
 	for i := range 6 {
 		cli("job", "create", "-n", fmt.Sprintf("j%d", i), "--compute", "cpu", "--command", "true")
@@ -216,5 +202,18 @@ func TestObservedDelays(t *testing.T) {
 	}
 	if _, _, ok := observedDelays(nil); ok {
 		t.Error("delays without a ready node")
+	}
+}
+
+// mustRun runs CLI commands against the config's server, failing the test
+// on a non-zero exit; it returns their standard output.
+func mustRun(t *testing.T, cfg string) func(args ...string) string {
+	return func(args ...string) string {
+		t.Helper()
+		out, errOut, code := run(t, append([]string{"--config", cfg}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: %s", args, errOut)
+		}
+		return out
 	}
 }

@@ -42,24 +42,13 @@ func Detect(ctx context.Context) ([]agentapi.GPU, error) {
 // one line per GPU, fields separated by ", ". A memory of "[N/A]" reads
 // as 0; blank lines are skipped.
 func Parse(out []byte) ([]agentapi.GPU, error) {
+	rows, err := Rows(out, "index, name, uuid, memory")
+	if err != nil {
+		return nil, err
+	}
 	var gpus []agentapi.GPU
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, ",")
-		if len(f) < 4 {
-			return nil, fmt.Errorf("nvidia-smi line %d: want 4 fields (index, name, uuid, memory), got %q", n, line)
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		idx, err := strconv.Atoi(f[0])
-		if err != nil {
-			return nil, fmt.Errorf("nvidia-smi line %d: index %q is not a number", n, f[0])
-		}
+	for _, r := range rows {
+		f, n, idx := r.Fields, r.Line, r.Index
 		// A name could hold a comma; the uuid and memory are always the
 		// last two fields.
 		g := agentapi.GPU{
@@ -79,5 +68,42 @@ func Parse(out []byte) ([]agentapi.GPU, error) {
 		}
 		gpus = append(gpus, g)
 	}
-	return gpus, sc.Err()
+	return gpus, nil
+}
+
+// Row is one GPU's line of nvidia-smi's CSV output: its line number, its
+// fields trimmed, and the first field, the GPU's index, read.
+type Row struct {
+	Line   int
+	Fields []string
+	Index  int
+}
+
+// Rows splits the output of an nvidia-smi --query-gpu with
+// --format=csv,noheader,nounits into rows, blank lines skipped; fields
+// names the query's fields (comma-separated) for errors, and each row has
+// at least that many.
+func Rows(out []byte, fields string) ([]Row, error) {
+	want := strings.Count(fields, ",") + 1
+	var rows []Row
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		f := strings.Split(line, ",")
+		if len(f) < want {
+			return nil, fmt.Errorf("nvidia-smi line %d: want %d fields (%s), got %q", n, want, fields, line)
+		}
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		idx, err := strconv.Atoi(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("nvidia-smi line %d: index %q is not a number", n, f[0])
+		}
+		rows = append(rows, Row{Line: n, Fields: f, Index: idx})
+	}
+	return rows, sc.Err()
 }

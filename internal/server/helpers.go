@@ -64,6 +64,19 @@ func listPage[T any](s *Server, w http.ResponseWriter, r *http.Request, kind, pa
 	return nil
 }
 
+// skipParam reads a page's $skip (0 when absent).
+func skipParam(r *http.Request) (int, error) {
+	t := r.URL.Query().Get("$skip")
+	if t == "" {
+		return 0, nil
+	}
+	skip, err := strconv.Atoi(t)
+	if err != nil || skip < 0 {
+		return 0, api.BadRequest(api.CodeBadRequest, "$skip must be a non-negative integer")
+	}
+	return skip, nil
+}
+
 func (s *Server) pageSize(r *http.Request) int {
 	size := s.cfg.PageSize
 	if t := r.URL.Query().Get("$top"); t != "" {

@@ -54,11 +54,9 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) err
 	if err != nil {
 		return err
 	}
-	skip := 0
-	if t := r.URL.Query().Get("$skip"); t != "" {
-		if skip, err = strconv.Atoi(t); err != nil || skip < 0 {
-			return api.BadRequest(api.CodeBadRequest, "$skip must be a non-negative integer")
-		}
+	skip, err := skipParam(r)
+	if err != nil {
+		return err
 	}
 	size := s.pageSize(r)
 	page := api.NodesPage{Nodes: []api.NodeInfo{}}

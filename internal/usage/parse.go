@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 )
 
 // ClockTicks is USER_HZ, the unit of the CPU times in /proc: 100 on every
@@ -236,25 +237,14 @@ var GPUQueryArgs = []string{"--query-gpu=index,utilization.gpu,memory.used,memor
 // in bytes). A value nvidia-smi cannot read ([N/A], [Not Supported]) is
 // left out: a nil utilization, a zero memory.
 func ParseGPUs(out []byte) ([]agentapi.GPUUsage, error) {
+	rows, err := gpu.Rows(out, "index, utilization, memory used, memory total")
+	if err != nil {
+		return nil, err
+	}
 	var gpus []agentapi.GPUUsage
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, ",")
-		if len(f) != 4 {
-			return nil, fmt.Errorf("nvidia-smi line %d: want 4 fields (index, utilization, memory used, memory total), got %q", n, line)
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		idx, err := strconv.Atoi(f[0])
-		if err != nil {
-			return nil, fmt.Errorf("nvidia-smi line %d: index %q is not a number", n, f[0])
-		}
-		g := agentapi.GPUUsage{Index: idx}
+	for _, r := range rows {
+		f, n := r.Fields[:4], r.Line
+		g := agentapi.GPUUsage{Index: r.Index}
 		vals := [3]float64{}
 		known := [3]bool{}
 		for i, s := range f[1:] {
@@ -275,5 +265,5 @@ func ParseGPUs(out []byte) ([]agentapi.GPUUsage, error) {
 		g.MemoryTotal = int64(vals[2] * (1 << 20))
 		gpus = append(gpus, g)
 	}
-	return gpus, sc.Err()
+	return gpus, nil
 }
