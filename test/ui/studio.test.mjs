@@ -464,7 +464,7 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.match(await row.textContent(), /No/);
     await page.locator('#toast').waitFor({ state: 'hidden', timeout: 10000 });
     await page.evaluate(() => { document.activeElement.blur(); window.scrollTo(0, 0); });
-    await shot('cost', { fullPage: true, doc: true });
+    await shot('cost', { fullPage: true });
 
     // A Reader sees the cost and the budgets; the server refuses their
     // writes, and the page says so without hiding anything.
