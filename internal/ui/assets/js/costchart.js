@@ -65,10 +65,20 @@ export function costChart({ buckets, series, title, hourly, fmt }) {
   const n = Math.max(1, buckets.length);
   const slot = (W - L - R) / n;
   const bw = Math.max(1, Math.min(48, slot * 0.72));
-  const label = (t) => (hourly
-    ? new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', timeZone: 'UTC' })
-    : new Date(t).toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' }));
+  const day = (t) => new Date(t).toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' });
+  const clock = (t) => new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', timeZone: 'UTC' });
+  const label = (t) => (hourly ? `${day(t)} ${clock(t)}` : day(t));
   const every = Math.ceil(n / 8);
+  // An hourly axis names the day at its first label and where the day
+  // changes; the other labels are times.
+  let lastDay = '';
+  const tick = (t) => {
+    if (!hourly) return day(t);
+    const d = day(t);
+    const out = d === lastDay ? clock(t) : `${d} ${clock(t)}`;
+    lastDay = d;
+    return out;
+  };
   buckets.forEach((b, i) => {
     const x = L + i * slot + (slot - bw) / 2;
     let base = 0;
@@ -84,7 +94,7 @@ export function costChart({ buckets, series, title, hourly, fmt }) {
       s('title', {}, `${ser.label}, ${label(b.start)}: ${fmt(v)}`)));
       base += v;
     }
-    if (i % every === 0) svg.appendChild(text(L + i * slot + slot / 2, H - 10, label(b.start), 'middle'));
+    if (i % every === 0) svg.appendChild(text(L + i * slot + slot / 2, H - 10, tick(b.start), 'middle'));
   });
   if (top === 0) svg.appendChild(text((L + W - R) / 2, (T + H - B) / 2, 'No cost in this period', 'middle'));
   svg.appendChild(s('line', { x1: L, x2: L, y1: T, y2: H - B, class: 'axis-line' }));
