@@ -426,6 +426,16 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.match(await page.locator('svg.cost-chart').getAttribute('aria-label'), /by tag team, this month: .*studio/);
     await page.getByLabel('Group by', { exact: true }).selectOption('compute');
     await row.waitFor();
+    // A custom day: a bar per hour.
+    const today = new Date().toISOString().slice(0, 10);
+    await page.getByLabel('Period', { exact: true }).selectOption('custom');
+    await page.getByLabel('From', { exact: true }).fill(today);
+    await page.getByLabel('To', { exact: true }).fill(today);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await waitFor('the custom day', async () => new RegExp(`^Cost per hour by compute, ${today}: .*ui-cluster`).test(await page.locator('svg.cost-chart').getAttribute('aria-label')));
+    assert.ok(Number(await page.locator('svg.cost-chart').getAttribute('data-bars')) <= 24);
+    await shot('cost-hourly');
+    await row.waitFor();
     await page.getByLabel('Period', { exact: true }).selectOption('7d');
     await waitFor('the last 7 days', async () => /last 7 days/.test(await page.locator('svg.cost-chart').getAttribute('aria-label')));
     assert.equal(await page.locator('svg.cost-chart').getAttribute('data-bars'), '7');
