@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -33,18 +34,54 @@ type Budgets struct {
 	Client *http.Client
 	// Changed is told when an action starts or ends, to wake the clusters.
 	Changed func()
+
+	wakeOnce sync.Once
+	wake     chan struct{}
 }
 
-// Run judges the budgets every BudgetInterval until ctx ends.
+// budgetWakeGap is the least time between two judgements asked for by
+// Notify (a burst of changes makes one).
+const budgetWakeGap = 2 * time.Second
+
+func (b *Budgets) wakeCh() chan struct{} {
+	b.wakeOnce.Do(func() { b.wake = make(chan struct{}, 1) })
+	return b.wake
+}
+
+// Notify asks for a judgement soon of the budgets created or changed
+// since they were last judged (the others wait for the next interval, so
+// a busy server's changes cost a list of budgets, not a ledger read).
+func (b *Budgets) Notify() {
+	select {
+	case b.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// Run judges the budgets every BudgetInterval, and soon after Notify,
+// until ctx ends.
 func (b *Budgets) Run(ctx context.Context) {
+	all := true
+	next := b.Clock.Now().Add(BudgetInterval)
 	for {
-		if err := b.Judge(ctx); err != nil && ctx.Err() == nil {
+		if err := b.judge(ctx, all); err != nil && ctx.Err() == nil {
 			b.Log.Error("judge budgets", "err", err)
+		}
+		if all {
+			next = b.Clock.Now().Add(BudgetInterval)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-b.Clock.After(BudgetInterval):
+		case <-b.Clock.After(next.Sub(b.Clock.Now())):
+			all = true
+		case <-b.wakeCh():
+			all = false
+			select { // at most one judgement per gap
+			case <-ctx.Done():
+				return
+			case <-b.Clock.After(budgetWakeGap):
+			}
 		}
 	}
 }
@@ -64,21 +101,34 @@ type BudgetNotice struct {
 }
 
 // Judge judges every budget once.
-func (b *Budgets) Judge(ctx context.Context) error {
+func (b *Budgets) Judge(ctx context.Context) error { return b.judge(ctx, true) }
+
+// judge judges every budget, or (all false) those changed since their
+// last judgement.
+func (b *Budgets) judge(ctx context.Context, all bool) error {
 	docs, err := store.List[api.Budget](ctx, b.DB.Q(), store.KindBudget, "/", false, "", 10000)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, d := range docs {
-		if err := b.judge(ctx, d); err != nil {
+		if !all && !changedSinceJudged(d.Value) {
+			continue
+		}
+		if err := b.judgeOne(ctx, d); err != nil {
 			errs = append(errs, fmt.Errorf("budget %s: %w", d.Value.Name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (b *Budgets) judge(ctx context.Context, d store.Doc[api.Budget]) error {
+// changedSinceJudged: never judged, or changed by someone since.
+func changedSinceJudged(bud api.Budget) bool {
+	st, sd := bud.Properties.Status, bud.SystemData
+	return st == nil || (sd != nil && sd.LastModifiedAt != nil && sd.LastModifiedAt.After(st.Updated))
+}
+
+func (b *Budgets) judgeOne(ctx context.Context, d store.Doc[api.Budget]) error {
 	now := b.Clock.Now().UTC()
 	bud := d.Value
 	wsID, _, _ := strings.Cut(bud.ID, "/budgets/")

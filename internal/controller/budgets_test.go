@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -114,4 +115,44 @@ func TestBudgetStopsScaleUpAndAlerts(t *testing.T) {
 	if msg := h.job(third).Doc.Properties.StatusMessage; strings.HasPrefix(msg, api.BudgetWaitPrefix) {
 		t.Errorf("the job still says %q", msg)
 	}
+}
+
+// A budget created or changed is judged within seconds of Notify, not at
+// the next minute; one already judged and unchanged is left to the minute.
+func TestBudgetJudgedSoonAfterAChange(t *testing.T) {
+	h := newHarness(t)
+	h.compute("cpu", 0, 2, "PT10H")
+	judge := &Budgets{DB: h.db, Clock: h.clk, Prices: cost.Catalog(), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() { judge.Run(ctx); close(done) }()
+	// wait returns when n timers wait on the fake clock (a timer of a
+	// select left by the other case stays registered, unfired).
+	wait := func(n int) {
+		t.Helper()
+		bctx, bcancel := context.WithTimeout(h.ctx, 10*time.Second)
+		defer bcancel()
+		if err := h.clk.BlockUntil(bctx, n); err != nil {
+			t.Fatal("the judge is not waiting on the clock:", err)
+		}
+	}
+	wait(1) // the first round judged nothing (no budgets) and sleeps a minute
+	b := api.Budget{ID: h.sc.WorkspaceID() + "/budgets/team", Name: "team", Properties: api.BudgetProperties{Amount: 5}}
+	if err := api.PrepareBudget(&b, "team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(h.ctx, h.db.W(), store.KindBudget, h.sc.WorkspaceID(), "team", b, 0, h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	judge.Notify()
+	wait(2) // woken: waits out the gap (the minute's timer still registered)
+	h.clk.Step(budgetWakeGap)
+	wait(2) // judged, and waiting again
+	d, err := store.Get[api.Budget](h.ctx, h.db.Q(), store.KindBudget, h.sc.WorkspaceID(), "team")
+	if err != nil || d.Value.Properties.Status == nil {
+		t.Fatalf("budget after Notify and %s: %+v %v, want judged", budgetWakeGap, d.Value.Properties.Status, err)
+	}
+	cancel()
+	<-done
 }

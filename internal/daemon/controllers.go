@@ -100,3 +100,12 @@ func (r *relay) notifyLocal() {
 		local.Notify()
 	}
 }
+
+// fanOut tells several notifiers.
+type fanOut []server.Notifier
+
+func (f fanOut) Notify() {
+	for _, n := range f {
+		n.Notify()
+	}
+}

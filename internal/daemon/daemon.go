@@ -448,7 +448,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
 		c := newControllers(db)
-		clustersN.setLocal(c.clusters)
+		clustersN.setLocal(fanOut{c.clusters, c.budgets}) // a budget changed: judged soon
 		opsN.setLocal(c.ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)

@@ -55,7 +55,7 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p params) err
 	if err != nil {
 		return err
 	}
-	s.changed() // the budgets controller judges it at once
+	s.changed() // the budgets' judge judges it within seconds
 	writeJSON(w, status, b)
 	return nil
 }

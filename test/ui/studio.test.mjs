@@ -379,6 +379,161 @@ test('the studio, end to end in Chromium', async (t) => {
     await shot('jobs');
   });
 
+  await step(t, 'the cost page shows what the cluster cost, by compute and by job', async () => {
+    await page.getByRole('link', { name: 'Cost', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'Cost' }).waitFor();
+    assert.equal(await page.getByRole('link', { name: 'Cost', exact: true }).getAttribute('aria-current'), 'page');
+    assert.equal(await page.getByLabel('Period', { exact: true }).inputValue(), 'month');
+    const rows = page.locator('#cost-table tbody tr');
+    const row = rows.filter({ hasText: CLUSTER });
+    await row.waitFor({ timeout: 20000 });
+    const cost = Number(await row.locator('td[data-cost]').getAttribute('data-cost'));
+    assert.ok(cost > 0, `the cluster's cost is above 0: ${cost}`);
+    assert.match(await row.locator('td[data-cost]').textContent(), /^(< 0\.01|\d+\.\d\d) USD$/);
+    assert.match(await page.locator('#cost-table tfoot').textContent(), /Total.*USD/);
+    // The chart: a bar per day of the month so far, labelled with the totals.
+    const chart = page.locator('svg.cost-chart');
+    await chart.locator('rect.bar').first().waitFor();
+    const label = await chart.getAttribute('aria-label');
+    assert.match(label, /^Cost per (day|hour|\d+ hours) by compute, this month: total (< 0\.01|\d+\.\d\d) USD; ui-cluster (< 0\.01|\d+\.\d\d) USD\.$/);
+    assert.equal(await chart.getAttribute('role'), 'img');
+    assert.ok(Number(await chart.getAttribute('data-bars')) >= 1);
+    assert.match(await page.locator('#cost-chart ~ ul.legend, figure ul.legend').first().textContent(), /ui-cluster/);
+    assert.equal(await page.locator('#cost-unpriced').isHidden(), true, 'the catalogue prices every size');
+    // The CSV is built in the page.
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Download CSV' }).click()]);
+    assert.match(download.suggestedFilename(), /^cost-default-compute-\d{4}-\d\d-\d\d-\d{4}-\d\d-\d\d\.csv$/);
+    const csv = fs.readFileSync(await download.path(), 'utf8').split('\r\n');
+    assert.equal(csv[0], 'key,workspace,compute,nodeHours,busyNodeHours,idleNodeHours,cost,busyCost,idleCost,currency');
+    assert.ok(csv.some((l) => l.startsWith(`${CLUSTER},default,${CLUSTER},`)), csv.join('\n'));
+    assert.ok(csv.some((l) => l.startsWith('total,')));
+
+    // Grouped by job: both jobs, and the nodes' idle time as its own row.
+    await page.getByLabel('Group by', { exact: true }).selectOption('job');
+    await page.locator('#cost-table thead', { hasText: 'Job' }).waitFor();
+    await rows.filter({ hasText: JOB2 }).waitFor();
+    await rows.filter({ hasText: JOB }).first().waitFor();
+    assert.match(await rows.filter({ hasText: JOB2 }).textContent(), new RegExp(CLUSTER));
+    await rows.filter({ hasText: 'no job' }).waitFor();
+    assert.match(await page.locator('svg.cost-chart').getAttribute('aria-label'), /by compute, this month: .*ui-cluster/);
+    // A tag key is asked for before grouping by tag.
+    await page.getByLabel('Group by', { exact: true }).selectOption('tag');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'cost-tag');
+    await page.getByLabel('Tag key').fill('team');
+    await page.getByLabel('Tag key').press('Enter');
+    await page.locator('#cost-table thead', { hasText: 'Tag team' }).waitFor();
+    await rows.filter({ hasText: 'studio' }).first().waitFor();
+    assert.match(await page.locator('svg.cost-chart').getAttribute('aria-label'), /by tag team, this month: .*studio/);
+    await page.getByLabel('Group by', { exact: true }).selectOption('compute');
+    await row.waitFor();
+    // A custom day: a bar per hour.
+    const today = new Date().toISOString().slice(0, 10);
+    await page.getByLabel('Period', { exact: true }).selectOption('custom');
+    await page.getByLabel('From', { exact: true }).fill(today);
+    await page.getByLabel('To', { exact: true }).fill(today);
+    await page.getByRole('button', { name: 'Show', exact: true }).click();
+    await waitFor('the custom day', async () => new RegExp(`^Cost per hour by compute, ${today}: .*ui-cluster`).test(await page.locator('svg.cost-chart').getAttribute('aria-label')));
+    assert.ok(Number(await page.locator('svg.cost-chart').getAttribute('data-bars')) <= 24);
+    await shot('cost-hourly');
+    await row.waitFor();
+    await page.getByLabel('Period', { exact: true }).selectOption('7d');
+    await waitFor('the last 7 days', async () => /last 7 days/.test(await page.locator('svg.cost-chart').getAttribute('aria-label')));
+    assert.equal(await page.locator('svg.cost-chart').getAttribute('data-bars'), '7');
+  });
+
+  await step(t, 'budgets: created through the dialog, shown with what they spent, deleted', async () => {
+    const newBtn = page.getByRole('button', { name: 'New budget' });
+    await newBtn.click();
+    const dialog = page.getByRole('dialog', { name: 'New budget' });
+    await dialog.waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'b-name');
+    await dialog.getByLabel('Name', { exact: true }).fill('ui-budget');
+    await dialog.getByLabel(/^Amount/).fill('-5');
+    await dialog.getByLabel('One compute').check();
+    await dialog.getByLabel('Compute', { exact: true }).selectOption(CLUSTER);
+    await dialog.getByLabel('Action at 100 %').selectOption('StopScaleUp');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    // The server refuses the amount; its message shows next to the field.
+    await dialog.locator('#b-amount-error', { hasText: 'amount must be positive' }).waitFor();
+    assert.equal(await dialog.getByLabel(/^Amount/).getAttribute('aria-invalid'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'b-amount');
+    await shot('budget-rejected-amount');
+    await dialog.getByLabel(/^Amount/).fill('250');
+    await dialog.getByRole('button', { name: 'Create' }).click();
+    await dialog.waitFor({ state: 'detached' });
+    const row = page.locator('table.budgets tbody tr', { hasText: 'ui-budget' });
+    await row.waitFor();
+    assert.match(await row.textContent(), /Compute ui-cluster/);
+    assert.match(await row.textContent(), /250\.00 USD \/ month/);
+    assert.match(await row.textContent(), /Stop scale-up/);
+    // The controllers judge it within seconds of its creation: what it spent, as a meter.
+    await row.locator("meter").waitFor({ timeout: 20000 });
+    assert.match(await row.locator('meter').getAttribute('aria-label'), /^ui-budget: \d+\.\d\d USD of 250\.00 USD spent$/);
+    assert.equal(await row.locator('meter').getAttribute('max'), '250');
+    assert.match(await row.textContent(), /\d+\.\d\d USD \(\d+ %\)/);
+    assert.match(await row.textContent(), /No/);
+    await page.locator('#toast').waitFor({ state: 'hidden', timeout: 10000 });
+    await page.evaluate(() => { document.activeElement.blur(); window.scrollTo(0, 0); });
+    await shot('cost', { fullPage: true });
+
+    // A Reader sees the cost and the budgets; the server refuses their
+    // writes, and the page says so without hiding anything.
+    await cli('auth', 'principal', 'create', '-n', 'ui-reader');
+    await cli('auth', 'role', 'assign', '--principal', 'ui-reader', '--role', 'Reader');
+    const readerToken = JSON.parse(await cli('auth', 'token', 'create', '--principal', 'ui-reader', '-o', 'json')).token;
+    assert.ok(readerToken, 'a token for the reader');
+    const other = await browser.newContext({ viewport: { width: 1366, height: 860 } });
+    try {
+      const p2 = await other.newPage();
+      p2.on('pageerror', (e) => pageErrors.push('reader pageerror: ' + e.message));
+      await p2.goto(base + '/#/cost');
+      await p2.getByLabel('API token').fill(readerToken);
+      await p2.getByRole('button', { name: 'Sign in' }).click();
+      await p2.getByRole('heading', { level: 1, name: 'Cost' }).waitFor();
+      await p2.locator('#cost-table tbody tr', { hasText: CLUSTER }).waitFor();
+      await p2.locator('table.budgets tbody tr', { hasText: 'ui-budget' }).locator('meter').waitFor();
+      await p2.getByRole('button', { name: 'New budget' }).click();
+      const d2 = p2.getByRole('dialog', { name: 'New budget' });
+      await d2.getByLabel('Name', { exact: true }).fill('reader-budget');
+      await d2.getByLabel(/^Amount/).fill('10');
+      await d2.getByRole('button', { name: 'Create' }).click();
+      await d2.getByRole('alert').filter({ hasText: /ui-reader|not allowed|authoriz/i }).waitFor();
+      await p2.keyboard.press('Escape');
+      await p2.getByRole('button', { name: 'Delete budget ui-budget' }).click();
+      const c2 = p2.getByRole('alertdialog', { name: 'Delete budget ui-budget?' });
+      await c2.getByRole('button', { name: 'Delete budget' }).click();
+      await c2.getByRole('alert').filter({ hasText: /ui-reader|not allowed|authoriz/i }).waitFor();
+      await p2.keyboard.press('Escape');
+      await p2.locator('#budgets-error', { hasText: /ui-reader|not allowed|authoriz/i }).waitFor();
+      assert.equal(await p2.locator('table.budgets tbody tr', { hasText: 'ui-budget' }).count(), 1, 'the budget stays in the table');
+    } finally {
+      await other.close();
+    }
+
+    await page.getByRole('button', { name: 'Delete budget ui-budget' }).click();
+    const confirm = page.getByRole('alertdialog', { name: 'Delete budget ui-budget?' });
+    await confirm.waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Cancel', 'Cancel has focus, not Delete');
+    await confirm.getByRole('button', { name: 'Delete budget' }).click();
+    await confirm.waitFor({ state: 'detached' });
+    await page.getByText('No budget in this workspace').waitFor();
+    assert.deepEqual(JSON.parse(await cli('budget', 'list', '-o', 'json')) || [], []);
+  });
+
+  await step(t, 'the cost page fits a phone', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.locator('svg.cost-chart').waitFor();
+      const w = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: innerWidth }));
+      assert.ok(w.scroll <= w.inner, `no horizontal page scroll: ${JSON.stringify(w)}`);
+      const box = await page.locator('svg.cost-chart').boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= 390, 'the chart is within the screen: ' + JSON.stringify(box));
+      await shot('cost-phone', { fullPage: true });
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 860 });
+    }
+  });
+
   await step(t, 'the quota page shows usage per location', async () => {
     await page.getByRole('link', { name: 'Quota and usage' }).click();
     await page.getByRole('heading', { level: 1, name: 'Quota and usage' }).waitFor();

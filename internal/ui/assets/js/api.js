@@ -107,6 +107,19 @@ export const getJob = (name) => get(jobPath(name));
 // page); jobEvents every status change of a job; both newest first.
 export const computeEvents = (name, top = 50) => get(`${computePath(name)}/events?$top=${top}`).then((r) => (r && r.value) || []);
 export const jobEvents = (name) => listAll(`${jobPath(name)}/events`);
+// costs reads what the workspace's nodes cost in [since, until) grouped
+// by compute, job, workspace or tag:KEY (a Cumulus extension).
+export function costs({ by, since, until } = {}) {
+  const q = new URLSearchParams();
+  if (by) q.set('by', by);
+  if (since) q.set('since', since);
+  if (until) q.set('until', until);
+  return get(`${wsPath()}/costs?${q}`);
+}
+export function budgetPath(name) { return `${wsPath()}/budgets/${enc(name)}`; }
+export const listBudgets = () => listAll(`${wsPath()}/budgets`);
+export const putBudget = (name, body) => call('PUT', budgetPath(name), body);
+export const deleteBudget = (name) => call('DELETE', budgetPath(name));
 export const listSizes = (loc) => get(`${locPath(loc)}/vmSizes`).then((r) => (r && r.value) || []);
 export const listUsages = (loc) => listAll(`${locPath(loc)}/usages`);
 export const listQuotas = (loc) => listAll(`${locPath(loc)}/quotas`);

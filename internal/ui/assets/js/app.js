@@ -7,6 +7,7 @@ import * as compute from './compute.js';
 import * as jobs from './jobs.js';
 import * as job from './job.js';
 import * as quota from './quota.js';
+import * as cost from './cost.js';
 
 const REFRESH_MS = 2000;
 const main = document.getElementById('main');
@@ -21,6 +22,7 @@ const routes = [
   { re: /^#\/jobs\/?$/, nav: 'jobs', mod: jobs },
   { re: /^#\/jobs\/([^/]+)$/, nav: 'jobs', mod: job },
   { re: /^#\/quota\/?$/, nav: 'quota', mod: quota },
+  { re: /^#\/cost\/?$/, nav: 'cost', mod: cost },
 ];
 
 async function start() {
