@@ -111,11 +111,12 @@ func (b *Budgets) judge(ctx context.Context, all bool) error {
 		return err
 	}
 	var errs []error
+	ledgers := map[string]cost.Input{} // by workspace and period start: read once for its budgets
 	for _, d := range docs {
 		if !all && !changedSinceJudged(d.Value) {
 			continue
 		}
-		if err := b.judgeOne(ctx, d); err != nil {
+		if err := b.judgeOne(ctx, d, ledgers); err != nil {
 			errs = append(errs, fmt.Errorf("budget %s: %w", d.Value.Name, err))
 		}
 	}
@@ -128,13 +129,19 @@ func changedSinceJudged(bud api.Budget) bool {
 	return st == nil || (sd != nil && sd.LastModifiedAt != nil && sd.LastModifiedAt.After(st.Updated))
 }
 
-func (b *Budgets) judgeOne(ctx context.Context, d store.Doc[api.Budget]) error {
+func (b *Budgets) judgeOne(ctx context.Context, d store.Doc[api.Budget], ledgers map[string]cost.Input) error {
 	now := b.Clock.Now().UTC()
 	bud := d.Value
 	wsID, _, _ := strings.Cut(bud.ID, "/budgets/")
-	in, err := cost.ReadInput(ctx, b.DB.Q(), store.Key(wsID)+"/computes/", cost.PeriodStart(bud.Properties.Period, now), now, b.Prices, false)
-	if err != nil {
-		return err
+	start := cost.PeriodStart(bud.Properties.Period, now)
+	key := store.Key(wsID) + "@" + start.Format(time.RFC3339)
+	var err error
+	in, ok := ledgers[key]
+	if !ok {
+		if in, err = cost.ReadInput(ctx, b.DB.Q(), store.Key(wsID)+"/computes/", start, now, b.Prices, false); err != nil {
+			return err
+		}
+		ledgers[key] = in
 	}
 	covered := map[string]bool{}
 	var nodes []store.NodeBill
