@@ -381,7 +381,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
-		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval},
+		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
+		Network: server.NetworkEnforcement{Provider: o.Provider}},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {

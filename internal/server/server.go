@@ -76,6 +76,9 @@ type Config struct {
 	// Prices are what a node-hour costs, per VM size and tier, for cost
 	// reports (zero: the catalogue's prices in USD).
 	Prices cost.Prices
+	// Network says which isolation settings the provider enforces; the
+	// others are refused at create.
+	Network NetworkEnforcement
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration

@@ -155,6 +155,14 @@ func TestComputeLifecycleWithSDK(t *testing.T) {
 			},
 		},
 	}
+	// The local provider cannot cut nodes off from other networks: the
+	// SDK sees the refusal as an ARM error naming the field.
+	_, err := e.computes.BeginCreateOrUpdate(ctx, rg, ws, name, params, nil)
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "ValidationError" || !strings.Contains(err.Error(), "enableNodePublicIp") {
+		t.Fatalf("create with enableNodePublicIp false on the local provider: %v, want a 400 ValidationError", err)
+	}
+	params.Properties.(*ml.AmlCompute).Properties.EnableNodePublicIP = to.Ptr(true)
 	poller, err := e.computes.BeginCreateOrUpdate(ctx, rg, ws, name, params, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +185,7 @@ func TestComputeLifecycleWithSDK(t *testing.T) {
 		if *p.VMSize != "Standard_D2_v2" || *p.VMPriority != ml.VMPriorityLowPriority || *p.OSType != ml.OsTypeLinux {
 			t.Errorf("%s: size %s priority %s os %s", what, *p.VMSize, *p.VMPriority, *p.OSType)
 		}
-		if *p.RemoteLoginPortPublicAccess != ml.RemoteLoginPortPublicAccessDisabled || *p.EnableNodePublicIP {
+		if *p.RemoteLoginPortPublicAccess != ml.RemoteLoginPortPublicAccessDisabled || !*p.EnableNodePublicIP {
 			t.Errorf("%s: remote login %s public ip %v", what, *p.RemoteLoginPortPublicAccess, *p.EnableNodePublicIP)
 		}
 		if *a.Description != "made by the Azure SDK" || *r.Tags["team"] != "ml" || *r.Tags["cost-center"] != "42" {
