@@ -62,6 +62,9 @@ type AmlComputeProperties struct {
 	// Read-only, written by the cluster controller: the schedule entry in
 	// force, nil when none.
 	ActiveSchedule *ActiveSchedule `json:"activeSchedule,omitempty"`
+	// NetworkIsolation (read-only, a Cumulus extension) says what network
+	// isolation the server's provider puts into effect for the nodes.
+	NetworkIsolation string `json:"networkIsolation,omitempty"`
 	// Read-only: computed from the nodes on every read.
 	AllocationState               string          `json:"allocationState,omitempty"`
 	AllocationStateTransitionTime *time.Time      `json:"allocationStateTransitionTime,omitempty"`

@@ -234,6 +234,7 @@ type ComputeView struct {
 	NodeStateCounts    api.NodeStateCounts `json:"node_state_counts"`
 	Errors             []api.ErrorResponse `json:"errors,omitempty"`
 	ActiveSchedule     *ActiveScheduleView `json:"active_schedule,omitempty"`
+	NetworkIsolation   string              `json:"network_isolation,omitempty"`
 }
 
 // fromARM converts a REST compute to the entity `az ml compute show` prints.
@@ -241,7 +242,8 @@ func fromARM(c api.Compute) ComputeView {
 	a := c.Aml()
 	v := ComputeView{ID: c.ID, ProvisioningState: c.Properties.ProvisioningState, ProvisioningErrors: c.Properties.ProvisioningErrors,
 		CreatedOn: c.Properties.CreatedOn, AllocationState: a.AllocationState, CurrentNodeCount: a.CurrentNodeCount,
-		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors, ActiveSchedule: activeScheduleView(a.ActiveSchedule)}
+		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors, ActiveSchedule: activeScheduleView(a.ActiveSchedule),
+		NetworkIsolation: a.NetworkIsolation}
 	s := &v.ComputeSpec
 	s.Name, s.Type, s.Description, s.Tags, s.Size = c.Name, "amlcompute", c.Properties.Description, c.Tags, a.VMSize
 	s.Location = c.Properties.ComputeLocation

@@ -71,7 +71,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		c.Properties.IsAttachedCompute = false
 		c.Properties.ProvisioningErrors = nil
 		a := c.Aml()
-		a.Errors, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule = nil, 0, api.NodeStateCounts{}, nil
+		a.Errors, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule, a.NetworkIsolation = nil, 0, api.NodeStateCounts{}, nil, ""
 		if existing == nil {
 			created = true
 			c.Name = name

@@ -32,3 +32,16 @@ func (s *Server) checkNetwork(c api.Compute) error {
 	}
 	return v.Err()
 }
+
+// Describe says what isolation a compute's nodes have, for GET and the
+// studio.
+func (n NetworkEnforcement) Describe(c api.Compute) string {
+	a := c.Aml()
+	if n.Subnets && a.Subnet != nil && a.Subnet.ID != "" {
+		return "subnet " + a.Subnet.ID
+	}
+	if n.Provider == "" {
+		return "none: the nodes share the network of the machines they run on"
+	}
+	return "none: the nodes share the network of the machines the " + n.Provider + " provider runs them on"
+}

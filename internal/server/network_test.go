@@ -23,5 +23,8 @@ func TestUnenforcedNetworkSettingsRefused(t *testing.T) {
 		}
 		h.do("GET", computePath("isolated"), nil).want(t, 404)
 	}
-	h.create("open", computeBody(func(m map[string]any) { inner(m)["enableNodePublicIp"] = true }))
+	c := h.create("open", computeBody(func(m map[string]any) { inner(m)["enableNodePublicIp"] = true }))
+	if got := c.Aml().NetworkIsolation; !strings.HasPrefix(got, "none: ") {
+		t.Errorf("networkIsolation = %q, want it to say there is none", got)
+	}
 }

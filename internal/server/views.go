@@ -17,7 +17,9 @@ func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, e
 	if err != nil {
 		return c, err
 	}
-	return computeWithCounts(c, counts), nil
+	v := computeWithCounts(c, counts)
+	v.Aml().NetworkIsolation = s.cfg.Network.Describe(v)
+	return v, nil
 }
 
 // computeWithCounts fills a compute's read-only node fields from the

@@ -339,6 +339,8 @@ test('the studio, end to end in Chromium', async (t) => {
     await page.locator('svg.chart path.area-idle').first().waitFor({ timeout: 20000 });
     assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /Nodes of ui-cluster over the last (1|5) min: now 2 \(0 running, 2 idle/);
     await page.locator('section[aria-labelledby="sec-quota"] meter').first().waitFor();
+    // What isolation the nodes have is said, not implied by a stored subnet.
+    assert.match(await page.locator('section[aria-labelledby="sec-settings"]').textContent(), /Network isolationnone: the nodes share the network of the machines the local provider runs them on/);
     assert.match(await page.locator('section[aria-labelledby="sec-quota"]').textContent(), /8 of 400 cores/);
     // Utilization: a line per node for CPU and memory.
     const usage = page.locator('section[aria-labelledby="sec-usage-compute"]');

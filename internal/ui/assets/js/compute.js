@@ -149,7 +149,8 @@ export function render(main, [name]) {
       fact('Tags', tagsCell(c.tags)),
       fact('Identity', ident),
       fact('Remote login', `${a.remoteLoginPortPublicAccess || 'NotSpecified'}${cred ? ', admin ' + cred.adminUserName : ''}`),
-      fact('Subnet', a.subnet ? a.subnet.id : '—'));
+      fact('Subnet', a.subnet ? a.subnet.id : '—'),
+      fact('Network isolation', a.networkIsolation || '—'));
     const errs = errorsOf(c);
     replace(errors, errs.length ? h('ul', { class: 'banner banner-warn' }, errs.map((e) => h('li', {}, h('strong', {}, e.code + ': '), e.message))) : null);
 
