@@ -18,7 +18,7 @@ event in the history of each compute it covers, the cumulus_budget_* metrics,
 and a POST to its webhook. At 100 % its action applies until the next period:
 alert (nothing more), stop-scale-up (no new nodes: jobs queue naming the budget,
 running jobs finish) or scale-to-min (also removes idle nodes above the minimum).
-Budgets are judged every minute from the cost ledger ('cumulus cost show').`,
+Budgets are judged from the cost ledger ('cumulus cost show') within seconds of a change, then every minute.`,
 	}
 	cmd.AddCommand(newBudgetCreateCmd(g), newBudgetShowCmd(g), newBudgetListCmd(g), newBudgetDeleteCmd(g))
 	return cmd

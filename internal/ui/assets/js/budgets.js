@@ -40,7 +40,7 @@ export function budgetsPanel() {
   const el = h('section', { class: 'card', 'aria-labelledby': 'sec-budgets' },
     h('div', { class: 'section-header' }, h('h2', { id: 'sec-budgets' }, 'Budgets'), newBtn),
     error, t.el,
-    h('p', { class: 'help' }, 'A budget is judged every minute against the cost of its period (a calendar month or a week from Monday, UTC); ',
+    h('p', { class: 'help' }, 'A budget is judged within seconds of a change, then every minute, against the cost of its period (a calendar month or a week from Monday, UTC); ',
       'its thresholds raise events and call its webhook. ', h('code', {}, 'cumulus budget list'), ' shows the same.'));
 
   function setError(msg) {
