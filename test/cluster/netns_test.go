@@ -122,6 +122,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	// veths and bridges, from their net.json; runs after the server and
 	// its agents are stopped (cleanups run last first).
 	var dataDir string
+	bridges := []string{planA.Bridge, planB.Bridge}
 	t.Cleanup(func() {
 		if dataDir == "" {
 			return
@@ -134,7 +135,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 				_ = exec.Command("ip", "link", "del", n.Veth).Run()
 			}
 		}
-		for _, b := range []string{planA.Bridge, planB.Bridge} {
+		for _, b := range bridges {
 			_ = exec.Command("ip", "link", "del", b).Run()
 			out, _ := exec.Command("iptables", "-w", "-S").Output()
 			for _, line := range strings.Split(string(out), "\n") {
@@ -206,6 +207,19 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	mk("open", "", 1, true)
 	mk("suba", subnetA, 2, false)
 	mk("subb", subnetB, 1, false)
+	mk("priv", "", 1, false) // no public IP, no subnet: a network of the cluster's own
+	priv, err := s.c.GetCompute(ctx, "priv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	privDesc := priv.Aml().NetworkIsolation
+	privBridge := ""
+	if i := strings.Index(privDesc, "bridge cmb"); i >= 0 {
+		privBridge = strings.Fields(privDesc[i:])[1]
+		bridges = append(bridges, privBridge)
+	} else {
+		t.Errorf("networkIsolation of priv = %q, want a bridge of its own", privDesc)
+	}
 	// A subnet with a public IP is refused: its nodes get no route beyond it.
 	c := api.Compute{Name: "subpub"}
 	c.Properties.ComputeType = api.ComputeTypeAml
@@ -224,6 +238,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	s.submit("open-out", "open", py+" connect 10.231.250.2 7171 && "+py+" connect 127.0.0.1 "+loopPort)
 	s.submitJob(distributedJob("a-pair", "suba", py+" pair 7070; "+py+" connect 10.231.250.2 7171; "+py+" connect 127.0.0.1 "+loopPort+"; "+py+" connect "+planA.HostIP()+" "+anyPort+"; exit 0", 2, "", 0))
 	s.submit("b-out", "subb", py+" connect 10.231.250.2 7171")
+	s.submit("priv-out", "priv", py+" connect 10.231.250.2 7171")
 
 	s.waitJob("open-out", api.JobCompleted, 3*time.Minute)
 	if l := s.jobLog("open-out"); !strings.Contains(l, "CONNECTED 10.231.250.2 outside") || !strings.Contains(l, "CONNECTED 127.0.0.1 outside") {
@@ -249,6 +264,10 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	}
 
 	t.Logf("open-out:\n%s\na-pair rank 0:\n%s\nrank 1:\n%s\nb-out:\n%s", s.jobLog("open-out"), r0, r1, s.jobLog("b-out"))
+	s.waitJob("priv-out", api.JobFailed, 3*time.Minute)
+	if l := s.jobLog("priv-out"); !strings.Contains(l, "UNREACHABLE 10.231.250.2") {
+		t.Errorf("the job of a cluster without public IPs should fail to reach the outside; log:\n%s", l)
+	}
 	// Subnet a's nodes are idle now (for 5 s): b cannot reach them.
 	nodesA, err := s.c.ListNodes(ctx, "suba")
 	if err != nil || len(nodesA) == 0 {
@@ -263,7 +282,8 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 		}
 	}
 	nodesB, _ := s.c.ListNodes(ctx, "subb")
-	for _, n := range nodesB {
+	nodesP, _ := s.c.ListNodes(ctx, "priv")
+	for _, n := range append(nodesB, nodesP...) {
 		nsNames = append(nsNames, local.NamespaceName(n.NodeID))
 	}
 	if list := netnsList(); !strings.Contains(list, nsNames[0]) {
@@ -281,7 +301,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	t.Logf("b-to-a:\n%s", s.jobLog("b-to-a"))
 	// Scale to zero: no namespace, bridge or rule is left.
 	waitFor(t, "the clusters to scale to zero", 2*time.Minute, func() bool {
-		for _, name := range []string{"open", "suba", "subb"} {
+		for _, name := range []string{"open", "suba", "subb", "priv"} {
 			if ns, err := s.c.ListNodes(ctx, name); err != nil || len(ns) > 0 {
 				return false
 			}
@@ -297,7 +317,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 		}
 		return true
 	})
-	for _, b := range []string{planA.Bridge, planB.Bridge} {
+	for _, b := range bridges {
 		if _, err := os.Stat("/sys/class/net/" + b); err == nil {
 			t.Errorf("bridge %s is left after its last node", b)
 		}
