@@ -474,6 +474,10 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
 			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
 			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
+		if a.Subnet != nil {
+			spec.Subnet = a.Subnet.ID
+		}
+		spec.NoPublicIP = a.EnableNodePublicIP != nil && !*a.EnableNodePublicIP
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
 			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)

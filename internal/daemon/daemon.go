@@ -14,10 +14,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	apitypes "github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
@@ -256,11 +258,15 @@ type Daemon struct {
 	// /metrics ("" without --metrics-listen).
 	MetricsURL string
 
-	srv  *http.Server
-	msrv *http.Server // the metrics listener, or nil
-	hub  *hub.Hub
-	ln   net.Listener
-	prov provider.Provider
+	srv *http.Server
+	// bridges are the subnet bridges' addresses the API also serves on
+	// (see bridgeListener).
+	bmu     sync.Mutex
+	bridges map[string]bool
+	msrv    *http.Server // the metrics listener, or nil
+	hub     *hub.Hub
+	ln      net.Listener
+	prov    provider.Provider
 	// replica is this process among the replicas of a PostgreSQL store
 	// (nil on SQLite).
 	replica *replica.Replica
@@ -339,10 +345,34 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	h := hub.New()
 	d.hub = h
-	prov, err := newProvider(ctx, o, d.CAFile)
+	var controlPlane local.ControlPlane // subnets are not served over TLS: see bridgeListener
+	if tlsCfg == nil {
+		controlPlane = d.bridgeListener(host)
+	}
+	prov, err := newProvider(ctx, o, d.CAFile, controlPlane)
 	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	network := server.NetworkEnforcement{Provider: o.Provider}
+	lp, _ := prov.(*local.Provider)
+	if lp != nil {
+		if err := lp.ProbeNetwork(); err != nil {
+			o.Log.Info("subnet and enableNodePublicIp false are refused: the local provider cannot place nodes in network namespaces here: "+err.Error(), "component", "provider")
+			lp = nil
+		} else {
+			network.Subnets, network.NoPublicIP = true, true
+			network.Explain = func(c apitypes.Compute) string {
+				a, sub := c.Aml(), ""
+				if a.Subnet != nil {
+					sub = a.Subnet.ID
+				}
+				return local.DescribeNetwork(sub, c.ID)
+			}
+			if o.JobsAsServerUser || !isolatedJobs(lp) {
+				o.Log.Warn("jobs are not isolated, so a job of a node in a subnet runs as root in its network namespace and can leave it; the network isolation of subnets holds only against isolated jobs", "component", "provider")
+			}
+		}
 	}
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
@@ -382,7 +412,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: server.NetworkEnforcement{Provider: o.Provider}},
+		Network: network},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {
@@ -401,6 +431,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	if lp != nil {
+		for _, ip := range lp.BridgeAddrs() { // nodes in subnets from before a restart
+			if _, err := controlPlane(ip); err != nil {
+				o.Log.Warn("serve the nodes of a subnet", "err", err)
+			}
+		}
+	}
 	var mln net.Listener
 	if o.MetricsListen != "" {
 		if mln, err = net.Listen("tcp", o.MetricsListen); err != nil {
@@ -546,7 +583,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
-func newProvider(ctx context.Context, o Options, caFile string) (provider.Provider, error) {
+func newProvider(ctx context.Context, o Options, caFile string, controlPlane local.ControlPlane) (provider.Provider, error) {
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
@@ -554,7 +591,7 @@ func newProvider(ctx context.Context, o Options, caFile string) (provider.Provid
 			return nil, err
 		}
 		prov := local.New(local.Options{BaseDir: o.NodesDir, AgentCommand: o.AgentCommand,
-			JobsAsServerUser: o.JobsAsServerUser, Log: log})
+			JobsAsServerUser: o.JobsAsServerUser, Log: log, ControlPlane: controlPlane})
 		if ok, why := prov.Isolation(); !ok {
 			log.Warn("jobs are not isolated from the control plane: " + why)
 		}
@@ -619,3 +656,46 @@ func newKubernetesProvider(ctx context.Context, o Options, caFile string, log *s
 	}
 	return kubernetes.New(ctx, kubernetes.Options{Config: cfg, Namespace: ns, Image: o.NodeImage, Owner: owner, CAPEM: ca, Log: log})
 }
+
+// bridgeListener returns the hook with which the local provider has the
+// API served on a subnet bridge's address, for the agents of the nodes in
+// that subnet: the same handler on the server's port at that address
+// (nothing new where the server listens on every address). A server with
+// TLS has none: its certificate does not name the bridges' addresses, so
+// its local provider refuses subnets.
+func (d *Daemon) bridgeListener(host *net.TCPAddr) local.ControlPlane {
+	return func(ip string) (string, error) {
+		addr := net.JoinHostPort(ip, strconv.Itoa(host.Port))
+		u := "http://" + addr
+		if host.IP.IsUnspecified() {
+			return u, nil // the main listener serves every address
+		}
+		d.bmu.Lock()
+		defer d.bmu.Unlock()
+		if d.bridges[addr] {
+			return u, nil
+		}
+		if d.srv == nil {
+			return "", errors.New("the control plane does not serve yet")
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", fmt.Errorf("serve the control plane on %s for a subnet's nodes: %w", addr, err)
+		}
+		if d.bridges == nil {
+			d.bridges = map[string]bool{}
+		}
+		d.bridges[addr] = true
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("serve a subnet's bridge", "addr", addr, "err", err)
+			}
+		}()
+		d.log.Info("serving the nodes of a subnet", "addr", addr)
+		return u, nil
+	}
+}
+
+func isolatedJobs(p *local.Provider) bool { ok, _ := p.Isolation(); return ok }

@@ -35,6 +35,11 @@ type NodeSpec struct {
 	// Image is the job image the node is made from, for providers that
 	// are ImageBound; "" is the provider's node image.
 	Image string
+	// Subnet is the compute's subnet ARM id ("" for none); NoPublicIP is
+	// enableNodePublicIp false. Only providers whose server enforces them
+	// (server.NetworkEnforcement) get them set.
+	Subnet     string
+	NoPublicIP bool
 }
 
 // ImageBound is a provider whose nodes each run one image, chosen at

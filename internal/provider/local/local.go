@@ -45,6 +45,11 @@ type Options struct {
 	// their own in a mount namespace that hides the data dir, the other
 	// node folders and the agent's files (see Isolation).
 	JobsAsServerUser bool
+	// ControlPlane, when set, serves the control plane on a subnet
+	// bridge's address; with it (and root) the provider places nodes of a
+	// subnet, or of a cluster without public IPs, in network namespaces
+	// (see ProbeNetwork and netns.go).
+	ControlPlane ControlPlane
 }
 
 // Provider runs nodes as local agent processes.
@@ -111,6 +116,18 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if err := os.MkdirAll(filepath.Join(dir, workDir), 0o700); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
+	address, serverURL := "127.0.0.1", spec.ServerURL
+	if spec.Subnet != "" || spec.NoPublicIP {
+		if !spec.NoPublicIP {
+			return "", fmt.Errorf("create node %s: the local provider gives the nodes of a subnet no public IP: set enableNodePublicIp false", spec.NodeID)
+		}
+		prefix, addr, u, err := p.setupNetwork(spec.NodeID, dir, spec.Subnet, spec.ComputeID)
+		if err != nil {
+			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		}
+		argv = append(prefix, argv...)
+		address, serverURL = addr, u
+	}
 	jobUser := ""
 	if isolated, _ := p.Isolation(); isolated {
 		uid, err := p.jobUID(spec.NodeID)
@@ -124,10 +141,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
 	args := append(argv[1:len(argv):len(argv)],
-		"--server", spec.ServerURL,
+		"--server", serverURL,
 		"--node-id", spec.NodeID,
 		"--work-dir", filepath.Join(dir, workDir),
-		"--address", "127.0.0.1")
+		"--address", address)
 	if spec.CAFile != "" {
 		args = append(args, "--ca-file", spec.CAFile)
 	}
@@ -209,6 +226,7 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if n := agent.KillJobs(filepath.Join(dir, workDir)); n > 0 {
 		p.o.Log.Warn("killed jobs the node's agent left running", "node", nodeID, "groups", n)
 	}
+	p.teardownNetwork(nodeID, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete node %s: %w", nodeID, err)
 	}

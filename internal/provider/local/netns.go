@@ -1,0 +1,373 @@
+package local
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Network isolation (root only). The nodes of a subnet (or, for
+// enableNodePublicIp false without a subnet, of a network of the cluster's
+// own) each run in a network namespace of their own, joined by a veth pair
+// to a Linux bridge per subnet. The bridge has 10.231.X.1/24, the nodes
+// 10.231.X.k/24; the namespaces have no default route, so a node reaches its
+// subnet and the control plane, which serves on the bridge's .1 address, and
+// nothing else. iptables rules per bridge keep the host from forwarding
+// anything into or out of the subnet and accept nothing from it on the host
+// but the control plane's port.
+
+// Network names and addresses.
+const (
+	bridgePrefix = "cmb" // + 8 hex of the subnet: a bridge
+	nsPrefix     = "cmn" // + 8 hex of the node id: a node's namespace
+	vethPrefix   = "cmv" // + 8 hex of the node id: the host end of its veth
+	netFile      = "net.json"
+	netBase      = "10.231." // subnets are 10.231.X.0/24, X < subnetRange
+	subnetRange  = 250       // 10.231.250-255 are left for tests and others
+	netnsDir     = "/run/netns"
+)
+
+func hash8(s string) (string, uint32) {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	v := h.Sum32()
+	return fmt.Sprintf("%08x", v), v
+}
+
+// subnetKey is the network a node belongs to: its subnet, or the
+// cluster's own when it has none.
+func subnetKey(subnet, computeID string) string {
+	if subnet != "" {
+		return strings.ToLower(subnet) // ARM ids are case-insensitive
+	}
+	return "compute:" + strings.ToLower(computeID)
+}
+
+// NetPlan is where the nodes of one subnet go.
+type NetPlan struct {
+	Bridge string // cmb + 8 hex
+	X      int    // the subnet is 10.231.X.0/24
+}
+
+// HostIP is the bridge's address, where the control plane serves the
+// subnet's nodes.
+func (n NetPlan) HostIP() string { return netBase + strconv.Itoa(n.X) + ".1" }
+
+// CIDR is the subnet's range.
+func (n NetPlan) CIDR() string { return netBase + strconv.Itoa(n.X) + ".0/24" }
+
+// PlanSubnet maps a subnet (or a compute, when it has none) to its bridge
+// and range.
+func PlanSubnet(subnet, computeID string) NetPlan {
+	hex, v := hash8(subnetKey(subnet, computeID))
+	return NetPlan{Bridge: bridgePrefix + hex, X: int(v % subnetRange)}
+}
+
+// NamespaceName is the network namespace of a node.
+func NamespaceName(nodeID string) string { hex, _ := hash8(nodeID); return nsPrefix + hex }
+
+func vethName(nodeID string) string { hex, _ := hash8(nodeID); return vethPrefix + hex }
+
+// nodeNet is what a node's folder records of its network (net.json).
+type nodeNet struct {
+	Bridge    string `json:"bridge"`
+	X         int    `json:"x"`
+	K         int    `json:"k"` // the node is 10.231.X.K
+	Namespace string `json:"namespace"`
+	Veth      string `json:"veth"`
+	Port      int    `json:"port"` // the control plane's port on the bridge
+}
+
+func (n nodeNet) plan() NetPlan { return NetPlan{Bridge: n.Bridge, X: n.X} }
+func (n nodeNet) ip() string    { return netBase + strconv.Itoa(n.X) + "." + strconv.Itoa(n.K) }
+
+// ControlPlane serves the control plane on a bridge's address and returns
+// the URL the subnet's agents use.
+type ControlPlane func(hostIP string) (serverURL string, err error)
+
+// ProbeNetwork reports why this provider cannot place nodes in network
+// namespaces here (nil when it can): it needs root, ip, nsenter and
+// iptables, a way to serve the control plane on the bridges, and makes and
+// removes a namespace to be sure.
+func (p *Provider) ProbeNetwork() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the server does not run as root")
+	}
+	if p.o.ControlPlane == nil {
+		return errors.New("the control plane cannot serve on the subnets' bridges (a server with TLS: its certificate does not name their addresses)")
+	}
+	for _, tool := range []string{"ip", "nsenter", "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("no %s: %w", tool, err)
+		}
+	}
+	ns := fmt.Sprintf("%sprobe%d", nsPrefix, os.Getpid())
+	if err := run("ip", "netns", "add", ns); err != nil {
+		return err
+	}
+	if err := run("ip", "netns", "del", ns); err != nil {
+		return err
+	}
+	if err := run("iptables", "-w", "-S", "INPUT"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DescribeNetwork says where the nodes of a subnet are, for the compute's
+// networkIsolation.
+func DescribeNetwork(subnet, computeID string) string {
+	n := PlanSubnet(subnet, computeID)
+	return fmt.Sprintf("nodes in network namespaces on bridge %s (%s), no route beyond it but the control plane at %s", n.Bridge, n.CIDR(), n.HostIP())
+}
+
+// BridgeAddrs are the bridge addresses the nodes in the node folders use,
+// so that a control plane that starts again serves them again.
+func (p *Provider) BridgeAddrs() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range p.nodeNets("") {
+		if ip := n.plan().HostIP(); !seen[ip] {
+			seen[ip] = true
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// nodeNets reads the net.json of every node folder (but skip's).
+func (p *Provider) nodeNets(skip string) []nodeNet {
+	files, _ := filepath.Glob(filepath.Join(p.o.BaseDir, "*", netFile))
+	var out []nodeNet
+	for _, f := range files {
+		if filepath.Base(filepath.Dir(f)) == skip {
+			continue
+		}
+		if n, ok := readNet(f); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func readNet(path string) (nodeNet, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nodeNet{}, false
+	}
+	var n nodeNet
+	return n, json.Unmarshal(b, &n) == nil && n.Bridge != ""
+}
+
+// setupNetwork places a node in its subnet: the bridge (and its firewall
+// rules), the node's namespace and veth. It returns the agent's command
+// prefix, its address and the server URL it uses. The caller holds p.mu.
+func (p *Provider) setupNetwork(nodeID, dir, subnet, computeID string) (prefix []string, addr, serverURL string, err error) {
+	if os.Geteuid() != 0 || p.o.ControlPlane == nil {
+		return nil, "", "", errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
+	}
+	plan := PlanSubnet(subnet, computeID)
+	n, ok := readNet(filepath.Join(dir, netFile))
+	if !ok || n.Bridge != plan.Bridge {
+		n = nodeNet{Bridge: plan.Bridge, X: plan.X, Namespace: NamespaceName(nodeID), Veth: vethName(nodeID)}
+		used := map[int]bool{}
+		for _, o := range p.nodeNets(nodeID) {
+			if o.Bridge == n.Bridge {
+				used[o.K] = true
+			}
+		}
+		for k := 2; k < 255; k++ {
+			if !used[k] {
+				n.K = k
+				break
+			}
+		}
+		if n.K == 0 {
+			return nil, "", "", fmt.Errorf("subnet %s (%s) is full: 253 nodes", subnet, plan.CIDR())
+		}
+	}
+	if err := ensureBridge(plan); err != nil {
+		return nil, "", "", err
+	}
+	serverURL, err = p.o.ControlPlane(plan.HostIP())
+	if err != nil {
+		return nil, "", "", err
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("control plane URL %q: %w", serverURL, err)
+	}
+	if n.Port, err = strconv.Atoi(u.Port()); err != nil {
+		return nil, "", "", fmt.Errorf("control plane URL %q has no port", serverURL)
+	}
+	if err := ensureRules(n.Bridge, n.Port); err != nil {
+		return nil, "", "", err
+	}
+	b, _ := json.Marshal(n)
+	if err := os.WriteFile(filepath.Join(dir, netFile), b, 0o600); err != nil {
+		return nil, "", "", err
+	}
+	if err := ensureNamespace(n); err != nil {
+		p.teardownNetwork(nodeID, dir)
+		return nil, "", "", err
+	}
+	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), serverURL, nil
+}
+
+// teardownNetwork removes a node's namespace and veth, and its bridge
+// when no other node uses it. The caller holds p.mu; the node's processes
+// are gone.
+func (p *Provider) teardownNetwork(nodeID, dir string) {
+	n, ok := readNet(filepath.Join(dir, netFile))
+	if !ok {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, n.Namespace)); err == nil {
+		if err := run("ip", "netns", "del", n.Namespace); err != nil {
+			p.o.Log.Warn("remove node namespace", "node", nodeID, "namespace", n.Namespace, "err", err)
+		}
+	}
+	if linkExists(n.Veth) {
+		_ = run("ip", "link", "del", n.Veth)
+	}
+	_ = os.Remove(filepath.Join(dir, netFile))
+	for _, o := range p.nodeNets(nodeID) {
+		if o.Bridge == n.Bridge {
+			return
+		}
+	}
+	removeRules(n.Bridge, n.Port)
+	if linkExists(n.Bridge) {
+		if err := run("ip", "link", "del", n.Bridge); err != nil {
+			p.o.Log.Warn("remove subnet bridge", "bridge", n.Bridge, "err", err)
+		}
+	}
+	p.o.Log.Info("subnet bridge removed: its last node is gone", "bridge", n.Bridge)
+}
+
+func linkExists(name string) bool {
+	_, err := os.Stat(filepath.Join("/sys/class/net", name))
+	return err == nil
+}
+
+// ensureBridge makes the subnet's bridge with its .1 address, after
+// checking that no other interface has an address in its range.
+func ensureBridge(plan NetPlan) error {
+	_, want, _ := net.ParseCIDR(plan.CIDR())
+	out, err := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	if err != nil {
+		return fmt.Errorf("ip addr show: %w", err)
+	}
+	if dev, addr := clash(string(out), want, plan.Bridge); dev != "" {
+		return fmt.Errorf("subnet range %s of bridge %s clashes with %s on interface %s: remove that address or use another subnet", plan.CIDR(), plan.Bridge, addr, dev)
+	}
+	if !linkExists(plan.Bridge) {
+		if err := run("ip", "link", "add", plan.Bridge, "type", "bridge"); err != nil {
+			return err
+		}
+	}
+	if err := run("ip", "addr", "replace", plan.HostIP()+"/24", "dev", plan.Bridge); err != nil {
+		return err
+	}
+	return run("ip", "link", "set", plan.Bridge, "up")
+}
+
+// clash returns an interface other than bridge with an address that
+// overlaps want, from `ip -o -4 addr show`.
+func clash(ipAddrOutput string, want *net.IPNet, bridge string) (dev, addr string) {
+	for _, line := range strings.Split(ipAddrOutput, "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] != "inet" || len(f) < 2 {
+				continue
+			}
+			ip, nw, err := net.ParseCIDR(f[i+1])
+			if err != nil {
+				continue
+			}
+			if name := strings.TrimSuffix(f[1], ":"); name != bridge && (want.Contains(ip) || nw.Contains(want.IP)) {
+				return name, f[i+1]
+			}
+		}
+	}
+	return "", ""
+}
+
+// ensureNamespace makes the node's namespace with loopback up and its end
+// of a veth pair (eth0, 10.231.X.K/24, no default route) whose host end is
+// on the bridge.
+func ensureNamespace(n nodeNet) error {
+	if _, err := os.Stat(filepath.Join(netnsDir, n.Namespace)); err != nil {
+		if err := run("ip", "netns", "add", n.Namespace); err != nil {
+			return err
+		}
+	}
+	if !linkExists(n.Veth) {
+		if err := run("ip", "link", "add", n.Veth, "type", "veth", "peer", "name", "eth0", "netns", n.Namespace); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"link", "set", n.Veth, "master", n.Bridge, "up"},
+		{"-n", n.Namespace, "link", "set", "lo", "up"},
+		{"-n", n.Namespace, "addr", "replace", n.ip() + "/24", "dev", "eth0"},
+		{"-n", n.Namespace, "link", "set", "eth0", "up"},
+	} {
+		if err := run("ip", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bridgeRules are the iptables rules of a bridge, topmost first: the
+// nodes of the subnet reach each other (also where bridged traffic goes
+// through iptables) and the control plane's port on the host; nothing is
+// forwarded into or out of the subnet, nothing else on the host answers.
+func bridgeRules(bridge string, port int) [][]string {
+	return [][]string{
+		{"FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"},
+		{"FORWARD", "-i", bridge, "-j", "DROP"},
+		{"FORWARD", "-o", bridge, "-j", "DROP"},
+		{"INPUT", "-i", bridge, "-p", "tcp", "--dport", strconv.Itoa(port), "-j", "ACCEPT"},
+		{"INPUT", "-i", bridge, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
+		{"INPUT", "-i", bridge, "-j", "DROP"},
+	}
+}
+
+func ensureRules(bridge string, port int) error {
+	rules := bridgeRules(bridge, port)
+	for i := len(rules) - 1; i >= 0; i-- { // each goes on top: the first ends topmost
+		r := rules[i]
+		if exec.Command("iptables", append([]string{"-w", "-C"}, r...)...).Run() == nil {
+			continue
+		}
+		if err := run("iptables", append([]string{"-w", "-I", r[0], "1"}, r[1:]...)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func removeRules(bridge string, port int) {
+	for _, r := range bridgeRules(bridge, port) {
+		for i := 0; i < 10 && exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).Run() == nil; i++ {
+		}
+	}
+}
+
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
