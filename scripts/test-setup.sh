@@ -16,7 +16,7 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
 need_pkgs=()
-for p in git ca-certificates procps busybox-static; do
+for p in git ca-certificates procps busybox-static iproute2 iptables util-linux; do # iproute2, iptables, nsenter: the local provider's network namespaces
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1; then
