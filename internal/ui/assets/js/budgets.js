@@ -3,7 +3,7 @@
 // Writing needs a writing role; a Reader's refusal shows in the dialog
 // and the table stays.
 import * as api from './api.js';
-import { h, field, openDialog, toast, announce, badge, syncTable, table, when } from './dom.js';
+import { h, field, openDialog, toast, announce, badge, syncTable, table, when, showProblems } from './dom.js';
 
 const ACTIONS = [
   ['Alert', 'Alert only', 'Events, metrics and the webhook; nothing else changes.'],
@@ -245,13 +245,7 @@ export async function openBudgetDialog({ currency, existing = [], onDone }) {
       announce(`Budget ${n} created`);
       if (onDone) onDone(n);
     } catch (e) {
-      let first = null;
-      for (const p of (e.problems ? e.problems() : [{ message: e.message }])) {
-        const el = showProblem(p);
-        if (!first && el) first = el;
-      }
-      if (first) first.focus();
-      else formError.scrollIntoView({ block: 'nearest' });
+      showProblems(e, showProblem, formError);
     } finally {
       submit.disabled = false;
       submit.textContent = 'Create';

@@ -1,7 +1,7 @@
 // The cluster dialogs: create (the same fields as `cumulus compute
 // create`), edit scale settings, delete with confirmation.
 import * as api from './api.js';
-import { h, replace, field, openDialog, toast, announce, money, isoSeconds } from './dom.js';
+import { h, replace, field, openDialog, toast, announce, money, isoSeconds, showProblems } from './dom.js';
 
 const sizeCache = new Map(); // location → the VM size catalog
 export async function sizes() {
@@ -295,13 +295,7 @@ export async function openCreateDialog({ onCreated }) {
       announce(`Creating cluster ${n}`);
       if (onCreated) onCreated(n);
     } catch (e) {
-      let first = null;
-      for (const p of (e.problems ? e.problems() : [{ message: e.message }])) {
-        const el = showProblem(p);
-        if (!first && el) first = el;
-      }
-      if (first) first.focus();
-      else formError.scrollIntoView({ block: 'nearest' });
+      showProblems(e, showProblem, formError);
     } finally {
       submit.disabled = false;
       submit.textContent = 'Create';

@@ -224,3 +224,17 @@ export function table(caption, headers, cls = '') {
     tbody));
   return { el, tbody };
 }
+
+// showProblems puts each problem of an API error next to its field
+// (showProblem marks it and returns its input, or null when it went to the
+// form's banner) and focuses the first; with none placed, the banner comes
+// into view.
+export function showProblems(e, showProblem, formError) {
+  let first = null;
+  for (const p of (e.problems ? e.problems() : [{ message: e.message }])) {
+    const el = showProblem(p);
+    if (!first && el) first = el;
+  }
+  if (first) first.focus();
+  else formError.scrollIntoView({ block: 'nearest' });
+}
