@@ -388,16 +388,21 @@ func (a *agent) poll(ctx context.Context) (agentapi.PollResponse, error) {
 	return resp, err
 }
 
-// jobStates is this node's view of its jobs, for poll and register.
-func (a *agent) jobStates() []agentapi.JobState {
+// jobList is a snapshot of the agent's jobs, to read without its lock.
+func (a *agent) jobList() []*job {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	jobs := make([]*job, 0, len(a.jobs))
 	for _, j := range a.jobs {
 		jobs = append(jobs, j)
 	}
-	a.mu.Unlock()
+	return jobs
+}
+
+// jobStates is this node's view of its jobs, for poll and register.
+func (a *agent) jobStates() []agentapi.JobState {
 	var out []agentapi.JobState
-	for _, j := range jobs {
+	for _, j := range a.jobList() {
 		out = append(out, j.report())
 	}
 	return out

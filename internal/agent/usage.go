@@ -93,14 +93,8 @@ func (a *agent) latestUsage() *agentapi.Usage {
 // sampledJobs are the jobs whose processes run now, with their process
 // groups and the GPUs they were given.
 func (a *agent) sampledJobs() []usage.Job {
-	a.mu.Lock()
-	jobs := make([]*job, 0, len(a.jobs))
-	for _, j := range a.jobs {
-		jobs = append(jobs, j)
-	}
-	a.mu.Unlock()
 	var out []usage.Job
-	for _, j := range jobs {
+	for _, j := range a.jobList() {
 		pgid := int(j.pgid.Load())
 		if pgid <= 0 {
 			continue // not started, or over

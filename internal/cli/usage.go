@@ -116,24 +116,13 @@ func newJobUsageCmd(g *globals) *cobra.Command {
 // usageRange reads --since and --until: a duration before now or a time.
 func usageRange(node, since, until string) (client.UsageRange, error) {
 	r := client.UsageRange{Node: node}
-	for _, f := range []struct {
-		flag, v string
-		dst     *time.Time
-	}{{"--since", since, &r.Since}, {"--until", until, &r.Until}} {
-		if f.v == "" {
-			continue
-		}
-		if t, err := time.Parse(time.RFC3339, f.v); err == nil {
-			*f.dst = t
-			continue
-		}
-		d, err := time.ParseDuration(f.v)
-		if err != nil || d < 0 {
-			return r, fmt.Errorf("%s %q is neither a duration before now (30m, 2h) nor a time (2024-05-01T09:00:00Z)", f.flag, f.v)
-		}
-		*f.dst = time.Now().Add(-d)
+	now := time.Now()
+	var err error
+	if r.Since, err = parseWhen("--since", since, now); err != nil {
+		return r, err
 	}
-	return r, nil
+	r.Until, err = parseWhen("--until", until, now)
+	return r, err
 }
 
 // meanGPU is the mean utilization over every GPU of every sample that
