@@ -40,21 +40,11 @@ func (s *Server) costs(w http.ResponseWriter, r *http.Request, p params) error {
 		return api.BadRequest(api.CodeBadRequest, "%s", err)
 	}
 	now := s.clock.Now().UTC()
-	since := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	until := now
-	for _, x := range []struct {
-		key string
-		to  *time.Time
-	}{{"since", &since}, {"until", &until}} {
-		if v := q.Get(x.key); v != "" {
-			t, err := time.Parse(time.RFC3339, v)
-			if err != nil {
-				return api.BadRequest(api.CodeBadRequest, "%s %q is not an RFC 3339 time such as 2024-05-01T00:00:00Z", x.key, v)
-			}
-			*x.to = t.UTC()
-		}
+	since, until, err := timeRange(q, now, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		return err
 	}
-	if until.After(now) {
+	if until.IsZero() || until.After(now) {
 		until = now
 	}
 	if !until.After(since) {

@@ -16,8 +16,8 @@ import (
 // job's status changes), newest first, paged with nextLink.
 //
 // Query: type (comma-separated event types), node (compute events),
-// since and until (RFC 3339 times; since inclusive, until exclusive),
-// $top (page size).
+// since and until (RFC 3339 times or durations before now; since
+// inclusive, until exclusive), $top (page size).
 func (s *Server) eventRoutes() {
 	s.router.handle("GET", ws+"/computes/{name}/events", s.computeEvents)
 	s.router.handle("GET", ws+"/jobs/{name}/events", s.jobEvents)
@@ -29,7 +29,7 @@ type eventQuery struct {
 	since, until time.Time
 }
 
-func parseEventQuery(r *http.Request, known []string) (eventQuery, error) {
+func parseEventQuery(r *http.Request, known []string, now time.Time) (eventQuery, error) {
 	var f eventQuery
 	q := r.URL.Query()
 	if t := q.Get("type"); t != "" {
@@ -47,24 +47,9 @@ func parseEventQuery(r *http.Request, known []string) (eventQuery, error) {
 			f.types = append(f.types, canon)
 		}
 	}
-	for _, p := range []struct {
-		key string
-		to  *time.Time
-	}{{"since", &f.since}, {"until", &f.until}} {
-		v := q.Get(p.key)
-		if v == "" {
-			continue
-		}
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return f, api.BadRequest(api.CodeBadRequest, "%s %q is not an RFC 3339 time such as 2024-05-01T12:00:00Z", p.key, v)
-		}
-		*p.to = t
-	}
-	if !f.since.IsZero() && !f.until.IsZero() && !f.until.After(f.since) {
-		return f, api.BadRequest(api.CodeBadRequest, "until must be after since")
-	}
-	return f, nil
+	var err error
+	f.since, f.until, err = timeRange(q, now, time.Time{})
+	return f, err
 }
 
 func (s *Server) computeEvents(w http.ResponseWriter, r *http.Request, p params) error {
@@ -72,7 +57,7 @@ func (s *Server) computeEvents(w http.ResponseWriter, r *http.Request, p params)
 	if err != nil {
 		return err
 	}
-	f, err := parseEventQuery(r, api.EventTypes)
+	f, err := parseEventQuery(r, api.EventTypes, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -109,7 +94,7 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request, p params) err
 	if err != nil {
 		return err
 	}
-	f, err := parseEventQuery(r, api.JobEventTypes())
+	f, err := parseEventQuery(r, api.JobEventTypes(), s.clock.Now())
 	if err != nil {
 		return err
 	}

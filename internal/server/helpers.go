@@ -3,9 +3,12 @@ package server
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -114,4 +117,35 @@ func missingWithPrecondition(ifv int64) error {
 		return store.ErrETagMismatch
 	}
 	return nil
+}
+
+// timeRange reads a query's since and until: RFC 3339 times, or durations
+// before now, defSince when since is absent (until absent is zero: open).
+// A bad value, or until before since, is an ARM 400 that names it.
+func timeRange(q url.Values, now, defSince time.Time) (since, until time.Time, err error) {
+	parse := func(name string, def time.Time) (time.Time, error) {
+		v := strings.TrimSpace(q.Get(name))
+		if v == "" {
+			return def, nil
+		}
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t, nil
+		}
+		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+			return now.Add(-d), nil
+		}
+		return time.Time{}, &api.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Target: name,
+			Message: fmt.Sprintf("%s %q is neither an RFC 3339 time (2024-05-01T09:00:00Z) nor a duration before now (1h, 30m)", name, v)}
+	}
+	if since, err = parse("since", defSince); err != nil {
+		return since, until, err
+	}
+	if until, err = parse("until", time.Time{}); err != nil {
+		return since, until, err
+	}
+	if !until.IsZero() && until.Before(since) {
+		return since, until, &api.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Target: "until",
+			Message: "until is before since"}
+	}
+	return since, until, nil
 }

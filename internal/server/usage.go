@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
@@ -51,7 +48,7 @@ func (s *Server) computeUsage(w http.ResponseWriter, r *http.Request, p params) 
 		return err
 	}
 	q := r.URL.Query()
-	since, until, err := usageRange(q, s.clock.Now(), s.clock.Now().Add(-DefaultUsageWindow))
+	since, until, err := timeRange(q, s.clock.Now(), s.clock.Now().Add(-DefaultUsageWindow))
 	if err != nil {
 		return err
 	}
@@ -76,7 +73,7 @@ func (s *Server) jobUsage(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	since, until, err := usageRange(r.URL.Query(), s.clock.Now(), time.Time{})
+	since, until, err := timeRange(r.URL.Query(), s.clock.Now(), time.Time{})
 	if err != nil {
 		return err
 	}
@@ -94,36 +91,6 @@ func (s *Server) jobUsage(w http.ResponseWriter, r *http.Request, p params) erro
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// usageRange reads since and until: RFC 3339 times, or durations before
-// now. A bad value is an ARM 400 that names it.
-func usageRange(q url.Values, now, defSince time.Time) (since, until time.Time, err error) {
-	parse := func(name string, def time.Time) (time.Time, error) {
-		v := strings.TrimSpace(q.Get(name))
-		if v == "" {
-			return def, nil
-		}
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			return t, nil
-		}
-		if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-			return now.Add(-d), nil
-		}
-		return time.Time{}, &api.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Target: name,
-			Message: fmt.Sprintf("%s %q is neither an RFC 3339 time (2024-05-01T09:00:00Z) nor a duration before now (1h, 30m)", name, v)}
-	}
-	if since, err = parse("since", defSince); err != nil {
-		return since, until, err
-	}
-	if until, err = parse("until", time.Time{}); err != nil {
-		return since, until, err
-	}
-	if !until.IsZero() && until.Before(since) {
-		return since, until, &api.Error{Status: http.StatusBadRequest, Code: api.CodeBadRequest, Target: "until",
-			Message: "until is before since"}
-	}
-	return since, until, nil
 }
 
 // NodeUsage is a node's sample as the API shows it.
