@@ -113,39 +113,11 @@ func Make(in Input, kind, tag string) api.CostReport {
 				continue
 			}
 			busyTotal += h
-			switch kind {
-			case ByCompute:
-				add(c.Name, c.Workspace, c.Name, true, h, price)
-			case ByWorkspace:
-				add(c.Workspace, c.Workspace, "", true, h, price)
-			case ByJob:
-				add(run.Name, c.Workspace, c.Name, true, h, price)
-			case ByTag:
-				v, ok := in.JobTags[run.Job][tag]
-				if !ok {
-					v, ok = c.Tags[tag]
-				}
-				if !ok {
-					v = UntaggedRow
-				}
-				add(v, "", "", true, h, price)
-			}
+			key, ws, comp := group(kind, tag, c, run, in.JobTags)
+			add(key, ws, comp, true, h, price)
 		}
-		idle := life.hours() - busyTotal
-		switch kind {
-		case ByCompute:
-			add(c.Name, c.Workspace, c.Name, false, idle, price)
-		case ByWorkspace:
-			add(c.Workspace, c.Workspace, "", false, idle, price)
-		case ByJob:
-			add(IdleRow, c.Workspace, c.Name, false, idle, price)
-		case ByTag:
-			v, ok := c.Tags[tag]
-			if !ok {
-				v = UntaggedRow
-			}
-			add(v, "", "", false, idle, price)
-		}
+		key, ws, comp := group(kind, tag, c, nil, in.JobTags)
+		add(key, ws, comp, false, life.hours()-busyTotal, price)
 	}
 	r.Rows = make([]api.CostRow, 0, len(rows))
 	for _, row := range rows {
@@ -195,3 +167,31 @@ func (i interval) hours() float64 {
 
 // Cents rounds an amount to the cent.
 func Cents(v float64) float64 { return math.Round(v*100) / 100 }
+
+// group is the row a charge of compute c goes to: a run's busy time, or
+// (run nil) the compute's idle time. By tag, busy time goes to the job's
+// tag value if it has one, else the compute's; idle time to the compute's.
+func group(kind, tag string, c Compute, run *store.JobRun, jobTags map[string]map[string]string) (key, ws, comp string) {
+	switch kind {
+	case ByWorkspace:
+		return c.Workspace, c.Workspace, ""
+	case ByJob:
+		if run == nil {
+			return IdleRow, c.Workspace, c.Name
+		}
+		return run.Name, c.Workspace, c.Name
+	case ByTag:
+		v, ok := "", false
+		if run != nil {
+			v, ok = jobTags[run.Job][tag]
+		}
+		if !ok {
+			v, ok = c.Tags[tag]
+		}
+		if !ok {
+			v = UntaggedRow
+		}
+		return v, "", ""
+	}
+	return c.Name, c.Workspace, c.Name // ByCompute
+}
