@@ -30,7 +30,7 @@ type Job struct {
 	// they do not count against the failure retry limit.
 	Preemptions int
 
-	ran string // what the cost ledger holds of its latest attempt (runMark)
+	ran runMark // what the cost ledger holds of its latest attempt
 }
 
 type jobBody struct {
@@ -305,7 +305,7 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 		}
 		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
 		j.Created = time.UnixMilli(created).UTC()
-		j.ran = runMark(&j)
+		j.ran = markOf(&j)
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {

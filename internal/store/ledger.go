@@ -55,14 +55,20 @@ func ledgerRemoved(ctx context.Context, q Querier, id string, at time.Time) erro
 	return nil
 }
 
-// runMark says what the ledger holds of a job's latest attempt, so that a
-// write changes the ledger only when the attempt starts or ends.
-func runMark(j *Job) string {
+// runMark is what the ledger holds of a job's latest attempt, so that a
+// write changes the ledger only when the attempt starts or ends. It is
+// taken of every job read: a comparable value, no allocation.
+type runMark struct {
+	attempt        int
+	started, ended int64 // Unix milliseconds
+}
+
+func markOf(j *Job) runMark {
 	r, ok := latestRun(j)
 	if !ok {
-		return ""
+		return runMark{}
 	}
-	return fmt.Sprintf("%d/%d/%d", r.Attempt, r.Started.UnixMilli(), r.Ended.UnixMilli())
+	return runMark{r.Attempt, r.Started.UnixMilli(), r.Ended.UnixMilli()}
 }
 
 // latestRun is the job's latest attempt as a ledger row. An attempt of a
@@ -95,7 +101,7 @@ func latestRun(j *Job) (JobRun, bool) {
 
 // ledgerRun writes the job's latest attempt if it changed since it was read.
 func ledgerRun(ctx context.Context, q Querier, j *Job) error {
-	mark := runMark(j)
+	mark := markOf(j)
 	if mark == j.ran {
 		return nil
 	}
