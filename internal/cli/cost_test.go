@@ -134,7 +134,6 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 	cli("compute", "create", "-n", "cpu", "--max-instances", "2", "--idle-time-before-scale-down", "2")
 	for i := range 6 {
 		cli("job", "create", "-n", fmt.Sprintf("j%d", i), "--compute", "cpu", "--command", "true")
-		time.Sleep(300 * time.Millisecond) // arrivals spread over time, as users submit
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
