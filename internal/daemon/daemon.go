@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	apitypes "github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/controller"
@@ -354,26 +353,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
-	network := server.NetworkEnforcement{Provider: o.Provider}
-	lp, _ := prov.(*local.Provider)
-	if lp != nil {
-		if err := lp.ProbeNetwork(); err != nil {
-			o.Log.Info("subnet and enableNodePublicIp false are refused: the local provider cannot place nodes in network namespaces here: "+err.Error(), "component", "provider")
-			lp = nil
-		} else {
-			network.Subnets, network.NoPublicIP = true, true
-			network.Explain = func(c apitypes.Compute) string {
-				a, sub := c.Aml(), ""
-				if a.Subnet != nil {
-					sub = a.Subnet.ID
-				}
-				return local.DescribeNetwork(sub, c.ID)
-			}
-			if o.JobsAsServerUser || !isolatedJobs(lp) {
-				o.Log.Warn("jobs are not isolated, so a job of a node in a subnet runs as root in its network namespace and can leave it; the network isolation of subnets holds only against isolated jobs", "component", "provider")
-			}
-		}
-	}
+	network, lp := networkEnforcement(prov, o)
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -697,5 +677,3 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr) local.ControlPlane {
 		return u, nil
 	}
 }
-
-func isolatedJobs(p *local.Provider) bool { ok, _ := p.Isolation(); return ok }
