@@ -75,59 +75,49 @@ func applyCompute(ctx context.Context, g *globals, c *client.Client, spec Comput
 		return applied{}, err
 	}
 	res := applied{Kind: "compute", Name: want.Name}
-	for try := 1; ; try++ {
-		cur, etag, err := c.GetComputeWithETag(ctx, want.Name)
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			res.Changes = flatDiff(nil, fromARM(want).ComputeSpec)
-			if dryRun {
-				res.Action = "would create"
-				return res, nil
-			}
-			_, resp, err := c.PutCompute(ctx, want)
-			if err != nil {
-				return res, err
-			}
-			if !noWait {
-				if err := waitWithProgress(ctx, g, c, resp, "Creating compute "+want.Name); err != nil {
-					return res, err
-				}
-			}
-			res.Action = "created"
-			return res, nil
-		}
-		if err != nil {
-			return res, err
-		}
+	_, written, err := c.EditCompute(ctx, want.Name, func(cur api.Compute) (api.Compute, bool, error) {
 		if err := immutableCompute(cur, want); err != nil {
-			return res, err
+			return cur, false, err
 		}
 		var next api.Compute
 		if err := roundTrip(cur, &next); err != nil { // a copy the edits cannot share with cur
-			return res, err
+			return cur, false, err
 		}
 		if err := spec.applyUpdate(&next); err != nil {
-			return res, err
+			return cur, false, err
 		}
 		res.Changes = flatDiff(fromARM(cur).ComputeSpec, fromARM(next).ComputeSpec)
-		switch {
-		case len(res.Changes) == 0:
-			res.Action = "unchanged"
-			return res, nil
-		case dryRun:
-			res.Action = "would update"
-			return res, nil
-		}
-		_, err = c.ReplaceCompute(ctx, next, etag)
-		if err == nil {
-			res.Action = "updated"
+		return next, len(res.Changes) > 0 && !dryRun, nil
+	})
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		res.Changes = flatDiff(nil, fromARM(want).ComputeSpec)
+		if dryRun {
+			res.Action = "would create"
 			return res, nil
 		}
-		if !errors.As(err, &ae) || ae.Status != http.StatusPreconditionFailed || try == 5 {
+		_, resp, err := c.PutCompute(ctx, want)
+		if err != nil {
 			return res, err
 		}
-		// The controllers recorded the cluster's status meanwhile: again.
+		if !noWait {
+			if err := waitWithProgress(ctx, g, c, resp, "Creating compute "+want.Name); err != nil {
+				return res, err
+			}
+		}
+		res.Action = "created"
+		return res, nil
+	case err != nil:
+		return res, err
+	case written:
+		res.Action = "updated"
+	case len(res.Changes) == 0:
+		res.Action = "unchanged"
+	default:
+		res.Action = "would update"
 	}
+	return res, nil
 }
 
 // immutableCompute refuses a file that changes what an existing compute

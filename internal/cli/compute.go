@@ -3,9 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"sort"
@@ -402,22 +400,11 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 					}
 					return nil
 				}
-				for try := 1; ; try++ {
-					cur, etag, err := c.GetComputeWithETag(ctx, name)
-					if err != nil {
-						return err
-					}
-					if err := edit(&cur); err != nil {
-						return err
-					}
-					out, err = c.ReplaceCompute(ctx, cur, etag)
-					var ae *api.Error
-					if err == nil || try == 5 || !errors.As(err, &ae) || ae.Status != http.StatusPreconditionFailed {
-						if err != nil {
-							return err
-						}
-						break
-					}
+				out, _, err = c.EditCompute(ctx, name, func(cur api.Compute) (api.Compute, bool, error) {
+					return cur, true, edit(&cur)
+				})
+				if err != nil {
+					return err
 				}
 			} else {
 				var s api.ScaleSettings

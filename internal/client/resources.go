@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 
@@ -159,4 +160,27 @@ func (c *Client) JoinToken(ctx context.Context, name string) (token, command str
 func (c *Client) SimulateEviction(ctx context.Context, name, node string) error {
 	_, err := c.Do(ctx, http.MethodPost, c.wsPath()+"/computes/"+url.PathEscape(name)+"/nodes/"+url.PathEscape(node)+"/simulateEviction", nil, nil)
 	return err
+}
+
+// EditCompute reads a compute, lets edit change it, and PUTs the result
+// guarded by the ETag it read. When the compute changed meanwhile (a 412:
+// the controllers record a cluster's status on it too), it reads it again
+// and edits that, up to five times. edit returns false to write nothing;
+// EditCompute then returns the compute as read and false.
+func (c *Client) EditCompute(ctx context.Context, name string, edit func(cur api.Compute) (next api.Compute, write bool, err error)) (api.Compute, bool, error) {
+	for try := 1; ; try++ {
+		cur, etag, err := c.GetComputeWithETag(ctx, name)
+		if err != nil {
+			return cur, false, err
+		}
+		next, write, err := edit(cur)
+		if err != nil || !write {
+			return cur, false, err
+		}
+		out, err := c.ReplaceCompute(ctx, next, etag)
+		var ae *api.Error
+		if err == nil || try == 5 || !errors.As(err, &ae) || ae.Status != http.StatusPreconditionFailed {
+			return out, err == nil, err
+		}
+	}
 }
