@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,7 +39,7 @@ type Config struct {
 	NodeID    string // set when the provider created the node record first
 	WorkDir   string // identity.json and jobs/<uid>/ live here
 	CAFile    string // PEM CA to trust for ServerURL ("" for plain HTTP or system roots)
-	Address   string // IP other nodes reach this node at ("" to detect)
+	Address   string // IP other nodes reach this node at, or a CIDR to take it in ("" to detect)
 	Hostname  string // "" for os.Hostname
 	Version   string // agent version reported at registration
 
@@ -74,6 +75,10 @@ type Config struct {
 	// Docker is the container runtime's CLI for jobs that name an image
 	// ("docker"; "" or "none": run every job as plain processes).
 	Docker string
+	// JobNetwork is the network of job containers (docker run --network):
+	// "" is the host's; a node that is itself a container in a network of
+	// its own has "container:<its name>", so that its jobs share it.
+	JobNetwork string
 	// PullTimeout bounds pulling a job's image that is not on the node.
 	PullTimeout time.Duration
 	// Image is the image this node itself runs in, when the provider made
@@ -238,8 +243,12 @@ func (a *agent) run(ctx context.Context) error {
 	if err := a.isolate(); err != nil {
 		return err
 	}
-	if a.cfg.Address == "" {
-		a.cfg.Address = detectAddress()
+	if a.cfg.Address == "" || strings.Contains(a.cfg.Address, "/") {
+		addr, err := detectAddress(a.cfg.Address)
+		if err != nil {
+			return err
+		}
+		a.cfg.Address = addr
 	}
 	if a.cfg.Hostname == "" {
 		a.cfg.Hostname, _ = os.Hostname()

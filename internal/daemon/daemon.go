@@ -344,7 +344,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	h := hub.New()
 	d.hub = h
-	var controlPlane local.ControlPlane // subnets are not served over TLS: see bridgeListener
+	var controlPlane provider.ControlPlane // subnets are not served over TLS: see bridgeListener
 	if tlsCfg == nil {
 		controlPlane = d.bridgeListener(host)
 	}
@@ -353,7 +353,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ln.Close()
 		return nil, err
 	}
-	network, lp := networkEnforcement(prov, o)
+	network, nw := networkEnforcement(prov, o)
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -411,8 +411,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
-	if lp != nil {
-		for _, ip := range lp.BridgeAddrs() { // nodes in subnets from before a restart
+	if nw != nil {
+		for _, ip := range nw.BridgeAddrs() { // nodes in subnets from before a restart
 			if _, err := controlPlane(ip); err != nil {
 				o.Log.Warn("serve the nodes of a subnet", "err", err)
 			}
@@ -563,7 +563,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
-func newProvider(ctx context.Context, o Options, caFile string, controlPlane local.ControlPlane) (provider.Provider, error) {
+func newProvider(ctx context.Context, o Options, caFile string, controlPlane provider.ControlPlane) (provider.Provider, error) {
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
@@ -584,7 +584,8 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane loc
 		if err := nodeimage.Ensure(ctx, o.NodeImage, log); err != nil {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
-		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log}), nil
+		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log,
+			ControlPlane: controlPlane}), nil
 	case "kubernetes":
 		return newKubernetesProvider(ctx, o, caFile, log)
 	case "sim":
@@ -643,7 +644,7 @@ func newKubernetesProvider(ctx context.Context, o Options, caFile string, log *s
 // (nothing new where the server listens on every address). A server with
 // TLS has none: its certificate does not name the bridges' addresses, so
 // its local provider refuses subnets.
-func (d *Daemon) bridgeListener(host *net.TCPAddr) local.ControlPlane {
+func (d *Daemon) bridgeListener(host *net.TCPAddr) provider.ControlPlane {
 	return func(ip string) (string, error) {
 		addr := net.JoinHostPort(ip, strconv.Itoa(host.Port))
 		u := "http://" + addr

@@ -49,7 +49,7 @@ type Options struct {
 	// bridge's address; with it (and root) the provider places nodes of a
 	// subnet, or of a cluster without public IPs, in network namespaces
 	// (see ProbeNetwork and netns.go).
-	ControlPlane ControlPlane
+	ControlPlane provider.ControlPlane
 }
 
 // Provider runs nodes as local agent processes.
