@@ -192,9 +192,9 @@ func runSim(g *globals, f *simFlags) error {
 	}
 	switch {
 	case format != "table" && f.sweep == "":
-		return printValue(g.stdout, format, results[0])
+		return g.printValue(format, results[0])
 	case format != "table":
-		return printValue(g.stdout, format, results)
+		return g.printValue(format, results)
 	}
 	return simTable(results, f.byCluster).print(g.stdout)
 }
