@@ -55,6 +55,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 				if spec, err = loadYAML[ComputeSpec](f.file); err != nil {
 					return err
 				}
+				warn(g, f.file, spec.ignored())
 			}
 			applyComputeFlags(cmd, &f, &spec)
 			c, err := g.client()

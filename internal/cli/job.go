@@ -46,6 +46,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 				if spec, err = loadYAML[JobSpec](file); err != nil {
 					return err
 				}
+				warn(g, file, spec.ignored())
 				base = filepath.Dir(file)
 			}
 			set := cmd.Flags().Changed
@@ -442,4 +443,11 @@ func newJobDownloadCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&all, "all", false, "download every output")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
+}
+
+// warn prints each of a file's warnings on stderr.
+func warn(g *globals, file string, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(g.stderr, "warning: %s: %s\n", filepath.Base(file), w)
+	}
 }

@@ -69,6 +69,19 @@ type OutputSpec struct {
 	Mode string `yaml:"mode,omitempty"`
 }
 
+// ignored lists the keys of the file that Cumulus accepts, as the az ml
+// schema has them, but does not act on, each with why.
+func (s JobSpec) ignored() []string {
+	var out []string
+	if r := s.Resources; r != nil && r.InstanceType != "" {
+		out = append(out, "resources.instance_type is ignored: a job runs on its compute's size (size: of the compute)")
+	}
+	if r := s.Resources; r != nil && r.ShmSize != "" {
+		out = append(out, "resources.shm_size is ignored: job containers get the container runtime's default /dev/shm")
+	}
+	return out
+}
+
 // toARM converts the YAML to a command job. baseDir resolves relative
 // paths (code:, local inputs), which are packed and uploaded.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {

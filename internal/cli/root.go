@@ -52,7 +52,7 @@ func oneLine(err error) string {
 				msg += "; " + d.Target + ": " + d.Message
 			}
 		}
-		return strings.ReplaceAll(msg, "\n", " ")
+		return yamlWords(strings.ReplaceAll(msg, "\n", " "))
 	}
 	return strings.ReplaceAll(err.Error(), "\n", " ")
 }
