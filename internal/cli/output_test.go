@@ -112,7 +112,7 @@ func TestYAMLErrorsNameKeys(t *testing.T) {
 
 func TestYAMLWordsForAPIPaths(t *testing.T) {
 	for in, want := range map[string]string{
-		"properties.properties.vmSize: Standard_X is not a VM size":   "size: Standard_X is not a VM size",
+		"properties.properties.vmSize: Standard_X is not a VM size":    "size: Standard_X is not a VM size",
 		"properties.properties.scaleSettings.maxNodeCount must be ≥ 0": "max_instances must be ≥ 0",
 		"properties.limits.maxCost must be positive":                   "limits.max_cost must be positive",
 		"properties.properties.schedules[1].timeZone is unknown":       "schedules[1].time_zone is unknown",
