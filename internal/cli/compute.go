@@ -71,8 +71,13 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			verb := "Creating"
+			if resp.Status == 200 { // as az ml compute create: an existing compute is updated
+				verb = "Updating"
+				fmt.Fprintf(g.stderr, "Compute %s exists: updated to the file and flags given, as 'az ml compute create' does ('compute apply --dry-run' shows changes first)\n", comp.Name)
+			}
 			if !f.noWait {
-				if err := waitWithProgress(ctx, g, c, resp, "Creating compute "+comp.Name); err != nil {
+				if err := waitWithProgress(ctx, g, c, resp, verb+" compute "+comp.Name); err != nil {
 					return err
 				}
 				if out, err = c.GetCompute(ctx, comp.Name); err != nil {
@@ -89,7 +94,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.size, "size", "", "VM size (default Standard_DS3_v2; see 'compute list-sizes')")
 	fl.StringVar(&f.tier, "tier", "", "dedicated or low_priority")
 	fl.Int32Var(&f.minInstances, "min-instances", 0, "minimum nodes kept (default 0)")
-	fl.Int32Var(&f.maxInstances, "max-instances", 1, "maximum nodes (default 1)")
+	fl.Int32Var(&f.maxInstances, "max-instances", 1, "maximum nodes")
 	fl.Int64Var(&f.idle, "idle-time-before-scale-down", 120, "seconds a node stays idle before it is removed")
 	fl.StringVar(&f.location, "location", "", "location (default: the workspace's)")
 	fl.StringVar(&f.description, "description", "", "description")
@@ -324,6 +329,11 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
+			for _, fixed := range []string{"size", "tier", "location", "vnet-name", "subnet"} {
+				if set(fixed) {
+					return fmt.Errorf("--%s cannot change on an existing compute (nor can size, tier, location or network); create another compute with it ('compute create -n NEW --%s …'), send jobs there and delete this one", fixed, fixed)
+				}
+			}
 			scale := set("min-instances") || set("max-instances") || set("idle-time-before-scale-down")
 			policy := set("idle-policy") || set("idle-delay-weight")
 			var spec *ComputeSpec
@@ -445,6 +455,12 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
 	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml amlcompute schema: its schedules replace the cluster's; its description, tags, instances, idle time and idle policy apply when given")
 	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
+	// Accepted only to say that they cannot change, not "unknown flag".
+	var fixed string
+	for _, name := range []string{"size", "tier", "location", "vnet-name", "subnet"} {
+		fl.StringVar(&fixed, name, "", "cannot change on an existing compute")
+		_ = fl.MarkHidden(name)
+	}
 	return cmd
 }
 
@@ -694,6 +710,11 @@ func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if node == "" {
+				if node, err = onlyNode(cmd.Context(), c, name); err != nil {
+					return err
+				}
+			}
 			if err := c.SimulateEviction(cmd.Context(), name, node); err != nil {
 				return err
 			}
@@ -702,10 +723,28 @@ func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
-	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes')")
+	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes'); may be left out when the cluster has one node")
 	_ = cmd.MarkFlagRequired("name")
-	_ = cmd.MarkFlagRequired("node-id")
 	return cmd
+}
+
+// onlyNode is the node of a cluster that has exactly one.
+func onlyNode(ctx context.Context, c *client.Client, compute string) (string, error) {
+	nodes, err := c.ListNodes(ctx, compute)
+	if err != nil {
+		return "", err
+	}
+	switch len(nodes) {
+	case 0:
+		return "", fmt.Errorf("compute %s has no nodes to preempt", compute)
+	case 1:
+		return nodes[0].NodeID, nil
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.NodeID
+	}
+	return "", fmt.Errorf("compute %s has %d nodes: give --node-id, one of %s", compute, len(nodes), strings.Join(ids, ", "))
 }
 
 func newComputeConnectSSHCmd(g *globals) *cobra.Command {
