@@ -182,7 +182,11 @@ func environmentID(n yaml.Node) (string, error) {
 	case 0:
 		return "", nil
 	case yaml.ScalarNode:
-		return n.Value, nil
+		v := n.Value
+		if !strings.HasPrefix(v, "azureml:") && !strings.HasPrefix(v, "image:") && !strings.Contains(v, "/environments/") {
+			return "", fmt.Errorf("environment %q: name an environment as azureml:<name>:<version> or azureml:<name>@latest, or give an image as environment: {image: %s}", v, v)
+		}
+		return v, nil
 	case yaml.MappingNode:
 		var inline struct {
 			Image string `yaml:"image"`
