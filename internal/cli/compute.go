@@ -11,6 +11,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
@@ -20,7 +21,7 @@ func newComputeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
-		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g))
+		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g), newComputeValidateCmd(g))
 	cmd.AddCommand(newComputeUsageCmd(g))
 	return cmd
 }
@@ -319,13 +320,15 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		idlePolicy     string
 		delayWeight    float64
 		file           string
+		sets           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Update a cluster's scale settings, schedules, idle policy, tags or description",
 		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600
   cumulus compute update -n cpu-cluster --idle-policy adaptive
-  cumulus compute update --file compute.yml   # its schedules replace the cluster's`,
+  cumulus compute update --file compute.yml   # its schedules replace the cluster's
+  cumulus compute update -n cpu-cluster --set max_instances=8 --set tags.team=ml --set idle_policy.kind=adaptive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
@@ -333,6 +336,9 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 				if set(fixed) {
 					return fmt.Errorf("--%s cannot change on an existing compute (nor can size, tier, location or network); create another compute with it ('compute create -n NEW --%s …'), send jobs there and delete this one", fixed, fixed)
 				}
+			}
+			if set("set") {
+				return updateComputeSet(cmd, g, name, sets, noWait)
 			}
 			scale := set("min-instances") || set("max-instances") || set("idle-time-before-scale-down")
 			policy := set("idle-policy") || set("idle-delay-weight")
@@ -455,6 +461,7 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
 	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml amlcompute schema: its schedules replace the cluster's; its description, tags, instances, idle time and idle policy apply when given")
 	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
+	fl.StringArrayVar(&sets, "set", nil, "KEY=VALUE on the compute's YAML keys, as az's --set (max_instances=8, tags.team=ml, idle_policy.kind=adaptive, schedules.0.max_instances=2); repeatable, alone with --name")
 	// Accepted only to say that they cannot change, not "unknown flag".
 	var fixed string
 	for _, name := range []string{"size", "tier", "location", "vnet-name", "subnet"} {
@@ -801,4 +808,40 @@ func newComputeConnectSSHCmd(g *globals) *cobra.Command {
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("node-id")
 	return cmd
+}
+
+// updateComputeSet applies --set assignments to the compute as it is now,
+// in its YAML keys, and updates it to the result as 'compute apply' does
+// (guarded by the ETag, again on a conflict).
+func updateComputeSet(cmd *cobra.Command, g *globals, name string, sets []string, noWait bool) error {
+	others := false
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "set" && f.Name != "name" && f.Name != "no-wait" && cmd.LocalFlags().Lookup(f.Name) != nil {
+			others = true
+		}
+	})
+	if others || name == "" {
+		return fmt.Errorf("--set goes with --name alone (put every change in --set, or use the other flags without it)")
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	cur, err := c.GetCompute(ctx, name)
+	if err != nil {
+		return err
+	}
+	spec, err := setPaths(fromARM(cur).ComputeSpec, sets, computeSetRefused)
+	if err != nil {
+		return err
+	}
+	if _, err := applyCompute(ctx, g, c, spec, false, noWait); err != nil {
+		return err
+	}
+	out, err := c.GetCompute(ctx, name)
+	if err != nil {
+		return err
+	}
+	return g.showCompute(out)
 }

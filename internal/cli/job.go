@@ -19,7 +19,7 @@ import (
 func newJobCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit and follow jobs (like 'az ml job')"}
 	cmd.AddCommand(newJobCreateCmd(g), newJobShowCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobStreamCmd(g), newJobDownloadCmd(g), newJobDeleteCmd(g), newJobEventsCmd(g))
-	cmd.AddCommand(newJobUsageCmd(g))
+	cmd.AddCommand(newJobUsageCmd(g), newJobUpdateCmd(g), newJobValidateCmd(g))
 	return cmd
 }
 

@@ -83,8 +83,13 @@ func (s JobSpec) ignored() []string {
 }
 
 // toARM converts the YAML to a command job. baseDir resolves relative
-// paths (code:, local inputs), which are packed and uploaded.
+// paths (code:, local inputs), which are packed and uploaded; with no
+// client (job validate) they are only checked to be folders.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
+	sc := api.Scope{Subscription: "local", ResourceGroup: "local", Workspace: "default"}
+	if c != nil {
+		sc = c.Scope
+	}
 	if t := strings.ToLower(s.Type); t != "" && t != "command" {
 		return api.Job{}, fmt.Errorf("job type %q is not supported: Cumulus runs command jobs", s.Type)
 	}
@@ -105,7 +110,7 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 	if p.ExperimentName == "" {
 		p.ExperimentName = "Default"
 	}
-	p.ComputeID = c.Scope.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
+	p.ComputeID = sc.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
 	if r := s.Resources; r != nil {
 		p.Resources = &api.JobResources{InstanceCount: r.InstanceCount, InstanceType: r.InstanceType, ShmSize: r.ShmSize}
 	}
@@ -138,7 +143,7 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 		if err != nil {
 			return j, fmt.Errorf("code %s: %w", s.Code, err)
 		}
-		p.CodeID = c.Scope.WorkspaceID() + "/codes/" + name + "/versions/" + digest
+		p.CodeID = sc.WorkspaceID() + "/codes/" + name + "/versions/" + digest
 	}
 	for k, n := range s.Inputs {
 		in, err := inputOf(ctx, c, baseDir, k, n)
@@ -246,6 +251,9 @@ func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, er
 	}
 	if !st.IsDir() {
 		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	if c == nil {
+		return "unchecked", nil
 	}
 	var buf bytes.Buffer
 	if err := files.Pack(&buf, dir); err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -81,13 +80,12 @@ func TestUnknownSubcommandSuggests(t *testing.T) {
 // YAML errors speak of the file's keys and lines: the key a typo is likely
 // of, the block it is under, the kind of value wanted; never Go types.
 func TestYAMLErrorsNameKeys(t *testing.T) {
-	dir := t.TempDir()
+	t.Chdir(t.TempDir()) // errors name the file as it was given
 	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		if err := os.WriteFile(name, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		return name
 	}
 	cases := []struct {
 		args []string

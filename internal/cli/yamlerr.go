@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
@@ -84,7 +83,7 @@ var (
 // unknown key with the key it is likely a typo of, a value of the wrong
 // kind with the kind wanted, and no Go type names.
 func (k yamlKeys) explain(file string, content []byte, err error) error {
-	base := filepath.Base(file)
+	base := file // as the user gave it
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
@@ -180,7 +179,7 @@ func kindWanted(goType string) string {
 func closest(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		d := editDistance(strings.ToLower(key), k)
+		d := editDistance(strings.ToLower(key), strings.ToLower(k))
 		if d < bestD {
 			best, bestD = k, d
 		}
