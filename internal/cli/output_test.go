@@ -62,10 +62,11 @@ func TestTSVShapes(t *testing.T) {
 // of printing help and exiting 0.
 func TestUnknownSubcommandSuggests(t *testing.T) {
 	for args, want := range map[string]string{
-		"compute creat": "did you mean create?",
-		"job lst":       "did you mean list?",
-		"comput list":   "did you mean compute?",
-		"auth tken":     "did you mean token?",
+		"compute creat":                   "did you mean create?",
+		"job lst":                         "did you mean list?",
+		"comput list":                     "did you mean compute?",
+		"auth tken":                       "did you mean token?",
+		"compute create --max-instance 3": "unknown flag: --max-instance; did you mean --max-instances?",
 	} {
 		_, errOut, code := run(t, strings.Fields(args)...)
 		if code == 0 || !strings.Contains(errOut, want) || strings.Count(errOut, "\n") != 1 {
