@@ -13,7 +13,8 @@ const NodesWaitPrefix = "waiting for nodes: "
 // QueueReason says why a queued job (ARM name, store uid) waits, from its
 // compute's status as the cluster controller last wrote it: at
 // maxNodeCount, more nodes than maxNodeCount, provisioning failing or
-// under way, nodes preparing (pulling the job's image). Quota and budget
+// under way (growing: its target above its current count, as GET of the
+// compute says them), nodes preparing (pulling the job's image). Quota and budget
 // waits are written on the job itself by the controller. "" when the
 // compute says nothing.
 func QueueReason(c Compute, name, uid string) string {
@@ -41,7 +42,7 @@ func QueueReason(c Compute, name, uid string) string {
 			why = append(why, "a node is being prepared ("+msg+")")
 		}
 	}
-	if len(why) == 0 && a.AllocationState == AllocationResizing {
+	if len(why) == 0 && a.AllocationState == AllocationResizing && a.TargetNodeCount > a.CurrentNodeCount {
 		why = append(why, "the cluster is growing; nodes are being provisioned")
 	}
 	if len(why) == 0 {

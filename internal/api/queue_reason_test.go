@@ -12,7 +12,7 @@ func TestQueueReason(t *testing.T) {
 	comp := func(state string, errs ...ErrorResponse) Compute {
 		var c Compute
 		a := c.Aml()
-		a.AllocationState, a.Errors = state, errs
+		a.AllocationState, a.Errors, a.CurrentNodeCount, a.TargetNodeCount = state, errs, 1, 2
 		return c
 	}
 	e := func(code, msg string) ErrorResponse { return ErrorResponse{Error: &Error{Code: code, Message: msg}} }
@@ -27,6 +27,7 @@ func TestQueueReason(t *testing.T) {
 		{comp(AllocationResizing, e("NodeNotReady", "tvm-1: pulling image python:3.11")), "waiting for nodes: a node is being prepared (tvm-1: pulling image python:3.11)"},
 		{comp(AllocationResizing), "waiting for nodes: the cluster is growing"},
 		{comp(AllocationSteady), ""},
+		{func() Compute { c := comp(AllocationResizing); c.Aml().TargetNodeCount = 0; return c }(), ""}, // shrinking
 	} {
 		got := QueueReason(c.c, "big", "uid-1")
 		if (c.want == "") != (got == "") || !strings.HasPrefix(got, c.want) {
