@@ -30,8 +30,12 @@ func QueueReason(c Compute, name, uid string) string {
 			for _, part := range strings.Split(strings.TrimPrefix(msg, "queued jobs wait: "), "; ") {
 				switch {
 				case strings.HasPrefix(part, "at maxNodeCount "):
-					why = append(why, fmt.Sprintf("the cluster is at its maximum of %s nodes (max_instances); the job starts when nodes free up",
-						strings.TrimPrefix(part, "at maxNodeCount ")))
+					// "at maxNodeCount 2", or "…, set by schedule …"
+					n, by, _ := strings.Cut(strings.TrimPrefix(part, "at maxNodeCount "), ", ")
+					if by != "" {
+						by = " (" + by + ")"
+					}
+					why = append(why, fmt.Sprintf("the cluster is at its maximum of %s nodes (max_instances)%s; the job starts when nodes free up", n, by))
 				case uid != "" && strings.HasPrefix(part, "job "+uid+" "):
 					why = append(why, "job "+name+strings.TrimPrefix(part, "job "+uid)+"; raise max_instances or lower instance_count")
 				}

@@ -21,6 +21,8 @@ func TestQueueReason(t *testing.T) {
 		want string
 	}{
 		{comp(AllocationSteady, e("ScaleUpBlocked", "queued jobs wait: at maxNodeCount 2")), "waiting for nodes: the cluster is at its maximum of 2 nodes"},
+		{comp(AllocationSteady, e("ScaleUpBlocked", "queued jobs wait: at maxNodeCount 0, set by schedule \"nights\" until 07:00")),
+			"waiting for nodes: the cluster is at its maximum of 0 nodes (max_instances) (set by schedule \"nights\" until 07:00); the job starts"},
 		{comp(AllocationSteady, e("ScaleUpBlocked", "queued jobs wait: job uid-1 needs 4 nodes, more than maxNodeCount 2")), "waiting for nodes: job big needs 4 nodes, more than maxNodeCount 2; raise max_instances"},
 		{comp(AllocationSteady, e("ScaleUpBlocked", "queued jobs wait: job uid-9 needs 4 nodes, more than maxNodeCount 2")), ""},
 		{comp(AllocationResizing, e("NodeProvisioningFailed", "docker: no such image")), "waiting for nodes: node provisioning fails and is retried: docker: no such image"},
