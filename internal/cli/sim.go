@@ -191,9 +191,9 @@ func runSim(g *globals, f *simFlags) error {
 		r.Timeline = nil // for the plot only: too long to print
 	}
 	switch {
-	case format != "table" && f.sweep == "":
+	case (format != "table" || g.queryExpr != "") && f.sweep == "":
 		return g.printValue(format, results[0])
-	case format != "table":
+	case format != "table" || g.queryExpr != "":
 		return g.printValue(format, results)
 	}
 	return simTable(results, f.byCluster).print(g.stdout)
