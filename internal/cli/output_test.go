@@ -122,3 +122,24 @@ func TestYAMLWordsForAPIPaths(t *testing.T) {
 		}
 	}
 }
+
+// A shell that has not the server's CUMULUS_DATA_DIR gets told how to
+// point the CLI at that server's config; serve prints the line for it.
+func TestMissingConfigSaysHow(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, k := range []string{"CUMULUS_CONFIG", "CUMULUS_DATA_DIR", "CUMULUS_SERVER", "CUMULUS_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	_, errOut, code := run(t, "compute", "list")
+	if code == 0 || !strings.Contains(errOut, "no CLI config at "+home+"/.cumulus/config.yaml") ||
+		!strings.Contains(errOut, "set the same CUMULUS_DATA_DIR here or pass --config DIR/config.yaml") {
+		t.Errorf("exit %d, %q", code, errOut)
+	}
+	if h := configHint(daemon.Options{DataDir: home + "/.cumulus"}); h != "" {
+		t.Errorf("default data dir: hint %q", h)
+	}
+	if h := configHint(daemon.Options{DataDir: "/srv/c"}); h != "The CLI config is /srv/c/config.yaml; in another shell: export CUMULUS_CONFIG=/srv/c/config.yaml" {
+		t.Errorf("other data dir: hint %q", h)
+	}
+}
