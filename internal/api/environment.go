@@ -47,7 +47,45 @@ func PrepareEnvironment(e *Environment, name, version string) error {
 	return v.Err()
 }
 
+// LatestVersion is the version ParseEnvironmentRef returns for
+// azureml:NAME@latest: the environment's newest version.
+const LatestVersion = "@latest"
+
+// EnvironmentContainer is an environment with its versions (GET
+// …/environments): ARM's EnvironmentContainer, with the image of the
+// latest version as a Cumulus extension.
+type EnvironmentContainer struct {
+	ID         string                         `json:"id"`
+	Name       string                         `json:"name"`
+	Type       string                         `json:"type"`
+	Properties EnvironmentContainerProperties `json:"properties"`
+}
+
+// EnvironmentContainerProperties says an environment's latest version.
+type EnvironmentContainerProperties struct {
+	LatestVersion string `json:"latestVersion"`
+	LatestImage   string `json:"latestImage,omitempty"`
+	Versions      int    `json:"versionCount"`
+}
+
+// TypeEnvironmentContainer is the ARM type of an environment.
+const TypeEnvironmentContainer = Provider + "/workspaces/environments"
+
+// CuratedEnvironmentHint says, for an environment name Azure ML curates
+// (AzureML-…), that Cumulus has none built in and what to use instead;
+// "" for other names.
+func CuratedEnvironmentHint(name string) string {
+	if !strings.HasPrefix(strings.ToLower(name), "azureml-") {
+		return ""
+	}
+	return fmt.Sprintf("%s is one of Azure ML's curated environments, which Cumulus does not have built in: "+
+		"run the job in an image (environment: {image: python:3.11-slim}, installing packages in the command), "+
+		"or create the environment once with an image of your choice (cumulus environment create --name %s --version 1 --image IMAGE; "+
+		"Azure publishes its curated images under mcr.microsoft.com/azureml/curated/)", name, name)
+}
+
 // ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",
+// "azureml:NAME@latest",
 // an ARM id …/environments/NAME/versions/VERSION, or "image:REF" (an
 // inline image, as the CLI sends `environment: {image: …}`; it must be an
 // image reference, CheckImageRef).
@@ -64,9 +102,12 @@ func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
 		if i := strings.Index(rest, "/environments/"); i >= 0 { // azureml:/subscriptions/…
 			return ParseEnvironmentRef(rest)
 		}
+		if name, ok := strings.CutSuffix(rest, "@latest"); ok && name != "" && !strings.Contains(name, ":") {
+			return name, LatestVersion, "", nil
+		}
 		name, version, ok := strings.Cut(rest, ":")
 		if !ok || name == "" || version == "" {
-			return "", "", "", fmt.Errorf("environment %q must be azureml:<name>:<version> (versions are required)", ref)
+			return "", "", "", fmt.Errorf("environment %q must be azureml:<name>:<version> or azureml:<name>@latest", ref)
 		}
 		return name, version, "", nil
 	case strings.Contains(ref, "/environments/"):
