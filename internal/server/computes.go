@@ -358,7 +358,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	out := api.ComputeSecrets{ComputeType: api.ComputeTypeAml}
+	out := api.ComputeSecrets{ComputeType: api.ComputeTypeSecrets}
 	if cred := d.Value.Aml().UserAccountCredentials; cred != nil {
 		c := *cred
 		sealed, err := store.GetSecret(r.Context(), s.db.Q(), d.Value.ID)
@@ -372,6 +372,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) erro
 			return err
 		}
 		out.UserAccountCredentials = &c
+		out.AdministratorAccount = &api.AdministratorAccount{Username: c.AdminUserName, Password: c.AdminUserPassword, PublicKeyData: c.AdminUserSSHPublicKey}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -211,6 +211,7 @@ func (s *Server) routes() {
 	r.handle("GET", "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces", s.listWorkspaces)
 	r.handle("PUT", ws, s.putWorkspace)
 	r.handle("GET", ws, s.getWorkspace)
+	r.handle("PATCH", ws, s.patchWorkspace)
 	r.handle("DELETE", ws, s.deleteWorkspace)
 
 	r.handle("GET", ws+"/computes", s.listComputes)
@@ -288,7 +289,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "no API matches the path " + r.URL.Path})
 		return
 	}
-	if err := checkRouteAPIVersion(pattern, r.URL.Query().Get("api-version")); err != nil {
+	if err := s.checkRouteAPIVersion(pattern, r.URL.Query().Get("api-version"), p); err != nil {
 		writeError(rec, r, s.log, err)
 		return
 	}
