@@ -74,20 +74,30 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&g.resourceGroup, "resource-group", "g", "", "resource group (env CUMULUS_RESOURCE_GROUP; default from the config file)")
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json or yaml")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newVersionCmd(g))
+	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
 	return root
 }
 
 // client builds an API client from the config file, environment and flags
 // (in rising order of precedence).
 func (g *globals) client() (*client.Client, error) {
+	cfg, _, err := g.settings()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+// settings merges the config file, environment and flags (in rising order
+// of precedence) and names the config file read.
+func (g *globals) settings() (config.CLI, string, error) {
 	path := g.configPath
 	if path == "" {
 		path = config.Path()
 	}
 	cfg, err := config.Load(path)
 	if err != nil && !config.IsMissing(err) {
-		return nil, err
+		return cfg, path, err
 	}
 	pick := func(dst *string, env, flag string) {
 		if v := os.Getenv(env); v != "" {
@@ -103,7 +113,7 @@ func (g *globals) client() (*client.Client, error) {
 	pick(&cfg.ResourceGroup, "CUMULUS_RESOURCE_GROUP", g.resourceGroup)
 	pick(&cfg.Workspace, "CUMULUS_WORKSPACE", g.workspace)
 	if cfg.Server == "" && config.IsMissing(err) {
-		return nil, fmt.Errorf("no CLI config at %s: start the server once with 'cumulus serve' (it writes that file), or pass --server and set CUMULUS_TOKEN", path)
+		return cfg, path, fmt.Errorf("no CLI config at %s: start the server once with 'cumulus serve' (it writes that file), or pass --server and set CUMULUS_TOKEN", path)
 	}
 	if cfg.Subscription == "" {
 		cfg.Subscription = "local"
@@ -114,7 +124,7 @@ func (g *globals) client() (*client.Client, error) {
 	if cfg.Workspace == "" {
 		cfg.Workspace = "default"
 	}
-	return client.New(cfg)
+	return cfg, path, nil
 }
 
 func newVersionCmd(g *globals) *cobra.Command {
