@@ -98,9 +98,42 @@ func (s *Server) jobImage(ctx context.Context, sc api.Scope, envID string) (stri
 	if image != "" {
 		return image, nil
 	}
+	if version == api.LatestVersion {
+		e, err := s.latestEnvironment(ctx, sc, name)
+		if err != nil {
+			return "", err
+		}
+		return e.Properties.Image, nil
+	}
 	e, err := s.environment(ctx, sc, name, version)
 	if err != nil {
 		return "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s:%s does not exist in workspace %s; create it with 'cumulus environment create'", name, version, sc.Workspace)
 	}
 	return e.Properties.Image, nil
+}
+
+// latestEnvironment is the most recently created version of an
+// environment, as Azure resolves NAME@latest.
+func (s *Server) latestEnvironment(ctx context.Context, sc api.Scope, name string) (api.Environment, error) {
+	var latest *store.Doc[api.Environment]
+	after := ""
+	for {
+		page, err := store.List[api.Environment](ctx, s.db.Q(), KindEnvironment, envParent(sc, name), true, after, 500)
+		if err != nil {
+			return api.Environment{}, err
+		}
+		for i := range page {
+			if latest == nil || !page[i].Created.Before(latest.Created) {
+				latest = &page[i]
+			}
+		}
+		if len(page) < 500 {
+			break
+		}
+		after = page[len(page)-1].Key
+	}
+	if latest == nil {
+		return api.Environment{}, api.BadRequest(api.CodeValidationError, "environmentId: environment %s has no version in workspace %s; create one with 'cumulus environment create'", name, sc.Workspace)
+	}
+	return latest.Value, nil
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -27,10 +26,14 @@ func (s *Server) jobRoutes() {
 	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
 }
 
-// jobView is a stored job as the API returns it, with what it has cost so
-// far (prices is a cache of the computes' hourly prices; nil: none).
-func (s *Server) jobView(ctx context.Context, j store.Job, prices map[string]float64) api.Job {
+// jobView is a stored job as the API returns it, with its services and
+// what it has cost so far (prices is a cache of the computes' hourly prices; nil: none).
+func (s *Server) jobView(r *http.Request, j store.Job, prices map[string]float64) api.Job {
+	ctx := r.Context()
 	doc := j.Doc
+	doc.Properties.Services = map[string]api.JobService{
+		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/ui/"},
+	}
 	hourly, ok := prices[j.Compute]
 	if !ok {
 		if d, err := store.Get[api.Compute](ctx, s.db.Q(), store.KindCompute, computeParent(j.Compute), computeName(j.Compute)); err == nil {
@@ -122,7 +125,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		return err
 	}
 	s.changed()
-	writeJSON(w, status, s.jobView(r.Context(), out, nil))
+	writeJSON(w, status, s.jobView(r, out, nil))
 	return nil
 }
 
@@ -155,7 +158,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.jobView(r.Context(), j, nil))
+	writeJSON(w, http.StatusOK, s.jobView(r, j, nil))
 	return nil
 }
 
@@ -193,7 +196,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 			page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(jobs[size-1].Doc.Name))
 			break
 		}
-		page.Value = append(page.Value, s.jobView(r.Context(), j, prices))
+		page.Value = append(page.Value, s.jobView(r, j, prices))
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
