@@ -65,6 +65,8 @@ assert.ok(usage.length > 0);
 console.log("usage", usage.length);
 
 if ((process.env.SCENARIO_JOB || "1") === "1") {
+  // Cumulus has no curated environments: register the one the job names.
+  await client.environmentVersions.createOrUpdate(rg, ws, "AzureML-sklearn-1.0-ubuntu20.04-py38-cpu", "1", { properties: { image: "python:3.11-slim" } });
   const job = await client.jobs.createOrUpdate(rg, ws, `${prefix}-job`, {
     properties: { jobType: "Command", command: "echo hello from cumulus", environmentId: "azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest", computeId: c.id },
   });

@@ -13,7 +13,7 @@ from azure.mgmt.machinelearningservices import MachineLearningServicesMgmtClient
 from azure.mgmt.machinelearningservices.models import (
     AmlCompute, AmlComputeProperties, ComputeResource, ScaleSettings, ClusterUpdateParameters,
     ScaleSettingsInformation, WorkspaceUpdateParameters,
-    CommandJob, JobBase,
+    CommandJob, JobBase, EnvironmentVersion, EnvironmentVersionProperties,
 )
 
 
@@ -89,6 +89,9 @@ except HttpResponseError as e:
     print("unsupported", e.status_code, e.error.code if e.error else None)
 
 if os.environ.get("SCENARIO_JOB", "1") == "1":
+    # Cumulus has no curated environments: register the one the job names.
+    client.environment_versions.create_or_update(rg, ws, "AzureML-sklearn-1.0-ubuntu20.04-py38-cpu", "1",
+        EnvironmentVersion(properties=EnvironmentVersionProperties(image="python:3.11-slim")))
     job = JobBase(properties=CommandJob(
         command="echo hello from cumulus",
         environment_id="azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest",
