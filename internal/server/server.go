@@ -254,7 +254,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(rec, r, s.log, api.AsError(nil))
 		}
 		d := time.Since(start)
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", d.Milliseconds())
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "api_version", r.URL.Query().Get("api-version"), "status", rec.status, "ms", d.Milliseconds())
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
