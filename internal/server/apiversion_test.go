@@ -146,3 +146,22 @@ func TestWorkspacePatch(t *testing.T) {
 	h.do("PATCH", hWSPath, map[string]any{"tags": map[string]string{"a": "b"}}, "If-Match", `"999"`).want(t, 412)
 	h.do("PATCH", strings.Replace(hWSPath, hWS, "nosuch", 1), map[string]any{"tags": map[string]string{}}).want(t, 404, api.CodeNotFound)
 }
+
+// A workspace PATCH is a write: an operator who may scale computes, or a
+// reader, may not change the workspace.
+func TestWorkspacePatchNeedsWrite(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	op := h.user("olga", "ComputeOperator", hWSPath)
+	reader := h.user("rita", "Reader", hWSPath)
+	writer := h.user("carl", "Contributor", hWSPath)
+	body := map[string]any{"tags": map[string]string{"who": "x"}}
+	h.as(op, "PATCH", hWSPath, body).want(t, 403, api.CodeForbidden)
+	h.as(reader, "PATCH", hWSPath, body).want(t, 403, api.CodeForbidden)
+	h.create("opc", computeBody())
+	h.as(op, "PATCH", computePath("opc"), `{"properties":{"properties":{"scaleSettings":{"maxNodeCount":3}}}}`).want(t, 200)
+	var ws api.Workspace
+	h.as(writer, "PATCH", hWSPath, body).want(t, 200).json(t, &ws)
+	if ws.Tags["who"] != "x" {
+		t.Errorf("contributor's PATCH: %+v", ws.Tags)
+	}
+}
