@@ -72,7 +72,7 @@ func TestAPIVersionTable(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []string{"2018-11-19", "2022-10-01", "2022-10-01-preview", "2023-02-01-preview", "2024-04-01", "2025-12-01"} {
+	for _, v := range []string{"2018-11-19", "2022-10-01", "2022-10-01-preview", "2023-02-01-preview", "2024-04-01", "2025-12-01", "2026-03-15-preview"} {
 		if seen[v] == "" {
 			t.Errorf("%s, a version official clients send, is not accepted", v)
 		}
@@ -104,7 +104,7 @@ func TestAPIVersionErrors(t *testing.T) {
 
 	r = h.raw("GET", computePath("x")+"?api-version=2099-01-01", nil, auth...).want(t, 400, server.CodeNoRegisteredProvider)
 	want := "No registered resource provider found for location 'westus2' and API version '2099-01-01' for type 'workspaces/computes'. The supported api-versions are '2018-03-01-preview, "
-	if m := msg(r); !strings.HasPrefix(m, want) || !strings.Contains(m, "2025-12-01'. The supported locations are 'westus2, ") {
+	if m := msg(r); !strings.HasPrefix(m, want) || !strings.Contains(m, "2026-03-15-preview'. The supported locations are 'westus2, ") {
 		t.Errorf("unknown version:\n got %q\nwant %q…", m, want)
 	}
 	// An action reports its resource's type; a location's collection its own.
