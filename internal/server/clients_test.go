@@ -48,3 +48,23 @@ func TestJobsAsOfficialClientsUseThem(t *testing.T) {
 		t.Errorf("services after GET: %+v", j.Properties.Services)
 	}
 }
+
+// Start, stop and restart exist for compute instances only: on a cluster
+// they answer as Azure answers a call a compute type lacks.
+func TestComputeInstanceActionsOnACluster(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.create("cpu", computeBody())
+	for _, a := range []string{"start", "stop", "restart"} {
+		r := h.do("POST", computePath("cpu")+"/"+a, nil).want(t, 400, api.CodeUserError)
+		var e api.ErrorResponse
+		r.json(t, &e)
+		want := "Compute" + strings.ToUpper(a[:1]) + a[1:] + " with computeType AmlCompute is not supported."
+		if e.Error.Message != want {
+			t.Errorf("%s: %q, want %q", a, e.Error.Message, want)
+		}
+		h.do("POST", computePath("nosuch")+"/"+a, nil).want(t, 404, api.CodeNotFound)
+	}
+	if c := h.do("GET", computePath("cpu"), nil).want(t, 200).compute(t); c.Properties.ProvisioningState != "Succeeded" {
+		t.Errorf("after the refused actions: %s", c.Properties.ProvisioningState)
+	}
+}

@@ -378,6 +378,21 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) erro
 	return nil
 }
 
+// unsupportedComputeAction answers an action Azure has only for other
+// compute types (start, stop and restart are compute instances'): 400
+// UserError, worded as Azure words it ("ComputeListNodes with computeType
+// ComputeInstance is not supported.").
+func (s *Server) unsupportedComputeAction(action string) handler {
+	return func(w http.ResponseWriter, r *http.Request, p params) error {
+		d, err := s.computeOf(r, p)
+		if err != nil {
+			return err
+		}
+		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeUserError,
+			Message: "Compute" + action + " with computeType " + d.Value.Properties.ComputeType + " is not supported."}
+	}
+}
+
 // setOperationHeaders points the client at the operation's status (and,
 // for DELETE, at its result).
 func (s *Server) setOperationHeaders(w http.ResponseWriter, r *http.Request, location, opID string, withLocation bool) {

@@ -223,6 +223,9 @@ func (s *Server) routes() {
 	r.handle("GET", ws+"/computes/{name}/listNodes", s.listNodes) // nextLink pages are fetched with GET
 	r.handle("POST", ws+"/computes/{name}/listKeys", s.listKeys)
 	r.handle("POST", ws+"/computes/{name}/joinToken", s.joinToken)
+	r.handle("POST", ws+"/computes/{name}/start", s.unsupportedComputeAction("Start"))
+	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
+	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)

@@ -129,7 +129,7 @@ func TestGoSDK(t *testing.T) {
 	// An unsupported call: the ARM error, as a typed ResponseError.
 	_, err = computes.BeginStart(ctx, rg, ws, "go-cpu", nil)
 	var re *azcore.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound || re.ErrorCode != "NoRegisteredProviderFound" {
+	if !errors.As(err, &re) || re.StatusCode != http.StatusBadRequest || re.ErrorCode != "UserError" {
 		t.Errorf("start of an AmlCompute: %v", err)
 	}
 

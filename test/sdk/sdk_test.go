@@ -218,7 +218,7 @@ func TestPythonAzureAIML(t *testing.T) {
 	if py == "" {
 		missing(t, "Python azure-ai-ml", "apt-get install python3-azure")
 	}
-	runScenario(t, "aiml", []string{"created", "get ", "list ", "updated", "sizes ", "usage ", "job ", "job cancelled", "deleted"},
+	runScenario(t, "aiml", []string{"created", "get ", "list ", "updated", "sizes ", "usage ", "unsupported 400 UserError", "job ", "job cancelled", "deleted"},
 		py, filepath.Join("python", "azure_ai_ml_scenario.py"))
 }
 
@@ -228,7 +228,7 @@ func TestPythonManagementSDK(t *testing.T) {
 		missing(t, "Python azure-mgmt-machinelearningservices", "apt-get install python3-azure")
 	}
 	runScenario(t, "mgmt", []string{"api-version 2022-10-01", "workspace updated", "created", "get ", "list ", "updated",
-		"listKeys VirtualMachineSecrets", "sizes ", "usage ", "unsupported 404 NoRegisteredProviderFound", "job ", "job cancelled", "deleted"},
+		"listKeys VirtualMachineSecrets", "sizes ", "usage ", "unsupported 400 UserError", "job ", "job cancelled", "deleted"},
 		py, filepath.Join("python", "mgmt_scenario.py"))
 }
 
@@ -241,7 +241,7 @@ func TestJavaScriptSDK(t *testing.T) {
 		missing(t, "@azure/arm-machinelearning", "cd test/sdk/js && npm ci")
 	}
 	runScenario(t, "js", []string{"api-version 2022-10-01", "workspace updated", "created", "get ", "list ", "updated",
-		"listKeys VirtualMachine", "sizes ", "usage ", "job ", "job cancelled", "deleted"},
+		"listKeys VirtualMachine", "sizes ", "usage ", "unsupported 400 UserError", "job ", "job cancelled", "deleted"},
 		node, filepath.Join("js", "scenario.mjs"))
 }
 

@@ -64,6 +64,15 @@ for await (const u of client.usages.list(location)) usage.push(u);
 assert.ok(usage.length > 0);
 console.log("usage", usage.length);
 
+// An unsupported call answers as Azure does: a RestError with the ARM code.
+try {
+  await client.computeOperations.beginStartAndWait(rg, ws, `${prefix}-cpu`);
+  throw new Error("start of an AmlCompute succeeded");
+} catch (e) {
+  assert.equal(e.statusCode, 400, String(e));
+  console.log("unsupported", e.statusCode, e.code);
+}
+
 if ((process.env.SCENARIO_JOB || "1") === "1") {
   // Cumulus has no curated environments: register the one the job names.
   await client.environmentVersions.createOrUpdate(rg, ws, "AzureML-sklearn-1.0-ubuntu20.04-py38-cpu", "1", { properties: { image: "python:3.11-slim" } });

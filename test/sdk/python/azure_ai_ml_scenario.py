@@ -9,6 +9,7 @@ import time
 
 import azure.ai.ml
 from azure.core.credentials import AccessToken
+from azure.core.exceptions import HttpResponseError
 from azure.ai.ml import MLClient, command
 from azure.ai.ml.entities import AmlCompute, Environment
 
@@ -98,6 +99,13 @@ print("sizes", len(list(sizes)))
 usage = list(ml_client.compute.list_usage())
 assert usage, "no usage"
 print("usage", len(usage))
+
+# An unsupported call answers as Azure does: the error carries the ARM code.
+try:
+    ml_client.compute.begin_start(prefix + "-cpu").result()
+    raise SystemExit("start of an AmlCompute succeeded")
+except HttpResponseError as e:
+    print("unsupported", e.status_code, e.error.code if e.error else None)
 
 if os.environ.get("SCENARIO_JOB", "1") == "1":
     # Cumulus has no curated environments: register the one the job names.
