@@ -156,7 +156,7 @@ func python(module string) string {
 			continue
 		}
 		cmd := exec.Command(path, "-c", "import "+module)
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+standinDir())
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+standinDir(), "PYTHONDONTWRITEBYTECODE=1")
 		if cmd.Run() == nil {
 			return path
 		}
@@ -176,7 +176,7 @@ func runScenario(t *testing.T, prefix string, steps []string, name string, args 
 	t.Helper()
 	start := time.Now()
 	cmd := exec.Command(name, args...)
-	cmd.Env = append(append([]string{}, server.env...), "SCENARIO_PREFIX="+prefix, "PYTHONPATH="+standinDir())
+	cmd.Env = append(append([]string{}, server.env...), "SCENARIO_PREFIX="+prefix, "PYTHONPATH="+standinDir(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s took %s", filepath.Base(args[len(args)-1]), time.Since(start).Round(100*time.Millisecond))
 	if err != nil {
