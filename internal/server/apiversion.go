@@ -15,10 +15,11 @@ import (
 // the resource provider, stable and preview, from 2018 on, is accepted for
 // the resource types it already had. Within what Cumulus serves (workspaces,
 // AmlCompute, usages, VM sizes, quotas, command jobs, environments) the
-// older shapes are subsets of 2024-04-01's: an older client ignores the
-// fields its version lacks and never sends them, so no field is renamed or
-// moved between families. Where a family lacks a resource type (command
-// jobs before 2022), a request answers as Azure does for an api-version the
+// older shapes are subsets of 2024-04-01's (an older client ignores the
+// fields its version lacks and never sends them) but for one list: the
+// classic versions list VM sizes under "amlCompute", not "value"
+// (legacyVMSizes). Where a family lacks a resource type (command jobs
+// before 2022), a request answers as Azure does for an api-version the
 // type was never published in.
 
 // apiFamily is a group of api-versions and the resource types they serve.
@@ -28,6 +29,10 @@ type apiFamily struct {
 	// jobs: the family has the command job, environment and code asset
 	// shapes of 2024-04-01 (the "v2" jobs API).
 	jobs bool
+	// legacyVMSizes: the VM size list is {"amlCompute": […]}, as the
+	// 2018–2019 specifications publish it; since it is not known in which
+	// classic version "value" replaced it, the family's answer has both.
+	legacyVMSizes bool
 }
 
 // apiFamilies is the one table of accepted api-versions, oldest first.
@@ -42,6 +47,7 @@ var apiFamilies = []apiFamily{
 			"2020-05-01-preview", "2020-05-15-preview", "2020-06-01", "2020-08-01", "2020-09-01-preview",
 			"2021-01-01", "2021-03-01-preview", "2021-04-01", "2021-07-01", "2022-01-01-preview",
 		},
+		legacyVMSizes: true,
 	},
 	{
 		// The v2 jobs API arrives (command jobs, environments, code);

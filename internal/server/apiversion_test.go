@@ -39,7 +39,14 @@ func TestAPIVersionFamilies(t *testing.T) {
 				h.do("PATCH", at(computePath(name), v), `{"properties":{"properties":{"scaleSettings":{"maxNodeCount":3}}}}`).want(t, 200)
 				h.do("POST", at(computePath(name)+"/listKeys", v), nil).want(t, 200)
 				h.do("GET", at(hLocPath+"/usages", v), nil).want(t, 200)
-				h.do("GET", at(hLocPath+"/vmSizes", v), nil).want(t, 200)
+				var sizes map[string][]api.VMSize
+				h.do("GET", at(hLocPath+"/vmSizes", v), nil).want(t, 200).json(t, &sizes)
+				if len(sizes["value"]) == 0 {
+					t.Errorf("%s: no VM sizes under value", v)
+				}
+				if legacy := f.Name == "classic"; legacy != (len(sizes["amlCompute"]) == len(sizes["value"])) {
+					t.Errorf("%s: amlCompute has %d sizes, value %d (the classic versions' clients read amlCompute)", v, len(sizes["amlCompute"]), len(sizes["value"]))
+				}
 				h.do("GET", at(hLocPath+"/quotas", v), nil).want(t, 200)
 				job := h.do("PUT", at(hWSPath+"/jobs/j"+name, v), jobBody(name))
 				if f.Jobs {
