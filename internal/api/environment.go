@@ -29,11 +29,11 @@ const TypeEnvironment = Provider + "/workspaces/environments/versions"
 // PrepareEnvironment validates an environment version.
 func PrepareEnvironment(e *Environment, name, version string) error {
 	var v Validation
-	if err := CheckJobName(name); err != nil {
-		v.Add(CodeInvalidName, "name", "environment %s", strings.TrimPrefix(err.Error(), "job "))
+	if err := CheckAssetName("environment name", name); err != nil {
+		v.Add(CodeInvalidName, "name", "%s", err)
 	}
-	if err := CheckJobName(version); err != nil {
-		v.Add(CodeInvalidName, "version", "environment version: %s", strings.TrimPrefix(err.Error(), "job name "))
+	if err := CheckAssetName("environment version", version); err != nil {
+		v.Add(CodeInvalidName, "version", "%s", err)
 	}
 	if e.Properties.Image == "" {
 		v.Add(CodeValidationError, "properties.image", "image is required (e.g. python:3.11 or a locally built image)")
@@ -85,7 +85,7 @@ func CuratedEnvironmentHint(name string) string {
 }
 
 // ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",
-// "azureml:NAME@latest",
+// "azureml:NAME@latest" (as azure-ai-ml sends "NAME@latest"),
 // an ARM id …/environments/NAME/versions/VERSION, or "image:REF" (an
 // inline image, as the CLI sends `environment: {image: …}`; it must be an
 // image reference, CheckImageRef).
@@ -117,4 +117,22 @@ func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
 		}
 	}
 	return "", "", "", fmt.Errorf("environment %q is not azureml:<name>:<version>, an environment version id, or an inline image", ref)
+}
+
+// CheckAssetName applies Azure's rule for asset names and versions
+// (environments): 1–255 letters, digits, '-', '_' and '.', starting with a
+// letter or digit, as in AzureML-sklearn-1.0-ubuntu20.04-py38-cpu.
+func CheckAssetName(what, name string) error {
+	if len(name) < 1 || len(name) > 255 {
+		return fmt.Errorf("%s %q must be 1 to 255 characters long", what, name)
+	}
+	if !isLetter(name[0]) && !isDigit(name[0]) {
+		return fmt.Errorf("%s %q must start with a letter or digit", what, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isLetter(c) && !isDigit(c) && c != '-' && c != '_' && c != '.' {
+			return fmt.Errorf("%s %q may contain only letters, digits, '-', '_' and '.'", what, name)
+		}
+	}
+	return nil
 }

@@ -77,7 +77,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json, jsonc (colored), yaml, tsv or none (lists default to table, single resources to json)")
 	pf.StringVar(&g.queryExpr, "query", "", "JMESPath query applied to what -o json prints, as az's --query (e.g. \"[?status=='Running'].name\")")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newVersionCmd(g))
+	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
 	strictGroups(root)
 	root.SetFlagErrorFunc(flagError)
 	return root
@@ -129,13 +129,23 @@ func strictGroups(cmd *cobra.Command) {
 // client builds an API client from the config file, environment and flags
 // (in rising order of precedence).
 func (g *globals) client() (*client.Client, error) {
+	cfg, _, err := g.settings()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+// settings merges the config file, environment and flags (in rising order
+// of precedence) and names the config file read.
+func (g *globals) settings() (config.CLI, string, error) {
 	path := g.configPath
 	if path == "" {
 		path = config.Path()
 	}
 	cfg, err := config.Load(path)
 	if err != nil && !config.IsMissing(err) {
-		return nil, err
+		return cfg, path, err
 	}
 	pick := func(dst *string, env, flag string) {
 		if v := os.Getenv(env); v != "" {
@@ -151,7 +161,7 @@ func (g *globals) client() (*client.Client, error) {
 	pick(&cfg.ResourceGroup, "CUMULUS_RESOURCE_GROUP", g.resourceGroup)
 	pick(&cfg.Workspace, "CUMULUS_WORKSPACE", g.workspace)
 	if cfg.Server == "" && config.IsMissing(err) {
-		return nil, missingConfig(path)
+		return cfg, path, missingConfig(path)
 	}
 	if cfg.Subscription == "" {
 		cfg.Subscription = "local"
@@ -162,7 +172,7 @@ func (g *globals) client() (*client.Client, error) {
 	if cfg.Workspace == "" {
 		cfg.Workspace = "default"
 	}
-	return client.New(cfg)
+	return cfg, path, nil
 }
 
 func newVersionCmd(g *globals) *cobra.Command {

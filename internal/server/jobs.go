@@ -1,10 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -34,12 +34,16 @@ type jobCompute struct {
 	counted bool
 }
 
-// jobView is a stored job as the API returns it, with what it has cost so
-// far and, for a queued job the controllers gave no reason, why it waits
-// as its cluster's status says (computes caches the computes read; nil:
-// none).
-func (s *Server) jobView(ctx context.Context, j store.Job, computes map[string]*jobCompute) api.Job {
+// jobView is a stored job as the API returns it, with its services (the
+// studio's page of the job), what it has cost so far and, for a queued
+// job the controllers gave no reason, why it waits as its cluster's
+// status says (computes caches the computes read; nil: none).
+func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobCompute) api.Job {
+	ctx := r.Context()
 	doc := j.Doc
+	doc.Properties.Services = map[string]api.JobService{
+		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
+	}
 	jc, ok := computes[j.Compute]
 	if !ok {
 		jc = &jobCompute{}
@@ -146,7 +150,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		return err
 	}
 	s.changed()
-	writeJSON(w, status, s.jobView(r.Context(), out, nil))
+	writeJSON(w, status, s.jobView(r, out, nil))
 	return nil
 }
 
@@ -179,7 +183,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.jobView(r.Context(), j, nil))
+	writeJSON(w, http.StatusOK, s.jobView(r, j, nil))
 	return nil
 }
 
@@ -217,7 +221,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 			page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(jobs[size-1].Doc.Name))
 			break
 		}
-		page.Value = append(page.Value, s.jobView(r.Context(), j, computes))
+		page.Value = append(page.Value, s.jobView(r, j, computes))
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
