@@ -30,7 +30,7 @@ func TestJobsAsOfficialClientsUseThem(t *testing.T) {
 		t.Errorf("@latest ran in %q, want the newest version's image python:3.11-slim", j.Properties.Image)
 	}
 	st := j.Properties.Services["Studio"]
-	if st.JobServiceType != "Studio" || !strings.HasSuffix(st.Endpoint, "/ui/") {
+	if st.JobServiceType != "Studio" || !strings.HasSuffix(st.Endpoint, "/#/jobs/latest") {
 		t.Errorf("services %+v", j.Properties.Services)
 	}
 	h.do("PUT", hWSPath+"/jobs/pinned", job("azureml:"+env+":1")).want(t, 201).json(t, &j)
