@@ -39,9 +39,12 @@ type Config struct {
 	NodeID    string // set when the provider created the node record first
 	WorkDir   string // identity.json and jobs/<uid>/ live here
 	CAFile    string // PEM CA to trust for ServerURL ("" for plain HTTP or system roots)
-	Address   string // IP other nodes reach this node at, or a CIDR to take it in ("" to detect)
-	Hostname  string // "" for os.Hostname
-	Version   string // agent version reported at registration
+	// TLSServerName is the name the server's certificate is checked for,
+	// when it is not ServerURL's host (a subnet's bridge address).
+	TLSServerName string
+	Address       string // IP other nodes reach this node at, or a CIDR to take it in ("" to detect)
+	Hostname      string // "" for os.Hostname
+	Version       string // agent version reported at registration
 
 	// Resource limits for jobs (0: none). Enforced with cgroup v2 where
 	// possible, else only recorded.
@@ -167,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c, err := newClient(cfg.ServerURL, cfg.CAFile, cfg.HTTPClient)
+	c, err := newClient(cfg.ServerURL, cfg.CAFile, cfg.TLSServerName, cfg.HTTPClient)
 	if err != nil {
 		return err
 	}

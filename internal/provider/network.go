@@ -1,8 +1,16 @@
 package provider
 
 // ControlPlane serves the control plane on a host address of a subnet's
-// network (its bridge's .1) and returns the URL the subnet's agents use.
-type ControlPlane func(hostIP string) (serverURL string, err error)
+// network (its bridge's .1) and returns where the subnet's agents reach it.
+type ControlPlane func(hostIP string) (Endpoint, error)
+
+// Endpoint is where the agents of a subnet reach the control plane.
+type Endpoint struct {
+	URL string
+	// TLSServerName is the name the agents check the server's certificate
+	// for, since it does not name the bridge's address ("" for plain HTTP).
+	TLSServerName string
+}
 
 // Networks is a provider that places the nodes of a compute with a subnet,
 // or with enableNodePublicIp false, in a network of their own (see

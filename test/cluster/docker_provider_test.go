@@ -22,8 +22,9 @@ var (
 )
 
 // dockerServer is a server whose nodes are containers (--provider docker),
-// with a short heartbeat timeout so a killed container is noticed fast.
-func dockerServer(t *testing.T) *server {
+// with a short heartbeat timeout so a killed container is noticed fast,
+// and the serve flags given.
+func dockerServer(t *testing.T, flags ...string) *server {
 	t.Helper()
 	requireDocker(t)
 	nodeImageOnce.Do(func() {
@@ -34,7 +35,7 @@ func dockerServer(t *testing.T) *server {
 	if nodeImageErr != nil {
 		t.Fatal(nodeImageErr)
 	}
-	s := startServer(t, "--provider", "docker", "--node-image", "cumulus-node:e2e", "--heartbeat-timeout", "6s")
+	s := startServer(t, append([]string{"--provider", "docker", "--node-image", "cumulus-node:e2e", "--heartbeat-timeout", "6s"}, flags...)...)
 	t.Cleanup(func() { removeContainers(t, "label="+docker.LabelOwner+"="+filepath.Join(s.dataDir, "nodes")) })
 	return s
 }

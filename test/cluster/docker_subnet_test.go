@@ -28,8 +28,8 @@ const shProbe = `probe() { if out=$(nc -w 4 "$1" "$2" </dev/null 2>&1) && [ -n "
 // namespace the test makes), not a host service at their bridge's
 // address, not a node of another subnet — while a node of a compute
 // without isolation, and a node of the same subnet with a public IP,
-// reach the outside. When the clusters scale to zero, the networks and
-// their firewall rules are gone.
+// reach the outside. The server serves TLS. When the clusters scale to
+// zero, the networks and their firewall rules are gone.
 func TestDockerSubnetNetworks(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("subnet networks need root: this test runs as root in CI")
@@ -90,7 +90,9 @@ func TestDockerSubnetNetworks(t *testing.T) {
 	ln.Close()
 	serveIn(t, "", "0.0.0.0:"+anyPort)
 
-	s := dockerServer(t)
+	// Over TLS: the agents of a subnet check the server's certificate for
+	// its name while they reach it at their bridge's address.
+	s := dockerServer(t, "--tls-self-signed")
 	owner = filepath.Join(s.dataDir, "nodes")
 	s.createEnvironment("busybox", "1", testImage)
 	ctx := context.Background()

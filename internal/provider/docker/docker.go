@@ -249,7 +249,7 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn
 	serverURL, address := spec.ServerURL, "127.0.0.1"
 	if nn != nil {
 		verb, network = []string{"create"}, networkArgs(nn, ContainerName(spec.NodeID))
-		serverURL, address = nn.serverURL, nn.plan.CIDR() // the agent takes its address in the range
+		serverURL, address = nn.controlPlane.URL, nn.plan.CIDR() // the agent takes its address in the range
 	}
 	args := append(verb, "--name", ContainerName(spec.NodeID), "--pull", "never",
 		"--label", LabelNode+"="+spec.NodeID,
@@ -297,6 +297,9 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn
 		"--address", address)
 	if spec.CAFile != "" {
 		args = append(args, "--ca-file", spec.CAFile)
+	}
+	if nn != nil && nn.controlPlane.TLSServerName != "" {
+		args = append(args, "--tls-server-name", nn.controlPlane.TLSServerName)
 	}
 	return args
 }

@@ -71,7 +71,7 @@ func (n netPlan) egress() subnet.Plan  { return subnet.Plan{Hex: n.Hex, Base: eg
 // machine's), and a way to serve the control plane on the bridges.
 func (p *Provider) ProbeNetwork() error {
 	if p.o.ControlPlane == nil {
-		return errors.New("the control plane cannot serve on the subnets' bridges (a server with TLS: its certificate does not name their addresses)")
+		return errors.New("the control plane cannot serve on the subnets' bridges")
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("the server does not run as root (it fences the subnets' bridges with iptables)")
@@ -121,9 +121,9 @@ func (p *Provider) BridgeAddrs() []string {
 
 // nodeNetwork is what runArgs needs of a node in a subnet.
 type nodeNetwork struct {
-	plan      netPlan
-	serverURL string // the control plane on the subnet's bridge
-	public    bool   // also on the egress network
+	plan         netPlan
+	controlPlane provider.Endpoint // the control plane on the subnet's bridge
+	public       bool              // also on the egress network
 }
 
 // joinNetwork makes (or finds) the networks of a node's subnet, fences the
@@ -137,24 +137,24 @@ func (p *Provider) joinNetwork(ctx context.Context, spec provider.NodeSpec) (*no
 	if err := p.ensureNetwork(ctx, n.plan.name(), n.plan.bridge(), n.plan.Plan, true); err != nil {
 		return nil, err
 	}
-	u, err := p.o.ControlPlane(n.plan.HostIP())
+	cp, err := p.o.ControlPlane(n.plan.HostIP())
 	if err != nil {
 		return nil, err
 	}
-	pu, err := url.Parse(u)
+	pu, err := url.Parse(cp.URL)
 	if err != nil {
-		return nil, fmt.Errorf("control plane URL %q: %w", u, err)
+		return nil, fmt.Errorf("control plane URL %q: %w", cp.URL, err)
 	}
 	port, err := strconv.Atoi(pu.Port())
 	if err != nil {
-		return nil, fmt.Errorf("control plane URL %q has no port", u)
+		return nil, fmt.Errorf("control plane URL %q has no port", cp.URL)
 	}
 	// Docker drops what would be forwarded into or out of an internal
 	// network; the host itself answers it only on the control plane's port.
 	if err := subnet.Fence(subnet.InputRules(n.plan.bridge(), port)); err != nil {
 		return nil, err
 	}
-	n.serverURL = u
+	n.controlPlane = cp
 	if n.public {
 		if err := p.ensureNetwork(ctx, n.plan.egressName(), n.plan.egressBridge(), n.plan.egress(), false); err != nil {
 			return nil, err

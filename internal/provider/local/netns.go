@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/subnet"
 )
 
@@ -77,7 +78,7 @@ func (p *Provider) ProbeNetwork() error {
 		return errors.New("the server does not run as root")
 	}
 	if p.o.ControlPlane == nil {
-		return errors.New("the control plane cannot serve on the subnets' bridges (a server with TLS: its certificate does not name their addresses)")
+		return errors.New("the control plane cannot serve on the subnets' bridges")
 	}
 	for _, tool := range []string{"ip", "nsenter", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -148,9 +149,9 @@ func readNet(path string) (nodeNet, bool) {
 // setupNetwork places a node in its subnet: the bridge (and its firewall
 // rules), the node's namespace and veth. It returns the agent's command
 // prefix, its address and the server URL it uses. The caller holds p.mu.
-func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []string, addr, serverURL string, err error) {
+func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []string, addr string, cp provider.Endpoint, err error) {
 	if os.Geteuid() != 0 || p.o.ControlPlane == nil {
-		return nil, "", "", errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
+		return nil, "", cp, errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
 	}
 	plan := PlanSubnet(sub, computeID)
 	n, ok := readNet(filepath.Join(dir, netFile))
@@ -169,35 +170,34 @@ func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []st
 			}
 		}
 		if n.K == 0 {
-			return nil, "", "", fmt.Errorf("subnet %s (%s) is full: 253 nodes", sub, plan.CIDR())
+			return nil, "", cp, fmt.Errorf("subnet %s (%s) is full: 253 nodes", sub, plan.CIDR())
 		}
 	}
 	if err := ensureBridge(plan); err != nil {
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
-	serverURL, err = p.o.ControlPlane(plan.HostIP())
-	if err != nil {
-		return nil, "", "", err
+	if cp, err = p.o.ControlPlane(plan.HostIP()); err != nil {
+		return nil, "", cp, err
 	}
-	u, err := url.Parse(serverURL)
+	u, err := url.Parse(cp.URL)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("control plane URL %q: %w", serverURL, err)
+		return nil, "", cp, fmt.Errorf("control plane URL %q: %w", cp.URL, err)
 	}
 	if n.Port, err = strconv.Atoi(u.Port()); err != nil {
-		return nil, "", "", fmt.Errorf("control plane URL %q has no port", serverURL)
+		return nil, "", cp, fmt.Errorf("control plane URL %q has no port", cp.URL)
 	}
 	if err := subnet.Fence(subnet.Rules(n.Bridge, n.Port)); err != nil {
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
 	b, _ := json.Marshal(n)
 	if err := os.WriteFile(filepath.Join(dir, netFile), b, 0o600); err != nil {
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
 	if err := ensureNamespace(n); err != nil {
 		p.teardownNetwork(nodeID, dir)
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
-	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), serverURL, nil
+	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), cp, nil
 }
 
 // teardownNetwork removes a node's namespace and veth, and its bridge
