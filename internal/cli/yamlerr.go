@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"github.com/cumulus-ml/cumulus/internal/suggest"
 	"reflect"
 	"regexp"
 	"strings"
@@ -179,7 +180,7 @@ func kindWanted(goType string) string {
 func closest(key string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		d := editDistance(strings.ToLower(key), strings.ToLower(k))
+		d := suggest.Distance(strings.ToLower(key), strings.ToLower(k))
 		if d < bestD {
 			best, bestD = k, d
 		}
@@ -192,26 +193,6 @@ func closest(key string, known []string) string {
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 var apiPath = regexp.MustCompile(`\bproperties\.[A-Za-z0-9_.\[\]]*[A-Za-z0-9\]]`)
