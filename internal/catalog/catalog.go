@@ -3,9 +3,10 @@
 package catalog
 
 import (
-	"github.com/cumulus-ml/cumulus/internal/suggest"
 	"sort"
 	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/suggest"
 )
 
 // Size is one VM size of the catalog.

@@ -3,13 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"github.com/cumulus-ml/cumulus/internal/suggest"
 	"reflect"
 	"regexp"
 	"strings"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cumulus-ml/cumulus/internal/suggest"
 )
 
 // yamlKeys knows, for every struct type reachable from a YAML schema type,

@@ -69,16 +69,7 @@ func TestDockerSubnetNetworks(t *testing.T) {
 	// The outside: a namespace of the test's own with 10.234.250.2, joined
 	// to the host by a veth (10.234.250.1), and a listener in it.
 	outNS, outHost := "cdt"+tag, "cdto"+tag
-	mustRun(t, "ip", "netns", "add", outNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", outNS).Run() })
-	mustRun(t, "ip", "link", "add", outHost, "type", "veth", "peer", "name", "eth0", "netns", outNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", outHost).Run() })
-	mustRun(t, "ip", "addr", "add", "10.234.250.1/24", "dev", outHost)
-	mustRun(t, "ip", "link", "set", outHost, "up")
-	mustRun(t, "ip", "-n", outNS, "addr", "add", "10.234.250.2/24", "dev", "eth0")
-	mustRun(t, "ip", "-n", outNS, "link", "set", "eth0", "up")
-	mustRun(t, "ip", "-n", outNS, "link", "set", "lo", "up")
-	mustRun(t, "ip", "-n", outNS, "route", "add", "default", "via", "10.234.250.1")
+	outsideNamespace(t, outNS, outHost, "10.234.250.1", "10.234.250.2")
 	serveIn(t, outNS, "10.234.250.2:7171")
 	// A host service on every address would answer at the bridge's .1 but
 	// for the firewall rules: the subnet's nodes must not reach it.
@@ -96,24 +87,7 @@ func TestDockerSubnetNetworks(t *testing.T) {
 	owner = filepath.Join(s.dataDir, "nodes")
 	s.createEnvironment("busybox", "1", testImage)
 	ctx := context.Background()
-	mk := func(name, sub string, max int32, public bool) {
-		t.Helper()
-		c := api.Compute{Name: name}
-		c.Properties.ComputeType = api.ComputeTypeAml
-		min := int32(0)
-		c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: &min, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: "PT5S"}
-		if sub != "" {
-			c.Aml().Subnet = &api.ResourceRef{ID: sub}
-		}
-		c.Aml().EnableNodePublicIP = &public
-		_, resp, err := s.c.PutCompute(ctx, c)
-		if err != nil {
-			t.Fatalf("create %s: %v", name, err)
-		}
-		if err := s.c.Wait(ctx, resp, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mk := s.createNetCompute
 	mk("open", "", 1, true)
 	mk("suba", subnetA, 2, false)
 	mk("puba", subnetA, 1, true) // subnet a with a public IP: NAT beyond it
