@@ -51,6 +51,9 @@ type Options struct {
 	// chart (default 5 s); HistoryWindow how long samples are kept (6 h).
 	SampleEvery   time.Duration
 	HistoryWindow time.Duration
+	// ConfigPath is the CLI config file `cumulus serve` writes its admin
+	// token to (the sign-in page names it); "" = ~/.cumulus/config.yaml.
+	ConfigPath string
 	// CanRead, when set, says whether a principal may read a resource
 	// (the server's role assignments); the history endpoint asks it.
 	CanRead func(ctx context.Context, principal, resource string) bool
@@ -87,6 +90,9 @@ func New(o Options) *UI {
 	if o.HistoryWindow <= 0 {
 		o.HistoryWindow = 6 * time.Hour
 	}
+	if o.ConfigPath == "" {
+		o.ConfigPath = "~/.cumulus/config.yaml"
+	}
 	u := &UI{o: o, log: o.Log.With("component", "ui"), sessions: newSessions(), history: newHistory(o.HistoryWindow),
 		files: loadAssets()}
 	m := http.NewServeMux()
@@ -94,10 +100,12 @@ func New(o Options) *UI {
 	m.HandleFunc("GET /ui/static/", u.static)
 	m.HandleFunc("GET /ui/session", u.getSession)
 	m.HandleFunc("POST /ui/login", u.login)
+	m.HandleFunc("GET /ui/signin", u.signinHelp)
 	m.HandleFunc("GET /ui/login", u.loginWithCode)
 	m.HandleFunc("POST /ui/logout", u.logout)
 	m.HandleFunc("POST /ui/codes", u.newCode)
 	m.HandleFunc("GET /ui/api/history", u.getHistory)
+	m.HandleFunc("POST /ui/api/yaml", u.yamlToJSON)
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		u.writeError(w, r, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: "no studio page or endpoint at " + r.URL.Path})
 	})
@@ -212,7 +220,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	if tok == "" {
 		u.writeError(w, r, &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "token",
-			Message: "enter an API token (the token line of ~/.cumulus/config.yaml), or run 'cumulus ui'"})
+			Message: "enter an API token (the token line of " + u.o.ConfigPath + " on the server), or run 'cumulus ui'"})
 		return
 	}
 	rr := r.Clone(r.Context())
@@ -221,7 +229,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *api.Error
 		if errors.As(err, &e) {
-			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of ~/.cumulus/config.yaml, or run 'cumulus ui'"}
+			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.o.ConfigPath + " on the server, or run 'cumulus ui'"}
 			err = e
 		}
 		u.writeError(w, r, err)
@@ -230,6 +238,14 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	ses := u.startSession(w, r, hash, name)
 	u.log.Info("web session opened", "principal", name)
 	writeJSON(w, http.StatusOK, u.info(ses))
+}
+
+// signinHelp tells the sign-in page where the server wrote its admin
+// token, so the page names the right file whatever the data directory.
+func (u *UI) signinHelp(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		ConfigPath string `json:"configPath"`
+	}{u.o.ConfigPath})
 }
 
 func (u *UI) startSession(w http.ResponseWriter, r *http.Request, tokenHash, principal string) session {

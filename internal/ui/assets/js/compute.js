@@ -148,7 +148,7 @@ export function render(main, [name]) {
       fact('Description', c.properties.description || '—'),
       fact('Tags', tagsCell(c.tags)),
       fact('Identity', ident),
-      fact('Remote login', `${a.remoteLoginPortPublicAccess || 'NotSpecified'}${cred ? ', admin ' + cred.adminUserName : ''}`),
+      fact('Remote login', remoteLoginText(a.remoteLoginPortPublicAccess, cred)),
       fact('Subnet', a.subnet ? a.subnet.id : '—'),
       fact('Network isolation', a.networkIsolation || '—'));
     const errs = errorsOf(c);
@@ -197,6 +197,15 @@ export function render(main, [name]) {
     drawChart();
   }
   return { refresh, setError: banner.set };
+}
+
+// remoteLoginText says whether the nodes' SSH port is public, in words.
+// The server opens it only when asked (Enabled); NotSpecified keeps it
+// closed, as Disabled does.
+function remoteLoginText(access, cred) {
+  const admin = cred && cred.adminUserName ? `; admin user ${cred.adminUserName}` : '';
+  if (access === 'Enabled') return 'SSH port open to the network' + admin;
+  return (access === 'Disabled' ? 'SSH port closed' : 'SSH port closed (not requested)') + admin;
 }
 
 // jobLink finds the job a node runs: listNodes gives the run's internal
