@@ -80,7 +80,7 @@ export function render(main, [name]) {
     const title = `Nodes of ${name} over the last ${label}: now ${a.currentNodeCount || 0} ` +
       `(${c.runningNodeCount || 0} running, ${c.idleNodeCount || 0} idle, ${c.preparingNodeCount || 0} preparing), ` +
       `queued demand ${demandNow} node${demandNow === 1 ? '' : 's'}, peak ${peak}, maximum ${max}.`;
-    replace(chartBox, nodeChart({ samples, now: serverNow, windowSec, maxNodes: max, title }));
+    replace(chartBox, nodeChart({ samples, now: serverNow, windowSec, maxNodes: max, title, width: chartBox.clientWidth }));
     chartCaption.textContent = title + ` Sampled every ${hist.everySeconds} s by the server.`;
   }
 

@@ -264,12 +264,12 @@ export function showProblems(e, showProblem, formError) {
 // in: names maps API field names (minNodeCount) to the form's labels
 // (Minimum nodes). "minNodeCount (3) may not exceed maxNodeCount (1)"
 // becomes "Minimum nodes (3) may not exceed maximum nodes (1)".
-export function humanize(message, names) {
+export function humanize(message, names, { asIs = false } = {}) {
   let out = String(message || '');
   for (const [api, label] of Object.entries(names)) {
-    out = out.replace(new RegExp(`\\b${api}\\b`, 'g'), label.toLowerCase());
+    out = out.replace(new RegExp(`\\b${api.replace(/\./g, '\\.')}\\b`, 'g'), asIs ? label : label.toLowerCase());
   }
-  return out ? out[0].toUpperCase() + out.slice(1) : out;
+  return out && !asIs ? out[0].toUpperCase() + out.slice(1) : out;
 }
 
 // pager shows one page of a long list: "1–25 of 80", Previous and Next,

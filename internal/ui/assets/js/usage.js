@@ -33,7 +33,8 @@ export function bytes(n) {
 
 // lineChart draws series ([{label, points: [{time, v}]}]) from 0 to yMax.
 function lineChart({ series, yMax, fmt, title, name }) {
-  const W = 480, H = 170, L = 52, R = 10, T = 10, B = 26;
+  // As wide as a phone's screen there, so the labels keep their size.
+  const W = matchMedia('(max-width: 640px)').matches ? 340 : 480, H = 170, L = 52, R = 10, T = 10, B = 26;
   const all = series.flatMap((x) => x.points);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: '100%', class: 'usage-chart', role: 'img', 'aria-label': title,
     'data-chart': name, 'data-series': String(series.length), preserveAspectRatio: 'xMidYMid meet' });
