@@ -172,6 +172,7 @@ menuToggle.addEventListener('click', () => {
   setMenu(open);
   if (open) menu.querySelector('a').focus();
 });
+menu.addEventListener('click', (ev) => { if (ev.target.closest('a')) setMenu(false); });
 menu.addEventListener('keydown', (ev) => {
   if (ev.key === 'Escape' && menuToggle.getAttribute('aria-expanded') === 'true') {
     setMenu(false);
@@ -238,6 +239,12 @@ document.getElementById('sign-out').addEventListener('click', async () => {
   await fetch('/ui/logout', { method: 'POST', credentials: 'same-origin', headers: api.csrfHeaders() }).catch(() => {});
   localStorage.removeItem('cumulus.workspace');
   showSignIn('', 'You signed out.');
+});
+// The skip link moves focus to the page without touching the hash, which
+// the router owns.
+document.querySelector('.skip-link').addEventListener('click', (ev) => {
+  ev.preventDefault();
+  main.focus();
 });
 window.addEventListener('hashchange', route);
 document.addEventListener('visibilitychange', () => tick(true));

@@ -200,7 +200,7 @@ export function render(main) {
   const tags = h('input', { type: 'text', spellcheck: 'false', placeholder: 'team=ml owner=me' });
   const jobName = h('input', { type: 'text', spellcheck: 'false', autocomplete: 'off', placeholder: 'generated, like calm_river_3f9k2a7b' });
   const submitForm = h('button', { type: 'submit' }, 'Submit job');
-  const form = h('form', { class: 'stack submit-form', novalidate: true, id: 'job-form', 'aria-label': 'Job' },
+  const form = h('form', { class: 'stack submit-form', novalidate: true, id: 'job-form' },
     add(field('j-compute', 'Compute', compute)),
     add(field('j-command', 'Command', command, 'What each node runs, in a shell. Outputs go to $CUMULUS_OUTPUT_DIR.')),
     add(field('j-image', 'Environment image', image, 'A container image for the job; empty: the nodes\' own environment.')),
@@ -225,7 +225,7 @@ export function render(main) {
     'A command job file as for az ml job create or cumulus job create --file. Folders on your computer (code:, local input paths) need the CLI, which uploads them.');
   const yamlErrors = h('ul', { class: 'banner banner-error', id: 'j-yaml-problems', role: 'alert', hidden: true });
   const submitYAML = h('button', { type: 'submit' }, 'Submit job');
-  const yamlForm = h('form', { class: 'stack submit-form', novalidate: true, id: 'yaml-form', 'aria-label': 'Job YAML' },
+  const yamlForm = h('form', { class: 'stack submit-form', novalidate: true, id: 'yaml-form' },
     yamlField.el, yamlErrors, h('div', { class: 'form-actions' }, submitYAML,
       h('span', { class: 'help' }, 'Ctrl+Enter submits from the text.')));
   const panelYAML = h('section', { role: 'tabpanel', id: 'panel-yaml', 'aria-labelledby': 'tab-yaml', hidden: true }, yamlForm);
