@@ -489,6 +489,39 @@ test('the studio, end to end in Chromium', async (t) => {
     await waitFor('the input job to end', async () => ['Completed', 'Failed'].includes(await page.locator('#job-status-text').textContent()), 60000);
   });
 
+  await step(t, 'the jobs list pages; both lists search', async () => {
+    for (let i = 1; i <= 6; i++) await cli('job', 'create', '--compute', CLUSTER, '--name', `ui-page-${i}`, '--command', 'true');
+    await mainNav('Jobs').click();
+    const rows = page.locator('table.jobs tbody tr');
+    const info = page.locator('#jobs-pager-info');
+    await waitFor('11 jobs on one page of 25', async () => (await info.textContent()) === '1–11 of 11');
+    await page.getByLabel('Per page').selectOption('10');
+    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 11');
+    assert.equal(await page.getByRole('button', { name: 'Previous' }).isDisabled(), true);
+    await page.getByRole('button', { name: 'Next' }).click();
+    await waitFor('the second page', async () => (await rows.count()) === 1 && (await info.textContent()) === '11–11 of 11');
+    // The oldest job is on the last page.
+    await page.getByRole('link', { name: JOB, exact: true }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Next' }).isDisabled(), true);
+    // A search starts from the first page.
+    await page.getByLabel('Search', { exact: true }).fill('ui-page');
+    await waitFor('the six ui-page jobs', async () => (await rows.count()) === 6);
+    assert.equal(await page.locator('#jobs-pager').isHidden(), true, 'no pages for six jobs');
+    await page.getByLabel('Search', { exact: true }).fill('');
+    await page.getByLabel('Per page').selectOption('25');
+    await waitFor('all on one page', async () => (await rows.count()) === 11);
+    // The cluster list searches its names, sizes, states and tags.
+    await mainNav('Compute clusters').click();
+    const search = page.getByLabel('Search', { exact: true });
+    await search.fill('team=studio');
+    await page.locator('table.clusters tbody tr', { hasText: CLUSTER }).waitFor();
+    await search.fill('nothing-like-this');
+    await page.getByText('No cluster matches the search.').waitFor();
+    assert.match(await page.locator('#clusters-summary').textContent(), /0 match/);
+    await search.fill('');
+    await page.locator('table.clusters tbody tr', { hasText: CLUSTER }).waitFor();
+  });
+
   await step(t, 'the cost page shows what the cluster cost, by compute and by job', async () => {
     await page.getByRole('link', { name: 'Cost', exact: true }).click();
     await page.getByRole('heading', { level: 1, name: 'Cost' }).waitFor();
@@ -656,7 +689,7 @@ test('the studio, end to end in Chromium', async (t) => {
       const menu = page.getByRole('button', { name: 'Menu' });
       assert.equal(await mainNav('Jobs').isVisible(), false, 'the links fold behind Menu');
       const blocked = page.locator('table.clusters tbody tr', { has: page.getByRole('link', { name: 'ui-blocked' }) });
-      await blocked.locator('.row-problem', { hasText: /queued jobs wait: .*maxNodeCount 1/ }).waitFor({ timeout: 30000 });
+      await blocked.locator('.row-problem', { hasText: /Queued jobs wait: .*maximum nodes 1/ }).waitFor({ timeout: 30000 });
       const problem = await blocked.locator('.row-problem').boundingBox();
       assert.ok(problem && problem.x >= 0 && problem.x + problem.width <= 390, 'the reason is on screen: ' + JSON.stringify(problem));
       await shot('clusters-phone', { fullPage: true });

@@ -1,8 +1,8 @@
 // A cluster's page: settings, node count chart, nodes, queued and running
 // jobs, and the quota its VM family draws on.
 import * as api from './api.js';
-import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago } from './dom.js';
-import { openScaleDialog, openDeleteDialog, sizes, sizeSummary } from './dialogs.js';
+import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago, humanize } from './dom.js';
+import { openScaleDialog, openDeleteDialog, sizes, sizeSummary, FIELD_NAMES } from './dialogs.js';
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
 import { timeline } from './events.js';
@@ -152,7 +152,7 @@ export function render(main, [name]) {
       fact('Subnet', a.subnet ? a.subnet.id : '—'),
       fact('Network isolation', a.networkIsolation || '—'));
     const errs = errorsOf(c);
-    replace(errors, errs.length ? h('ul', { class: 'banner banner-warn' }, errs.map((e) => h('li', {}, h('strong', {}, e.code + ': '), e.message))) : null);
+    replace(errors, errs.length ? h('ul', { class: 'banner banner-warn' }, errs.map((e) => h('li', {}, h('strong', {}, e.code + ': '), humanize(e.message, FIELD_NAMES)))) : null);
 
     const times = new Map(((hist && hist.nodes) || []).map((n) => [n.nodeId, n]));
     const serverNow = hist ? new Date(hist.now).getTime() : Date.now();

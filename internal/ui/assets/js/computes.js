@@ -1,8 +1,8 @@
 // The compute clusters page: every cluster of the workspace, "+ New",
 // scale settings and delete.
 import * as api from './api.js';
-import { h, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, announce, pager } from './dom.js';
-import { openCreateDialog, openScaleDialog, openDeleteDialog } from './dialogs.js';
+import { h, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, announce, pager, humanize } from './dom.js';
+import { openCreateDialog, openScaleDialog, openDeleteDialog, FIELD_NAMES } from './dialogs.js';
 
 const STATES = [
   ['runningNodeCount', 'running'], ['idleNodeCount', 'idle'], ['preparingNodeCount', 'preparing'],
@@ -91,7 +91,7 @@ export function render(main) {
         return [
           [h('a', { href: '#/computes/' + encodeURIComponent(c.name) }, c.name),
             // Why the cluster is blocked, as text (a tooltip is unreadable on touch).
-            errs.map((e) => h('p', { class: 'row-problem' }, h('span', { 'aria-hidden': 'true' }, '⚠ '), e.message))],
+            errs.map((e) => h('p', { class: 'row-problem' }, h('span', { 'aria-hidden': 'true' }, '⚠ '), humanize(e.message, FIELD_NAMES)))],
           stateCell(c),
           a.vmSize,
           tierText(a.vmPriority),
