@@ -2,9 +2,14 @@ package ui_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/cumulus-ml/cumulus/internal/ui"
 )
 
 // The job page posts pasted YAML to /ui/api/yaml and gets it back as
@@ -60,9 +65,22 @@ func TestYAMLToJSON(t *testing.T) {
 
 // The sign-in page names the file the server wrote its token to.
 func TestSignInNamesTheConfigFile(t *testing.T) {
+	for _, c := range []struct{ set, want string }{
+		{"", "~/.cumulus/config.yaml"},
+		{"/srv/cumulus/config.yaml", "/srv/cumulus/config.yaml"},
+	} {
+		u := ui.New(ui.Options{ConfigPath: c.set, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		w := httptest.NewRecorder()
+		u.ServeHTTP(w, httptest.NewRequest("GET", "/ui/signin", nil))
+		var got struct{ ConfigPath string }
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 || got.ConfigPath != c.want {
+			t.Errorf("ConfigPath %q: %d %s, want %q", c.set, w.Code, w.Body, c.want)
+		}
+	}
+	// The sign-in form's errors name it too.
 	h := newHarness(t)
-	a := h.do("GET", "/ui/signin", "", nil, nil)
-	if a.status != 200 || !strings.Contains(a.body, `"configPath":"~/.cumulus/config.yaml"`) {
-		t.Errorf("sign-in help: %d %s", a.status, a.body)
+	body, hdr := form("cml_wrong")
+	if a := h.do("POST", "/ui/login", body, hdr, nil); !strings.Contains(a.body, "config.yaml on the server") {
+		t.Errorf("wrong token: %s", a.body)
 	}
 }

@@ -433,7 +433,11 @@ test('the studio, end to end in Chromium', async (t) => {
   await step(t, 'submits a job from pasted YAML; problems are listed together', async () => {
     await mainNav('Jobs').click();
     await page.getByRole('link', { name: 'Submit job' }).click();
-    await page.getByRole('tab', { name: 'YAML' }).click();
+    // The tabs follow the arrow keys.
+    await page.getByRole('tab', { name: 'Form' }).focus();
+    await page.keyboard.press('ArrowRight');
+    assert.equal(await page.getByRole('tab', { name: 'YAML' }).getAttribute('aria-selected'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'tab-yaml');
     const yaml = page.getByLabel('Job YAML');
     await yaml.fill(['code: ./src', 'compute: azureml:' + CLUSTER, 'resources:', '  instance_count: 1', 'colour: blue'].join('\n'));
     await page.getByRole('button', { name: 'Submit job' }).click();
