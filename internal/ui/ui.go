@@ -3,8 +3,8 @@
 // embedded in the binary (no build step). The page talks to the server
 // only through the public ARM API, signed in by a session cookie; this
 // package serves the page, the sign-in endpoints under /ui/, the session
-// check the API server consults, and a small history of each cluster's
-// node counts for the page's chart.
+// check the API server consults, a small history of each cluster's node
+// counts for the page's chart, and a YAML reader for pasted job files.
 package ui
 
 import (

@@ -3,7 +3,7 @@
 // job and submit it through the public API (PUT …/jobs/{name}), signed in
 // by the page's session; the server checks it as it checks the CLI's.
 import * as api from './api.js';
-import { h, replace, field, announce, toast, humanize, showProblems } from './dom.js';
+import { h, replace, field, announce, toast, humanize, showProblems, errorBanner } from './dom.js';
 
 // The API's names in the form's words, for the server's messages.
 const FORM_NAMES = {
@@ -230,7 +230,9 @@ export function render(main) {
       h('span', { class: 'help' }, 'Ctrl+Enter submits from the text.')));
   const panelYAML = h('section', { role: 'tabpanel', id: 'panel-yaml', 'aria-labelledby': 'tab-yaml', hidden: true }, yamlForm);
 
-  main.append(crumbs, h('div', { class: 'page-header' }, h('h1', {}, 'Submit a job')), banner, tabs, h('div', { class: 'card' }, panelForm, panelYAML));
+  const refreshBanner = errorBanner(); // the compute list could not be read
+  main.append(crumbs, h('div', { class: 'page-header' }, h('h1', {}, 'Submit a job')), refreshBanner.el, banner, tabs,
+    h('div', { class: 'card' }, panelForm, panelYAML));
 
   function choose(which, focus) {
     const yamlOn = which === 'yaml';
@@ -356,5 +358,5 @@ export function render(main) {
       : h('option', { value: '' }, 'No cluster in this workspace yet'));
     F['j-compute'].setError(list.length ? '' : 'Create a compute cluster first, on the Compute clusters page.');
   }
-  return { refresh, setError: (m) => { if (m) { banner.textContent = m; banner.hidden = false; } } };
+  return { refresh, setError: refreshBanner.set };
 }
