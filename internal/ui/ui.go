@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -52,7 +53,9 @@ type Options struct {
 	SampleEvery   time.Duration
 	HistoryWindow time.Duration
 	// ConfigPath is the CLI config file `cumulus serve` writes its admin
-	// token to (the sign-in page names it); "" = ~/.cumulus/config.yaml.
+	// token to. The sign-in page names it to browsers on this machine (a
+	// path can name a user); others read "config.yaml in the server's
+	// data directory". "" = ~/.cumulus/config.yaml.
 	ConfigPath string
 	// CanRead, when set, says whether a principal may read a resource
 	// (the server's role assignments); the history endpoint asks it.
@@ -220,7 +223,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	if tok == "" {
 		u.writeError(w, r, &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "token",
-			Message: "enter an API token (the token line of " + u.o.ConfigPath + " on the server), or run 'cumulus ui'"})
+			Message: "enter an API token (the token line of " + u.configHint(r) + " on the server), or run 'cumulus ui'"})
 		return
 	}
 	rr := r.Clone(r.Context())
@@ -229,7 +232,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *api.Error
 		if errors.As(err, &e) {
-			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.o.ConfigPath + " on the server, or run 'cumulus ui'"}
+			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.configHint(r) + " on the server, or run 'cumulus ui'"}
 			err = e
 		}
 		u.writeError(w, r, err)
@@ -245,7 +248,26 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 func (u *UI) signinHelp(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		ConfigPath string `json:"configPath"`
-	}{u.o.ConfigPath})
+	}{u.configHint(r)})
+}
+
+// configHint names the file with the admin token: its path for a browser
+// on the server's own machine (loopback, no public URL in front), else
+// only where it is, since a path may name a user or a layout.
+func (u *UI) configHint(r *http.Request) string {
+	if u.o.PublicURL == "" && isLoopback(r.RemoteAddr) {
+		return u.o.ConfigPath
+	}
+	return "config.yaml in the server's data directory"
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (u *UI) startSession(w http.ResponseWriter, r *http.Request, tokenHash, principal string) session {

@@ -65,16 +65,23 @@ func TestYAMLToJSON(t *testing.T) {
 
 // The sign-in page names the file the server wrote its token to.
 func TestSignInNamesTheConfigFile(t *testing.T) {
-	for _, c := range []struct{ set, want string }{
-		{"", "~/.cumulus/config.yaml"},
-		{"/srv/cumulus/config.yaml", "/srv/cumulus/config.yaml"},
+	// The path only to a browser on the server's machine: a path may name
+	// a user.
+	elsewhere := "config.yaml in the server's data directory"
+	for _, c := range []struct{ set, public, from, want string }{
+		{"", "", "127.0.0.1:5000", "~/.cumulus/config.yaml"},
+		{"/srv/cumulus/config.yaml", "", "[::1]:5000", "/srv/cumulus/config.yaml"},
+		{"/srv/cumulus/config.yaml", "", "192.0.2.7:5000", elsewhere},
+		{"/srv/cumulus/config.yaml", "https://ml.example.com", "127.0.0.1:5000", elsewhere}, // a proxy in front
 	} {
-		u := ui.New(ui.Options{ConfigPath: c.set, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		u := ui.New(ui.Options{ConfigPath: c.set, PublicURL: c.public, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		w := httptest.NewRecorder()
-		u.ServeHTTP(w, httptest.NewRequest("GET", "/ui/signin", nil))
+		r := httptest.NewRequest("GET", "/ui/signin", nil)
+		r.RemoteAddr = c.from
+		u.ServeHTTP(w, r)
 		var got struct{ ConfigPath string }
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 || got.ConfigPath != c.want {
-			t.Errorf("ConfigPath %q: %d %s, want %q", c.set, w.Code, w.Body, c.want)
+			t.Errorf("ConfigPath %q from %s: %d %s, want %q", c.set, c.from, w.Code, w.Body, c.want)
 		}
 	}
 	// The sign-in form's errors name it too.
