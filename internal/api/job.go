@@ -37,6 +37,9 @@ type JobProperties struct {
 	Properties           map[string]string    `json:"properties,omitempty"`
 	IsArchived           bool                 `json:"isArchived"`
 	Status               string               `json:"status,omitempty"`
+	// Services are the job's endpoints, read-only and filled when the job
+	// is answered (azure-ai-ml requires the map).
+	Services map[string]JobService `json:"services,omitempty"`
 
 	// Cumulus extensions, read-only.
 	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
@@ -47,6 +50,13 @@ type JobProperties struct {
 	Attempts      []Attempt      `json:"attempts,omitempty"`
 	StartTime     *time.Time     `json:"startTime,omitempty"`
 	EndTime       *time.Time     `json:"endTime,omitempty"`
+}
+
+// JobService is one of a job's endpoints (Azure's JobService).
+type JobService struct {
+	JobServiceType string `json:"jobServiceType"`
+	Endpoint       string `json:"endpoint,omitempty"`
+	Status         string `json:"status,omitempty"`
 }
 
 // JobInput is a job input: a uri_folder/uri_file or a literal.

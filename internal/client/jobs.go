@@ -119,3 +119,9 @@ func (c *Client) GetEnvironment(ctx context.Context, name, version string) (api.
 func (c *Client) ListEnvironmentVersions(ctx context.Context, name string) ([]api.Environment, error) {
 	return ListAll[api.Environment](ctx, c, http.MethodGet, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions")
 }
+
+// ListEnvironments reads the workspace's environments, each with its
+// latest version.
+func (c *Client) ListEnvironments(ctx context.Context) ([]api.EnvironmentContainer, error) {
+	return ListAll[api.EnvironmentContainer](ctx, c, http.MethodGet, c.wsPath()+"/environments")
+}
