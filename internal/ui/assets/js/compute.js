@@ -38,7 +38,7 @@ export function render(main, [name]) {
   const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'Up for', 'Idle for']);
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
-  const events = timeline('compute-events', `Events of ${name}, newest first`);
+  const events = timeline('compute-events', `Events of ${name}, newest first`, FIELD_NAMES);
   const usage = usagePanel('compute', name);
 
   main.append(crumbs, pageHeader(name, scaleBtn, deleteBtn), banner.el, errors,
