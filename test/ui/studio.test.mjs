@@ -354,6 +354,7 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.match(await nodes.first().textContent(), /tvm-ui-cluster/);
     await page.locator('svg.chart path.area-idle').first().waitFor({ timeout: 20000 });
     assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /Nodes of ui-cluster over the last (1|5) min: now 2 \(0 running, 2 idle/);
+    assert.match(await page.locator('#chart-caption').textContent(), /times in [A-Za-z_]+(\/[A-Za-z_]+)*\.$/, 'the axis names its zone');
     await page.locator('section[aria-labelledby="sec-quota"] meter').first().waitFor();
     // What isolation the nodes have is said, not implied by a stored subnet.
     assert.match(await page.locator('section[aria-labelledby="sec-settings"]').textContent(), /Network isolationnone: the nodes share the network of the machines the local provider runs them on/);
@@ -516,7 +517,8 @@ test('the studio, end to end in Chromium', async (t) => {
     await waitFor('all on one page', async () => (await rows.count()) === 11);
     // The cluster list searches its names, sizes, states and tags.
     await mainNav('Compute clusters').click();
-    const search = page.getByLabel('Search', { exact: true });
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+    const search = page.locator('#compute-filter');
     await search.fill('team=studio');
     await page.locator('table.clusters tbody tr', { hasText: CLUSTER }).waitFor();
     await search.fill('nothing-like-this');

@@ -1,7 +1,7 @@
 // A cluster's page: settings, node count chart, nodes, queued and running
 // jobs, and the quota its VM family draws on.
 import * as api from './api.js';
-import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago, humanize } from './dom.js';
+import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago, humanize, zoneName } from './dom.js';
 import { openScaleDialog, openDeleteDialog, sizes, sizeSummary, FIELD_NAMES } from './dialogs.js';
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
@@ -81,7 +81,7 @@ export function render(main, [name]) {
       `(${c.runningNodeCount || 0} running, ${c.idleNodeCount || 0} idle, ${c.preparingNodeCount || 0} preparing), ` +
       `queued demand ${demandNow} node${demandNow === 1 ? '' : 's'}, peak ${peak}, maximum ${max}.`;
     replace(chartBox, nodeChart({ samples, now: serverNow, windowSec, maxNodes: max, title, width: chartBox.clientWidth }));
-    chartCaption.textContent = title + ` Sampled every ${hist.everySeconds} s by the server.`;
+    chartCaption.textContent = title + ` Sampled every ${hist.everySeconds} s by the server; times in ${zoneName()}.`;
   }
 
   let demandNow = 0;

@@ -94,6 +94,11 @@ export function whenText(d, now = new Date()) {
   return d.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', ...zone });
 }
 
+// zoneName is the browser's time zone, which chart axes use: "Europe/Berlin".
+export function zoneName() {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+}
+
 // plural says "1 process", "2 processes": plural('process', n, 'processes').
 export function plural(word, n, many = word + 's') {
   return `${n} ${n === 1 ? word : many}`;

@@ -3,7 +3,7 @@
 // SVG, colored with presentation attributes (the page's CSP allows no
 // inline styles); each chart scales to its box, so it fits a phone too.
 import * as api from './api.js';
-import { h, replace } from './dom.js';
+import { h, replace, zoneName } from './dom.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 const COLORS = ['#2563c9', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#0b7285', '#5c940d', '#e67700'];
@@ -134,7 +134,7 @@ export function usagePanel(kind, name) {
     replace(charts, figs);
     replace(legendBox, labels.length ? legend(labels) : null);
     note.textContent = samples.length
-      ? `${samples.length} sample${samples.length === 1 ? '' : 's'} of ${labels.length} node${labels.length === 1 ? '' : 's'}, taken by the nodes' agents${gpu.some((x) => x.points.length) ? '' : '; no GPU reports a utilization'}.`
+      ? `${samples.length} sample${samples.length === 1 ? '' : 's'} of ${labels.length} node${labels.length === 1 ? '' : 's'}, taken by the nodes' agents${gpu.some((x) => x.points.length) ? '' : '; no GPU reports a utilization'}; times in ${zoneName()}.`
       : (kind === 'job' ? 'No samples: the job has not run on a node yet.' : 'No samples in the last 30 minutes: the cluster has no nodes.');
     const mean = kind === 'job' ? meanGPU(samples) : null;
     hint.hidden = !(mean !== null && mean < LOW_GPU);
