@@ -7,6 +7,7 @@ import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
+const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
 
 export function render(main, [name]) {
   const banner = errorBanner();
@@ -140,9 +141,11 @@ export function render(main, [name]) {
     renderAttempts(p);
     renderOutputs(j);
     if (p.startTime && !usage.done) {
-      // Samples come while the job runs; once it ended, one last read.
       await jobUsage(name).then(usage.update).catch(() => {});
-      usage.done = terminal(p.status);
+      // Samples come while the job runs, and its node reports the last
+      // ones after the job ended: keep reading for a while after the end
+      // (the server's time, compared with the browser's clock), then stop.
+      usage.done = terminal(p.status) && (!p.endTime || Date.now() - new Date(p.endTime).getTime() > USAGE_TAIL_MS);
     }
     if (!log.done || log.attempt === null && log.shownAttempt !== null && (p.attempts || []).length && p.attempts[p.attempts.length - 1].attempt !== log.shownAttempt) {
       await pollLog();
