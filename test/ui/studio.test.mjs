@@ -474,6 +474,27 @@ test('the studio, end to end in Chromium', async (t) => {
     await waitFor('the YAML job to complete', async () => (await page.locator('#job-status-text').textContent()) === 'Completed', 60000);
     await waitFor('its log', async () => (await page.locator('#job-log').textContent()).includes('from the YAML: bonjour'), 10000);
     assert.match(await page.locator('section[aria-labelledby="sec-params"]').textContent(), /Timeout5 min/);
+    // The page maps a job file's fields as `cumulus job create --file` does.
+    const mapped = await page.evaluate(async () => {
+      const m = await import('/ui/static/js/submit.js');
+      return m.jobFromSpec({
+        name: 'n1', command: 'python train.py', compute: 'azureml:gpu', environment: { image: 'pytorch/pytorch:2.3' },
+        resources: { instance_count: 2 }, distribution: { type: 'pytorch', process_count_per_instance: 4 },
+        limits: { timeout: 90, max_cost: 2.5 }, inputs: { lr: 0.01, data: { type: 'uri_folder', path: 'https://example.com/d' } },
+        outputs: { model: { type: 'uri_folder' } }, tags: { team: 'ml' },
+      }, (c) => '/computes/' + c);
+    });
+    assert.deepEqual(JSON.parse(JSON.stringify(mapped)), {
+      name: 'n1',
+      body: { properties: {
+        jobType: 'Command', command: 'python train.py', displayName: 'n1', experimentName: 'Default', tags: { team: 'ml' },
+        computeId: '/computes/gpu', environmentId: 'image:pytorch/pytorch:2.3', resources: { instanceCount: 2 },
+        distribution: { distributionType: 'PyTorch', processCountPerInstance: 4 },
+        limits: { jobLimitsType: 'Command', timeout: 'PT90S', maxCost: 2.5 },
+        inputs: { lr: { jobInputType: 'literal', value: '0.01' }, data: { jobInputType: 'uri_folder', uri: 'https://example.com/d' } },
+        outputs: { model: { jobOutputType: 'uri_folder' } },
+      } },
+    });
     // Both show up in the jobs list.
     await mainNav('Jobs').click();
     await page.getByRole('link', { name: 'ui-yaml-job', exact: true }).waitFor();
