@@ -225,15 +225,17 @@ func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml
 	if in.Type == "" {
 		in.Type = "uri_folder"
 	}
-	uri := in.Path
+	uri, desc := in.Path, ""
 	if uri != "" && !strings.Contains(uri, "://") && !strings.HasPrefix(uri, "azureml:") {
 		digest, err := uploadFolder(ctx, c, resolve(baseDir, uri))
 		if err != nil {
 			return api.JobInput{}, fmt.Errorf("inputs.%s: %w", name, err)
 		}
-		uri = "cumulus://blobs/" + digest
+		// The uri names the upload by its digest; the description keeps
+		// the path it came from, for people (the studio shows it).
+		uri, desc = "cumulus://blobs/"+digest, "uploaded from "+in.Path
 	}
-	return api.JobInput{JobInputType: in.Type, URI: uri, Mode: in.Mode}, nil
+	return api.JobInput{JobInputType: in.Type, URI: uri, Mode: in.Mode, Description: desc}, nil
 }
 
 func resolve(base, p string) string {

@@ -389,6 +389,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
+		ConfigPath:   o.configPath(),
 		Subscription: o.Defaults.Subscription, ResourceGroup: o.Defaults.ResourceGroup, Workspace: o.Defaults.Workspace, Location: o.Defaults.Location})
 	api = server.New(server.Config{Defaults: o.Defaults, Quotas: o.Quotas, PublicURL: o.PublicURL, DataDir: o.DataDir,
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
@@ -499,13 +500,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	return d, nil
 }
 
+// configPath is the CLI config the server writes its admin token to.
+func (o Options) configPath() string {
+	if o.ConfigPath != "" {
+		return o.ConfigPath
+	}
+	return filepath.Join(o.DataDir, "config.yaml")
+}
+
 // ensureAdmin mints the admin token on a fresh store (or when asked) and
 // writes the CLI config so the CLI works with no setup.
 func (d *Daemon) ensureAdmin(ctx context.Context, o Options) error {
-	path := o.ConfigPath
-	if path == "" {
-		path = filepath.Join(o.DataDir, "config.yaml")
-	}
+	path := o.configPath()
 	servers := d.URL
 	if len(o.Replicas) > 0 {
 		servers = strings.Join(o.Replicas, ",")

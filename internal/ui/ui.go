@@ -3,8 +3,8 @@
 // embedded in the binary (no build step). The page talks to the server
 // only through the public ARM API, signed in by a session cookie; this
 // package serves the page, the sign-in endpoints under /ui/, the session
-// check the API server consults, and a small history of each cluster's
-// node counts for the page's chart.
+// check the API server consults, a small history of each cluster's node
+// counts for the page's chart, and a YAML reader for pasted job files.
 package ui
 
 import (
@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -51,6 +52,11 @@ type Options struct {
 	// chart (default 5 s); HistoryWindow how long samples are kept (6 h).
 	SampleEvery   time.Duration
 	HistoryWindow time.Duration
+	// ConfigPath is the CLI config file `cumulus serve` writes its admin
+	// token to. The sign-in page names it to browsers on this machine (a
+	// path can name a user); others read "config.yaml in the server's
+	// data directory". "" = ~/.cumulus/config.yaml.
+	ConfigPath string
 	// CanRead, when set, says whether a principal may read a resource
 	// (the server's role assignments); the history endpoint asks it.
 	CanRead func(ctx context.Context, principal, resource string) bool
@@ -87,6 +93,9 @@ func New(o Options) *UI {
 	if o.HistoryWindow <= 0 {
 		o.HistoryWindow = 6 * time.Hour
 	}
+	if o.ConfigPath == "" {
+		o.ConfigPath = "~/.cumulus/config.yaml"
+	}
 	u := &UI{o: o, log: o.Log.With("component", "ui"), sessions: newSessions(), history: newHistory(o.HistoryWindow),
 		files: loadAssets()}
 	m := http.NewServeMux()
@@ -94,10 +103,12 @@ func New(o Options) *UI {
 	m.HandleFunc("GET /ui/static/", u.static)
 	m.HandleFunc("GET /ui/session", u.getSession)
 	m.HandleFunc("POST /ui/login", u.login)
+	m.HandleFunc("GET /ui/signin", u.signinHelp)
 	m.HandleFunc("GET /ui/login", u.loginWithCode)
 	m.HandleFunc("POST /ui/logout", u.logout)
 	m.HandleFunc("POST /ui/codes", u.newCode)
 	m.HandleFunc("GET /ui/api/history", u.getHistory)
+	m.HandleFunc("POST /ui/api/yaml", u.yamlToJSON)
 	m.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		u.writeError(w, r, &api.Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Message: "no studio page or endpoint at " + r.URL.Path})
 	})
@@ -212,7 +223,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	if tok == "" {
 		u.writeError(w, r, &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "token",
-			Message: "enter an API token (the token line of config.yaml in the server's data dir, ~/.cumulus unless CUMULUS_DATA_DIR says otherwise), or run 'cumulus ui'"})
+			Message: "enter an API token (the token line of " + u.configHint(r) + " on the server), or run 'cumulus ui'"})
 		return
 	}
 	rr := r.Clone(r.Context())
@@ -221,7 +232,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *api.Error
 		if errors.As(err, &e) {
-			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of config.yaml in the server's data dir (~/.cumulus unless CUMULUS_DATA_DIR says otherwise), or run 'cumulus ui'"}
+			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.configHint(r) + " on the server, or run 'cumulus ui'"}
 			err = e
 		}
 		u.writeError(w, r, err)
@@ -230,6 +241,33 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	ses := u.startSession(w, r, hash, name)
 	u.log.Info("web session opened", "principal", name)
 	writeJSON(w, http.StatusOK, u.info(ses))
+}
+
+// signinHelp tells the sign-in page where the server wrote its admin
+// token, so the page names the right file whatever the data directory.
+func (u *UI) signinHelp(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		ConfigPath string `json:"configPath"`
+	}{u.configHint(r)})
+}
+
+// configHint names the file with the admin token: its path for a browser
+// on the server's own machine (loopback, no public URL in front), else
+// only where it is, since a path may name a user or a layout.
+func (u *UI) configHint(r *http.Request) string {
+	if u.o.PublicURL == "" && isLoopback(r.RemoteAddr) {
+		return u.o.ConfigPath
+	}
+	return "config.yaml in the server's data directory"
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (u *UI) startSession(w http.ResponseWriter, r *http.Request, tokenHash, principal string) session {

@@ -140,6 +140,9 @@ after(async () => {
   }
 });
 
+// mainNav is a link of the top bar (a breadcrumb may have the same name).
+const mainNav = (name) => page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name, exact: true });
+
 // step runs one subtest; after a failure the later ones are skipped (they
 // build on it), and the page at the failure is saved as a screenshot.
 let failed = false;
@@ -161,6 +164,10 @@ test('the studio, end to end in Chromium', async (t) => {
     const tokenInput = page.getByLabel('API token');
     await tokenInput.waitFor();
     assert.equal(await page.evaluate(() => document.activeElement && document.activeElement.id), 'token', 'the token field has focus');
+    // The help names the file this server wrote its token to (its data
+    // directory's, here), in words, not Markdown.
+    await waitFor('the config path', async () => (await page.locator('#config-path').textContent()) === path.join(dataDir, 'config.yaml'));
+    assert.ok(!(await page.locator('#token-help').textContent()).includes('`'), 'no literal backticks');
     await tokenInput.fill('cml_not-a-real-token');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.locator('#token-error', { hasText: 'not valid' }).waitFor();
@@ -237,9 +244,11 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(await name.getAttribute('aria-invalid'), 'true');
     await name.fill('cluster-42');
     await dialog.locator('#c-name-error', { hasText: "may not end with '-' followed by digits" }).waitFor();
-    await dialog.getByRole('button', { name: 'Create' }).click();
+    // Enter submits the form; the server refuses the name and the dialog stays.
+    await name.press('Enter');
+    await dialog.locator('#c-name-error', { hasText: "may not end with '-'" }).waitFor();
     assert.equal(await dialog.isVisible(), true, 'a rejected name keeps the dialog open');
-    assert.equal(await page.evaluate(() => document.activeElement.id), 'c-name');
+    await waitFor('focus on the name', async () => (await page.evaluate(() => document.activeElement.id)) === 'c-name');
     await shot('create-rejected-name');
 
     await name.fill(CLUSTER);
@@ -253,14 +262,21 @@ test('the studio, end to end in Chromium', async (t) => {
     await dialog.locator('#c-size-info', { hasText: '4 vCPUs' }).waitFor();
     assert.match(await dialog.locator('#c-size-info').textContent(), /\$[0-9.]+\/h dedicated/);
     // An error from the API appears next to its field.
+    // Every error from the API appears at once, next to its field, in the
+    // form's words.
+    await dialog.getByLabel('Minimum nodes').fill('-1');
     await dialog.getByLabel('Maximum nodes').fill('0');
     await dialog.getByLabel('Idle seconds before scale down').fill('600');
     await dialog.getByText('Advanced settings').click();
     await dialog.getByLabel('Tags').fill('team=studio env=test');
     await dialog.getByRole('button', { name: 'Create' }).click();
-    await dialog.locator('#c-max-error', { hasText: 'maxNodeCount must be at least 1' }).waitFor();
+    await dialog.locator('#c-max-error', { hasText: 'Maximum nodes must be at least 1' }).waitFor();
+    await dialog.locator('#c-min-error', { hasText: 'Minimum nodes may not be negative' }).waitFor();
     assert.equal(await dialog.getByLabel('Maximum nodes').getAttribute('aria-invalid'), 'true');
+    assert.equal(await dialog.getByLabel('Minimum nodes').getAttribute('aria-invalid'), 'true');
+    assert.doesNotMatch(await dialog.textContent(), /NodeCount/, 'no API field names');
     await shot('create-form', { doc: true });
+    await dialog.getByLabel('Minimum nodes').fill('0');
 
     await dialog.getByLabel('Maximum nodes').fill('2');
     await dialog.getByRole('button', { name: 'Create' }).click();
@@ -338,6 +354,7 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.match(await nodes.first().textContent(), /tvm-ui-cluster/);
     await page.locator('svg.chart path.area-idle').first().waitFor({ timeout: 20000 });
     assert.match(await page.locator('svg.chart').getAttribute('aria-label'), /Nodes of ui-cluster over the last (1|5) min: now 2 \(0 running, 2 idle/);
+    assert.match(await page.locator('#chart-caption').textContent(), /times in [A-Za-z_]+(\/[A-Za-z_]+)*\.$/, 'the axis names its zone');
     await page.locator('section[aria-labelledby="sec-quota"] meter').first().waitFor();
     // What isolation the nodes have is said, not implied by a stored subnet.
     assert.match(await page.locator('section[aria-labelledby="sec-settings"]').textContent(), /Network isolationnone: the nodes share the network of the machines the local provider runs them on/);
@@ -372,13 +389,164 @@ test('the studio, end to end in Chromium', async (t) => {
     await page.getByText('No job is Failed.').waitFor();
     await page.getByLabel('Status').selectOption('Completed');
     await page.getByRole('link', { name: JOB, exact: true }).waitFor();
-    await page.getByLabel('Filter', { exact: true }).fill('smoke');
+    await page.getByLabel('Search', { exact: true }).fill('smoke');
     await waitFor('the text filter', async () => (await page.locator('table.jobs tbody tr').count()) === 1);
     await page.getByLabel('Status').selectOption('');
-    await page.getByLabel('Filter', { exact: true }).fill('');
+    await page.getByLabel('Search', { exact: true }).fill('');
     await waitFor('both jobs again', async () => (await page.locator('table.jobs tbody tr').count()) === 2);
     await page.evaluate(() => document.activeElement.blur());
     await shot('jobs');
+  });
+
+  await step(t, 'the display name links to the job', async () => {
+    await page.getByRole('link', { name: 'studio smoke test' }).click();
+    await page.getByRole('heading', { level: 1, name: JOB }).waitFor();
+    // Times carry their date or "today", and their zone.
+    const submitted = await page.locator('.facts dd time').first().textContent();
+    assert.match(submitted, /^(today \d|[A-Z][a-z]{2} \d).*(UTC|GMT)/, submitted);
+    await page.goBack();
+    await page.getByRole('heading', { level: 1, name: 'Jobs' }).waitFor();
+  });
+
+  await step(t, 'submits a job from the form, errors first, with Enter', async () => {
+    await page.getByRole('link', { name: 'Submit job' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Submit a job' }).waitFor();
+    await page.getByLabel('Compute', { exact: true }).selectOption(CLUSTER);
+    await page.getByLabel('Nodes', { exact: true }).fill('-1');
+    await page.getByLabel('Job name').fill('ui-form-job');
+    await page.getByLabel('Job name').press('Enter');
+    // The server's problems, all at once, each at its field.
+    await page.locator('#j-command-error', { hasText: /command is required/i }).waitFor();
+    await page.locator('#j-nodes-error', { hasText: 'Nodes must be at least 1' }).waitFor();
+    assert.equal(await page.getByLabel('Command').getAttribute('aria-invalid'), 'true');
+    await shot('submit-form-errors');
+    await page.getByLabel('Command').fill('echo from the form: $GREETING');
+    await page.getByLabel('Nodes', { exact: true }).fill('1');
+    await page.getByLabel('Environment variables').fill('GREETING=hello');
+    await page.getByLabel('Display name').fill('form job');
+    await page.getByLabel('Display name').press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'ui-form-job' }).waitFor();
+    await waitFor('the form job to complete', async () => (await page.locator('#job-status-text').textContent()) === 'Completed', 60000);
+    await waitFor('its log', async () => (await page.locator('#job-log').textContent()).includes('from the form: hello'), 10000);
+    assert.match(await page.locator('section[aria-labelledby="sec-params"]').textContent(), /Display nameform job/);
+  });
+
+  await step(t, 'submits a job from pasted YAML; problems are listed together', async () => {
+    await mainNav('Jobs').click();
+    await page.getByRole('link', { name: 'Submit job' }).click();
+    // The tabs follow the arrow keys.
+    await page.getByRole('tab', { name: 'Form' }).focus();
+    await page.keyboard.press('ArrowRight');
+    assert.equal(await page.getByRole('tab', { name: 'YAML' }).getAttribute('aria-selected'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'tab-yaml');
+    const yaml = page.getByLabel('Job YAML');
+    await yaml.fill(['code: ./src', 'compute: azureml:' + CLUSTER, 'resources:', '  instance_count: 1', 'colour: blue'].join('\n'));
+    await page.getByRole('button', { name: 'Submit job' }).click();
+    const problems = page.locator('#j-yaml-problems li');
+    await waitFor('three problems', async () => (await problems.count()) === 3);
+    const text = (await problems.allTextContents()).join('\n');
+    assert.match(text, /command is required/);
+    assert.match(text, /code: \.\/src is a local folder/);
+    assert.match(text, /colour is not a field/);
+    await yaml.fill('command: [unclosed');
+    await page.getByRole('button', { name: 'Submit job' }).click();
+    await page.locator('#j-yaml-problems', { hasText: 'line 1' }).waitFor();
+    // The server's own checks come back in the file's words.
+    await yaml.fill(['command: echo x', 'compute: azureml:' + CLUSTER, 'resources:', '  instance_count: -2'].join('\n'));
+    await yaml.press('Control+Enter');
+    await page.locator('#j-yaml-problems', { hasText: 'resources.instance_count must be at least 1' }).waitFor();
+    await yaml.fill([
+      '$schema: https://azuremlschemas.azureedge.net/latest/commandJob.schema.json',
+      'name: ui-yaml-job',
+      'display_name: yaml job',
+      'experiment_name: studio',
+      'command: >-',
+      '  echo from the YAML: $GREETING',
+      'compute: azureml:' + CLUSTER,
+      'environment_variables:',
+      '  GREETING: bonjour',
+      'limits:',
+      '  timeout: 300',
+    ].join('\n'));
+    await shot('submit-yaml');
+    await page.getByRole('button', { name: 'Submit job' }).click();
+    await page.getByRole('heading', { level: 1, name: 'ui-yaml-job' }).waitFor();
+    await waitFor('the YAML job to complete', async () => (await page.locator('#job-status-text').textContent()) === 'Completed', 60000);
+    await waitFor('its log', async () => (await page.locator('#job-log').textContent()).includes('from the YAML: bonjour'), 10000);
+    assert.match(await page.locator('section[aria-labelledby="sec-params"]').textContent(), /Timeout5 min/);
+    // The page maps a job file's fields as `cumulus job create --file` does.
+    const mapped = await page.evaluate(async () => {
+      const m = await import('/ui/static/js/submit.js');
+      return m.jobFromSpec({
+        name: 'n1', command: 'python train.py', compute: 'azureml:gpu', environment: { image: 'pytorch/pytorch:2.3' },
+        resources: { instance_count: 2 }, distribution: { type: 'pytorch', process_count_per_instance: 4 },
+        limits: { timeout: 90, max_cost: 2.5 }, inputs: { lr: 0.01, data: { type: 'uri_folder', path: 'https://example.com/d' } },
+        outputs: { model: { type: 'uri_folder' } }, tags: { team: 'ml' },
+      }, (c) => '/computes/' + c);
+    });
+    assert.deepEqual(JSON.parse(JSON.stringify(mapped)), {
+      name: 'n1',
+      body: { properties: {
+        jobType: 'Command', command: 'python train.py', displayName: 'n1', experimentName: 'Default', tags: { team: 'ml' },
+        computeId: '/computes/gpu', environmentId: 'image:pytorch/pytorch:2.3', resources: { instanceCount: 2 },
+        distribution: { distributionType: 'PyTorch', processCountPerInstance: 4 },
+        limits: { jobLimitsType: 'Command', timeout: 'PT90S', maxCost: 2.5 },
+        inputs: { lr: { jobInputType: 'literal', value: '0.01' }, data: { jobInputType: 'uri_folder', uri: 'https://example.com/d' } },
+        outputs: { model: { jobOutputType: 'uri_folder' } },
+      } },
+    });
+    // Both show up in the jobs list.
+    await mainNav('Jobs').click();
+    await page.getByRole('link', { name: 'ui-yaml-job', exact: true }).waitFor();
+    await page.getByRole('link', { name: 'ui-form-job', exact: true }).waitFor();
+  });
+
+  await step(t, 'a CLI job\'s uploaded input shows the path it came from', async () => {
+    fs.mkdirSync(path.join(dataDir, 'proj', 'data'), { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'proj', 'data', 'x.txt'), 'x\n');
+    fs.writeFileSync(path.join(dataDir, 'proj', 'job.yml'), ['command: ls ${{inputs.data}}', `compute: azureml:${CLUSTER}`, 'name: ui-input-job',
+      'inputs:', '  data:', '    type: uri_folder', '    path: ./data'].join('\n'));
+    await cli('job', 'create', '--file', path.join(dataDir, 'proj', 'job.yml'));
+    await page.goto(base + '/#/jobs/ui-input-job');
+    const inputs = page.locator('table.kv', { hasText: 'Inputs' });
+    await inputs.waitFor();
+    assert.match(await inputs.textContent(), /datauri_folder \.\/data \(uploaded\)/);
+    assert.doesNotMatch(await inputs.textContent(), /[0-9a-f]{16}/, 'no content hash');
+    await waitFor('the input job to end', async () => ['Completed', 'Failed'].includes(await page.locator('#job-status-text').textContent()), 60000);
+  });
+
+  await step(t, 'the jobs list pages; both lists search', async () => {
+    for (let i = 1; i <= 6; i++) await cli('job', 'create', '--compute', CLUSTER, '--name', `ui-page-${i}`, '--command', 'true');
+    await mainNav('Jobs').click();
+    const rows = page.locator('table.jobs tbody tr');
+    const info = page.locator('#jobs-pager-info');
+    await waitFor('11 jobs on one page of 25', async () => (await info.textContent()) === '1–11 of 11');
+    await page.getByLabel('Per page').selectOption('10');
+    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 11');
+    assert.equal(await page.getByRole('button', { name: 'Previous' }).isDisabled(), true);
+    await page.getByRole('button', { name: 'Next' }).click();
+    await waitFor('the second page', async () => (await rows.count()) === 1 && (await info.textContent()) === '11–11 of 11');
+    // The oldest job is on the last page.
+    await page.getByRole('link', { name: JOB, exact: true }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Next' }).isDisabled(), true);
+    // A search starts from the first page.
+    await page.getByLabel('Search', { exact: true }).fill('ui-page');
+    await waitFor('the six ui-page jobs', async () => (await rows.count()) === 6);
+    assert.equal(await page.locator('#jobs-pager').isHidden(), true, 'no pages for six jobs');
+    await page.getByLabel('Search', { exact: true }).fill('');
+    await page.getByLabel('Per page').selectOption('25');
+    await waitFor('all on one page', async () => (await rows.count()) === 11);
+    // The cluster list searches its names, sizes, states and tags.
+    await mainNav('Compute clusters').click();
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+    const search = page.locator('#compute-filter');
+    await search.fill('team=studio');
+    await page.locator('table.clusters tbody tr', { hasText: CLUSTER }).waitFor();
+    await search.fill('nothing-like-this');
+    await page.getByText('No cluster matches the search.').waitFor();
+    assert.match(await page.locator('#clusters-summary').textContent(), /0 match/);
+    await search.fill('');
+    await page.locator('table.clusters tbody tr', { hasText: CLUSTER }).waitFor();
   });
 
   await step(t, 'the cost page shows what the cluster cost, by compute and by job', async () => {
@@ -536,6 +704,137 @@ test('the studio, end to end in Chromium', async (t) => {
     }
   });
 
+  await step(t, 'every page works on a phone: no sideways scroll, the menu, the status in view', async () => {
+    // A cluster that cannot grow for its job: why shows as text.
+    await cli('compute', 'create', '-n', 'ui-blocked', '--max-instances', '1');
+    await cli('job', 'create', '--compute', 'ui-blocked', '--name', 'ui-blocking-job', '--command', 'sleep 300');
+    await cli('job', 'create', '--compute', 'ui-blocked', '--name', 'ui-blocked-job', '--command', 'true');
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto(base + '/#/computes');
+      await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+      const menu = page.getByRole('button', { name: 'Menu' });
+      assert.equal(await mainNav('Jobs').isVisible(), false, 'the links fold behind Menu');
+      const blocked = page.locator('table.clusters tbody tr', { has: page.getByRole('link', { name: 'ui-blocked' }) });
+      await blocked.locator('.row-problem', { hasText: /Queued jobs wait: .*maximum nodes 1/ }).waitFor({ timeout: 30000 });
+      const problem = await blocked.locator('.row-problem').boundingBox();
+      assert.ok(problem && problem.x >= 0 && problem.x + problem.width <= 390, 'the reason is on screen: ' + JSON.stringify(problem));
+      await shot('clusters-phone', { fullPage: true });
+      const pages = [
+        ['#/computes', 'Compute clusters', 'table.clusters', 'State'],
+        [`#/computes/${CLUSTER}`, CLUSTER, 'section[aria-labelledby="sec-nodes"] table', null],
+        ['#/jobs', 'Jobs', 'table.jobs', 'Status'],
+        [`#/jobs/${JOB}`, JOB, 'section[aria-labelledby="sec-attempts"] table', 'Exit code'],
+        ['#/quota', 'Quota and usage', 'section[aria-labelledby="sec-usage"] table', 'In use'],
+        ['#/cost', 'Cost', '#cost-table', 'Cost'],
+        ['#/submit', 'Submit a job', null, null],
+      ];
+      for (const [hash, title, tableSel, col] of pages) {
+        // Reach each page through the menu where the nav has it.
+        const link = { computes: 'Compute clusters', jobs: 'Jobs', quota: 'Quota and usage', cost: 'Cost' }[hash.slice(2)];
+        if (link) {
+          await menu.click();
+          assert.equal(await menu.getAttribute('aria-expanded'), 'true');
+          await mainNav(link).click();
+          assert.equal(await menu.getAttribute('aria-expanded'), 'false', 'the menu folds after a choice');
+        } else {
+          await page.goto(base + '/' + hash);
+        }
+        await page.getByRole('heading', { level: 1, name: title }).waitFor();
+        if (tableSel) await page.locator(`${tableSel} tbody tr`).first().waitFor();
+        await page.waitForTimeout(300);
+        const w = await page.evaluate(() => document.documentElement.scrollWidth);
+        assert.ok(w <= 390, `${hash}: the page is ${w} px wide at 390`);
+        if (col) {
+          // The key column of the first row is on screen, under its name.
+          const cell = page.locator(`${tableSel} tbody tr`).first().locator(`[data-label="${col}"]`);
+          const box = await cell.boundingBox();
+          assert.ok(box && box.x >= 0 && box.x + box.width <= 390 && box.width > 100, `${hash}: ${col} on screen: ${JSON.stringify(box)}`);
+          assert.ok((await cell.textContent()).trim(), `${hash}: ${col} has a value`);
+        }
+        await shot('phone-' + (hash.slice(2).replace(/\W+/g, '-') || 'home'), { fullPage: true });
+      }
+      // The node chart is drawn at the phone's width: its labels keep their size.
+      await page.goto(base + `/#/computes/${CLUSTER}`);
+      const label = page.locator('svg.chart text.axis').first();
+      await label.waitFor();
+      const size = await label.evaluate((el) => el.getBoundingClientRect().height);
+      assert.ok(size >= 10, `chart labels ${size} px tall`);
+      // Escape folds the menu and gives focus back to its button.
+      await menu.click();
+      await page.keyboard.press('Escape');
+      assert.equal(await menu.getAttribute('aria-expanded'), 'false');
+      assert.equal(await page.evaluate(() => document.activeElement.id), 'menu-toggle');
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 860 });
+    }
+    await cli('job', 'cancel', '-n', 'ui-blocked-job');
+    await cli('job', 'cancel', '-n', 'ui-blocking-job');
+    await cli('compute', 'delete', '-n', 'ui-blocked', '--yes');
+  });
+
+  await step(t, 'keyboard: Tab goes from the skip link through the nav to the page', async () => {
+    await page.goto(base + '/#/computes');
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+    const skip = page.getByRole('link', { name: 'Skip to content' });
+    await skip.focus();
+    const seen = ['Skip to content'];
+    for (let i = 0; i < 12; i++) {
+      await page.keyboard.press('Tab');
+      seen.push(await page.evaluate(() => (document.activeElement.id === 'workspace-select' ? 'Workspace' : document.activeElement.textContent.trim())));
+    }
+    const at = (n) => seen.indexOf(n);
+    const order = ['Skip to content', 'Compute clusters', 'Jobs', 'Quota and usage', 'Cost', 'Workspace', 'Sign out', '+ New'].map(at);
+    assert.ok(order.every((i) => i >= 0), 'every stop is reached: ' + seen.join(' | '));
+    assert.deepEqual([...order].sort((a, b) => a - b), order, 'in order: ' + seen.join(' | '));
+    // The skip link jumps over the nav.
+    await skip.focus();
+    await page.keyboard.press('Enter');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement.textContent.trim()), '+ New');
+  });
+
+  await step(t, 'dark mode follows the system: dark backgrounds, readable text', async () => {
+    const contrastOf = (sel) => page.evaluate((sel) => {
+      const rgb = (c) => (c.match(/[\d.]+/g) || []).slice(0, 3).map(Number);
+      const lum = ([r, g, b]) => {
+        const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+      };
+      const el = document.querySelector(sel);
+      if (!el) return null;
+      let bgEl = el;
+      let bg = getComputedStyle(bgEl).backgroundColor;
+      while (bgEl && (bg === 'rgba(0, 0, 0, 0)' || bg === 'transparent')) { bgEl = bgEl.parentElement; bg = bgEl ? getComputedStyle(bgEl).backgroundColor : 'rgb(255, 255, 255)'; }
+      const a = lum(rgb(getComputedStyle(el).color)), b = lum(rgb(bg));
+      return { bg: lum(rgb(bg)), ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) };
+    }, sel);
+    await page.emulateMedia({ colorScheme: 'dark' });
+    try {
+      await page.goto(base + '/#/jobs');
+      await page.locator('table.jobs tbody tr').first().waitFor();
+      const checks = ['main h1', 'table.jobs tbody td', 'table.jobs thead th', 'table.jobs tbody th a', '.badge', '#submit-job', '.help', '.topbar nav a'];
+      for (const sel of checks) {
+        const c = await contrastOf(sel);
+        assert.ok(c, sel + ' is on the page');
+        assert.ok(c.ratio >= 4.5, `${sel}: contrast ${c.ratio.toFixed(2)} under 4.5`);
+      }
+      const body = await contrastOf('main');
+      assert.ok(body.bg < 0.05, `the background is dark: luminance ${body.bg}`);
+      const card = await contrastOf('table.jobs tbody td');
+      assert.ok(card.bg < 0.05, `tables are dark: luminance ${card.bg}`);
+      await shot('jobs-dark');
+      await page.goto(base + `/#/computes/${CLUSTER}`);
+      await page.locator('svg.chart').waitFor();
+      assert.ok((await contrastOf('section[aria-labelledby="sec-settings"] dd')).ratio >= 4.5);
+      assert.ok((await contrastOf('section[aria-labelledby="sec-settings"] dt')).ratio >= 4.5);
+      await shot('cluster-dark', { fullPage: true });
+    } finally {
+      await page.emulateMedia({ colorScheme: 'light' });
+    }
+    assert.ok((await contrastOf('main')).bg > 0.8, 'light again');
+  });
+
   await step(t, 'the quota page shows usage per location', async () => {
     await page.getByRole('link', { name: 'Quota and usage' }).click();
     await page.getByRole('heading', { level: 1, name: 'Quota and usage' }).waitFor();
@@ -563,11 +862,11 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(await dialog.getByLabel('Maximum nodes').inputValue(), '2');
     await dialog.getByLabel('Minimum nodes').fill('3');
     await dialog.getByRole('button', { name: 'Save' }).click();
-    await dialog.locator('#s-min-error', { hasText: 'may not exceed maxNodeCount' }).waitFor();
+    await dialog.locator('#s-min-error', { hasText: 'Minimum nodes (3) may not exceed maximum nodes (2)' }).waitFor();
     await dialog.getByLabel('Minimum nodes').fill('0');
     await dialog.getByLabel('Maximum nodes').fill('4');
     await dialog.getByLabel('Idle seconds before scale down').fill('5');
-    await dialog.getByRole('button', { name: 'Save' }).click();
+    await dialog.getByLabel('Idle seconds before scale down').press('Enter'); // Enter saves
     await dialog.waitFor({ state: 'detached' });
     await row.getByText('0 – 4').waitFor();
     const shown = JSON.parse(await cli('compute', 'show', '-n', CLUSTER));

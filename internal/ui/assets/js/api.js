@@ -129,6 +129,7 @@ export const putCompute = (name, body) => call('PUT', computePath(name), body, {
 export const patchScale = (name, scaleSettings) =>
   call('PATCH', computePath(name), { properties: { properties: { scaleSettings } } });
 export const deleteCompute = (name) => call('DELETE', computePath(name) + '?underlyingResourceAction=Delete');
+export const putJob = (name, body) => call('PUT', jobPath(name), body);
 export const cancelJob = (name) => call('POST', jobPath(name) + '/cancel');
 export const deleteJob = (name) => call('DELETE', jobPath(name));
 
@@ -140,6 +141,19 @@ export function jobLog(name, { attempt, rank = 0, offset = 0 } = {}) {
 
 export function outputURL(job, output) {
   return withVersion(`${jobPath(job)}/outputs/${enc(output)}`);
+}
+
+// yamlToJSON is the studio's own endpoint: a YAML document (a pasted job
+// file) read by the server's YAML parser, as JSON.
+export async function yamlToJSON(text) {
+  const r = await fetch('/ui/api/yaml', {
+    method: 'POST', credentials: 'same-origin', cache: 'no-store',
+    headers: { 'Content-Type': 'application/yaml', Accept: 'application/json', ...csrfHeaders() }, body: text,
+  });
+  const data = await r.json().catch(() => ({}));
+  if (r.status === 401) state.onUnauthorized(data.error ? data.error.message : '');
+  if (!r.ok) throw new ApiError(r.status, data.error);
+  return data;
 }
 
 // history is the studio's own endpoint: recent node counts of a cluster.

@@ -8,6 +8,7 @@ import * as jobs from './jobs.js';
 import * as job from './job.js';
 import * as quota from './quota.js';
 import * as cost from './cost.js';
+import * as submit from './submit.js';
 
 const REFRESH_MS = 2000;
 const main = document.getElementById('main');
@@ -23,6 +24,7 @@ const routes = [
   { re: /^#\/jobs\/([^/]+)$/, nav: 'jobs', mod: job },
   { re: /^#\/quota\/?$/, nav: 'quota', mod: quota },
   { re: /^#\/cost\/?$/, nav: 'cost', mod: cost },
+  { re: /^#\/submit\/?$/, nav: 'jobs', mod: submit },
 ];
 
 async function start() {
@@ -50,12 +52,16 @@ function showSignIn(reason, note = '') {
     'aria-describedby': 'token-help token-error', spellcheck: 'false',
   });
   const button = h('button', { type: 'submit' }, 'Sign in');
+  // Where the server wrote its token depends on its data directory.
+  const configPath = h('code', { id: 'config-path' }, '~/.cumulus/config.yaml');
+  fetch('/ui/signin', { credentials: 'same-origin', cache: 'no-store' }).then((r) => (r.ok ? r.json() : null))
+    .then((v) => { if (v && v.configPath) configPath.textContent = v.configPath; }).catch(() => {});
   const form = h('form', { class: 'signin-form', method: 'post', action: '/ui/login', novalidate: true },
     h('div', { class: 'field' },
       h('label', { for: 'token' }, 'API token'),
       input,
       h('p', { class: 'help', id: 'token-help' },
-        'The token line of ~/.cumulus/config.yaml, which `cumulus serve` writes on first start. ',
+        'The token line of ', configPath, ', which ', h('code', {}, 'cumulus serve'), ' writes on the server on first start. ',
         'Or run ', h('code', {}, 'cumulus ui'), ' to open the studio already signed in.'),
       err),
     button);
@@ -154,6 +160,26 @@ async function loadWorkspaces(fallback) {
   api.scope.workspaces = list;
 }
 
+// The menu folds the top bar's links and workspace on narrow screens.
+const menuToggle = document.getElementById('menu-toggle');
+const menu = document.getElementById('topbar-menu');
+function setMenu(open) {
+  menu.classList.toggle('open', open);
+  menuToggle.setAttribute('aria-expanded', String(open));
+}
+menuToggle.addEventListener('click', () => {
+  const open = menuToggle.getAttribute('aria-expanded') !== 'true';
+  setMenu(open);
+  if (open) menu.querySelector('a').focus();
+});
+menu.addEventListener('click', (ev) => { if (ev.target.closest('a')) setMenu(false); });
+menu.addEventListener('keydown', (ev) => {
+  if (ev.key === 'Escape' && menuToggle.getAttribute('aria-expanded') === 'true') {
+    setMenu(false);
+    menuToggle.focus();
+  }
+});
+
 function stopPage() {
   clearInterval(timer);
   timer = null;
@@ -164,6 +190,7 @@ function stopPage() {
 function route() {
   if (!session) return;
   stopPage();
+  setMenu(false);
   const hash = location.hash || '#/computes';
   const r = routes.find((x) => x.re.test(hash));
   for (const a of document.querySelectorAll('[data-nav]')) {
@@ -212,6 +239,12 @@ document.getElementById('sign-out').addEventListener('click', async () => {
   await fetch('/ui/logout', { method: 'POST', credentials: 'same-origin', headers: api.csrfHeaders() }).catch(() => {});
   localStorage.removeItem('cumulus.workspace');
   showSignIn('', 'You signed out.');
+});
+// The skip link moves focus to the page without touching the hash, which
+// the router owns.
+document.querySelector('.skip-link').addEventListener('click', (ev) => {
+  ev.preventDefault();
+  main.focus();
 });
 window.addEventListener('hashchange', route);
 document.addEventListener('visibilitychange', () => tick(true));

@@ -22,8 +22,10 @@ function niceStep(max) {
 
 // nodeChart draws samples ({t, running, idle, …, queued}) between
 // now-windowSec and now. maxNodes draws the cluster's maximum.
-export function nodeChart({ samples, now, windowSec, maxNodes, title }) {
-  const W = 760, H = 230, L = 40, R = 14, T = 14, B = 30;
+// width is the box's width in pixels: the chart is drawn at that width, so
+// its labels keep their size on a phone.
+export function nodeChart({ samples, now, windowSec, maxNodes, title, width }) {
+  const W = Math.round(Math.min(760, Math.max(300, width || 760))), H = 230, L = 40, R = 14, T = 14, B = 30;
   // The axis runs a little past now, so the present state shows as a step.
   const t1 = now + windowSec * 30, t0 = now - windowSec * 1000;
   const pts = samples.filter((p) => p.time >= t0 - 60000).sort((a, b) => a.time - b.time);
@@ -42,7 +44,7 @@ export function nodeChart({ samples, now, windowSec, maxNodes, title }) {
     svg.appendChild(s('text', { x: L - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, String(v)));
   }
   // x axis labels
-  const ticks = 6;
+  const ticks = W < 560 ? 2 : 6;
   const short = windowSec <= 1800;
   for (let i = 0; i <= ticks; i++) {
     const t = t0 + (i / ticks) * (t1 - t0);

@@ -1,8 +1,8 @@
 // A cluster's page: settings, node count chart, nodes, queued and running
 // jobs, and the quota its VM family draws on.
 import * as api from './api.js';
-import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago } from './dom.js';
-import { openScaleDialog, openDeleteDialog, sizes, sizeSummary } from './dialogs.js';
+import { h, replace, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, when, nameFromId, announce, ago, humanize, zoneName } from './dom.js';
+import { openScaleDialog, openDeleteDialog, sizes, sizeSummary, FIELD_NAMES } from './dialogs.js';
 import { nodeStates, tierText, stateCell, tagsCell, errorsOf } from './computes.js';
 import { nodeChart, legend } from './chart.js';
 import { timeline } from './events.js';
@@ -38,7 +38,7 @@ export function render(main, [name]) {
   const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'Up for', 'Idle for']);
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
-  const events = timeline('compute-events', `Events of ${name}, newest first`);
+  const events = timeline('compute-events', `Events of ${name}, newest first`, FIELD_NAMES);
   const usage = usagePanel('compute', name);
 
   main.append(crumbs, pageHeader(name, scaleBtn, deleteBtn), banner.el, errors,
@@ -80,8 +80,8 @@ export function render(main, [name]) {
     const title = `Nodes of ${name} over the last ${label}: now ${a.currentNodeCount || 0} ` +
       `(${c.runningNodeCount || 0} running, ${c.idleNodeCount || 0} idle, ${c.preparingNodeCount || 0} preparing), ` +
       `queued demand ${demandNow} node${demandNow === 1 ? '' : 's'}, peak ${peak}, maximum ${max}.`;
-    replace(chartBox, nodeChart({ samples, now: serverNow, windowSec, maxNodes: max, title }));
-    chartCaption.textContent = title + ` Sampled every ${hist.everySeconds} s by the server.`;
+    replace(chartBox, nodeChart({ samples, now: serverNow, windowSec, maxNodes: max, title, width: chartBox.clientWidth }));
+    chartCaption.textContent = title + ` Sampled every ${hist.everySeconds} s by the server; times in ${zoneName()}.`;
   }
 
   let demandNow = 0;
@@ -148,11 +148,11 @@ export function render(main, [name]) {
       fact('Description', c.properties.description || '—'),
       fact('Tags', tagsCell(c.tags)),
       fact('Identity', ident),
-      fact('Remote login', `${a.remoteLoginPortPublicAccess || 'NotSpecified'}${cred ? ', admin ' + cred.adminUserName : ''}`),
+      fact('Remote login', remoteLoginText(a.remoteLoginPortPublicAccess, cred)),
       fact('Subnet', a.subnet ? a.subnet.id : '—'),
       fact('Network isolation', a.networkIsolation || '—'));
     const errs = errorsOf(c);
-    replace(errors, errs.length ? h('ul', { class: 'banner banner-warn' }, errs.map((e) => h('li', {}, h('strong', {}, e.code + ': '), e.message))) : null);
+    replace(errors, errs.length ? h('ul', { class: 'banner banner-warn' }, errs.map((e) => h('li', {}, h('strong', {}, e.code + ': '), humanize(e.message, FIELD_NAMES)))) : null);
 
     const times = new Map(((hist && hist.nodes) || []).map((n) => [n.nodeId, n]));
     const serverNow = hist ? new Date(hist.now).getTime() : Date.now();
@@ -197,6 +197,15 @@ export function render(main, [name]) {
     drawChart();
   }
   return { refresh, setError: banner.set };
+}
+
+// remoteLoginText says whether the nodes' SSH port is public, in words.
+// The server opens it only when asked (Enabled); NotSpecified keeps it
+// closed, as Disabled does.
+function remoteLoginText(access, cred) {
+  const admin = cred && cred.adminUserName ? `; admin user ${cred.adminUserName}` : '';
+  if (access === 'Enabled') return 'SSH port open to the network' + admin;
+  return (access === 'Disabled' ? 'SSH port closed' : 'SSH port closed (not requested)') + admin;
 }
 
 // jobLink finds the job a node runs: listNodes gives the run's internal

@@ -1,8 +1,8 @@
 // The compute clusters page: every cluster of the workspace, "+ New",
 // scale settings and delete.
 import * as api from './api.js';
-import { h, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, announce } from './dom.js';
-import { openCreateDialog, openScaleDialog, openDeleteDialog } from './dialogs.js';
+import { h, badge, pageHeader, errorBanner, syncTable, table, isoSeconds, duration, announce, pager, humanize } from './dom.js';
+import { openCreateDialog, openScaleDialog, openDeleteDialog, FIELD_NAMES } from './dialogs.js';
 
 const STATES = [
   ['runningNodeCount', 'running'], ['idleNodeCount', 'idle'], ['preparingNodeCount', 'preparing'],
@@ -36,6 +36,15 @@ export function errorsOf(c) {
   return [...(a.errors || []), ...(c.properties.provisioningErrors || [])].map((e) => (e.error ? e.error : e));
 }
 
+// matches says whether a cluster has q (lower case) in its name, size,
+// tier, state, description or tags.
+function matches(c, q) {
+  const a = c.properties.properties || {};
+  const words = [c.name, a.vmSize, tierText(a.vmPriority), c.properties.provisioningState, a.allocationState, c.properties.description,
+    ...Object.entries(c.tags || {}).map(([k, v]) => `${k}=${v}`)];
+  return words.some((w) => (w || '').toLowerCase().includes(q));
+}
+
 export function render(main) {
   const banner = errorBanner();
   const newBtn = h('button', { type: 'button', id: 'new-cluster' }, h('span', { 'aria-hidden': 'true' }, '+ '), 'New');
@@ -43,23 +52,37 @@ export function render(main) {
     ['Name', 'State', 'Size', 'Tier', 'Nodes (current / target)', 'Min – max', 'Node states', 'Scale down after', 'Tags', 'Actions'],
     'clusters');
   const summary = h('p', { class: 'muted', id: 'clusters-summary' });
-  main.append(pageHeader('Compute clusters', newBtn), banner.el, summary, t.el);
+  const saved = sessionStorage.getItem('cumulus.computes.filter') || '';
+  const text = h('input', { id: 'compute-filter', type: 'search', placeholder: 'name, size, state, tag…', value: saved });
+  const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Search clusters' },
+    h('div', { class: 'field inline-field' }, h('label', { for: 'compute-filter' }, 'Search'), text));
+  filters.addEventListener('submit', (ev) => ev.preventDefault());
+  const pages = pager('computes-pager', 'clusters', () => draw());
+  main.append(pageHeader('Compute clusters', newBtn), banner.el, filters, summary, t.el, pages.el);
   let last = new Map();
+  let list = [];
 
   async function refresh() {
-    const list = await api.listComputes();
+    list = await api.listComputes();
     list.sort((a, b) => a.name.localeCompare(b.name));
     for (const c of list) {
       const prev = last.get(c.name);
       if (prev && prev !== c.properties.provisioningState) announce(`Cluster ${c.name} is ${c.properties.provisioningState}`);
     }
     last = new Map(list.map((c) => [c.name, c.properties.provisioningState]));
+    draw();
+  }
+
+  function draw() {
     const nodes = list.reduce((n, c) => n + ((c.properties.properties || {}).currentNodeCount || 0), 0);
-    summary.textContent = `${list.length} cluster${list.length === 1 ? '' : 's'} in workspace ${api.scope.workspace}, ${nodes} node${nodes === 1 ? '' : 's'} in all.`;
-    syncTable(t.tbody, list, {
+    const q = text.value.trim().toLowerCase();
+    const found = list.filter((c) => !q || matches(c, q));
+    summary.textContent = `${list.length} cluster${list.length === 1 ? '' : 's'} in workspace ${api.scope.workspace}, ${nodes} node${nodes === 1 ? '' : 's'} in all` +
+      (q ? `; ${found.length} match “${text.value.trim()}”.` : '.');
+    syncTable(t.tbody, pages.slice(found), {
       key: (c) => c.name,
       cols: 10,
-      empty: 'No clusters in this workspace yet. Create one with “+ New”.',
+      empty: list.length ? 'No cluster matches the search.' : 'No clusters in this workspace yet. Create one with “+ New”.',
       sig: (c) => [c.properties, c.tags],
       cells: (c) => {
         const a = c.properties.properties || {};
@@ -67,7 +90,8 @@ export function render(main) {
         const errs = errorsOf(c);
         return [
           [h('a', { href: '#/computes/' + encodeURIComponent(c.name) }, c.name),
-            errs.length ? h('span', { class: 'warn', title: errs.map((e) => e.message).join('\n') }, ' ⚠ ', h('span', { class: 'visually-hidden' }, errs.map((e) => e.message).join('; '))) : null],
+            // Why the cluster is blocked, as text (a tooltip is unreadable on touch).
+            errs.map((e) => h('p', { class: 'row-problem' }, h('span', { 'aria-hidden': 'true' }, '⚠ '), humanize(e.message, FIELD_NAMES)))],
           stateCell(c),
           a.vmSize,
           tierText(a.vmPriority),
@@ -90,6 +114,11 @@ export function render(main) {
       del.setAttribute('aria-label', `Delete ${tr._item.name}`);
     }
   }
+  text.addEventListener('input', () => {
+    sessionStorage.setItem('cumulus.computes.filter', text.value);
+    pages.reset();
+    draw();
+  });
   newBtn.addEventListener('click', () => openCreateDialog({ onCreated: () => refresh() }));
   return { refresh, setError: banner.set };
 }

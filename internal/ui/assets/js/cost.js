@@ -186,7 +186,7 @@ export function render(main) {
     const summary = series.length ? series.map((x) => `${x.label} ${fmt(x.total)}`).join(', ') : 'nothing';
     const title = `Cost per ${unit} by ${what}, ${p.label}: total ${fmt(report.total.cost)}; ${summary}.`;
     chartTitle.textContent = `Cost per ${unit} by ${what}`;
-    replace(chartBox, costChart({ buckets: bars, series, title, hourly, fmt }));
+    replace(chartBox, costChart({ buckets: bars, series, title, hourly, fmt, width: chartBox.clientWidth }));
     replace(legendBox, series.length ? costLegend(series, fmt) : null);
     chartNote.textContent = `${bars.length} bar${bars.length === 1 ? '' : 's'} from ${iso(p.since).replace('T00:00:00Z', '')} (UTC), one per ${unit}.` +
       (c.by === 'job' ? ' Jobs come and go; the bars show their computes.' : '');
@@ -238,6 +238,8 @@ export function render(main) {
     const total = cells({ ...r.total, key: 'Total', compute: '' }, false);
     total[0] = h('th', { scope: 'row' }, 'Total');
     if (withCompute) total[1] = h('td');
+    const heads = [...t.el.querySelectorAll('thead th')].map((th) => th.textContent);
+    total.forEach((c, i) => { if (c instanceof HTMLElement) c.dataset.label = heads[i]; });
     replace(t.foot, h('tr', {}, total));
   }
 

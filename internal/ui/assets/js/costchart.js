@@ -45,8 +45,10 @@ export function seriesOf(buckets) {
 // costChart draws buckets ([{start, end, values: Map key → cost}], in
 // order) as stacked bars of series (from seriesOf). hourly: the buckets
 // are hours (labels show the time, not the date).
-export function costChart({ buckets, series, title, hourly, fmt }) {
-  const W = 760, H = 240, L = 64, R = 12, T = 12, B = 30;
+// width is the box's width in pixels (the chart is drawn at it, so its
+// labels keep their size on a phone).
+export function costChart({ buckets, series, title, hourly, fmt, width }) {
+  const W = Math.round(Math.min(760, Math.max(300, width || 760))), H = 240, L = 64, R = 12, T = 12, B = 30;
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart cost-chart', role: 'img', 'aria-label': title,
     'data-bars': String(buckets.length), 'data-series': String(series.length), preserveAspectRatio: 'xMidYMid meet' });
   svg.appendChild(s('title', {}, title));
@@ -68,7 +70,7 @@ export function costChart({ buckets, series, title, hourly, fmt }) {
   const day = (t) => new Date(t).toLocaleDateString([], { month: 'short', day: 'numeric', timeZone: 'UTC' });
   const clock = (t) => new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', timeZone: 'UTC' });
   const label = (t) => (hourly ? `${day(t)} ${clock(t)}` : day(t));
-  const every = Math.ceil(n / 8);
+  const every = Math.ceil(n / (W < 560 ? (hourly ? 2 : 4) : 8));
   // An hourly axis names the day at its first label and where the day
   // changes; the other labels are times.
   let lastDay = '';

@@ -1,7 +1,7 @@
 // The cluster dialogs: create (the same fields as `cumulus compute
 // create`), edit scale settings, delete with confirmation.
 import * as api from './api.js';
-import { h, replace, field, openDialog, toast, announce, money, isoSeconds, showProblems } from './dom.js';
+import { h, replace, field, openDialog, toast, announce, money, isoSeconds, showProblems, humanize } from './dom.js';
 
 const sizeCache = new Map(); // location → the VM size catalog
 export async function sizes() {
@@ -56,6 +56,22 @@ const TARGETS = [
   [/location/i, 'c-location'],
   [/description/, 'c-description'],
 ];
+
+// The API's field names in the words of the cluster forms, for its
+// messages ("minNodeCount (3) may not exceed maxNodeCount (1)").
+export const FIELD_NAMES = {
+  minNodeCount: 'Minimum nodes',
+  maxNodeCount: 'Maximum nodes',
+  nodeIdleTimeBeforeScaleDown: 'Idle time before scale down',
+  vmSize: 'VM size',
+  vmPriority: 'Tier',
+  adminUserName: 'Admin user name',
+  adminUserSshPublicKey: 'SSH public key',
+  adminUserPassword: 'Admin password',
+  userAssignedIdentities: 'User-assigned identity ids',
+  remoteLoginPortPublicAccess: 'Remote login',
+  computeLocation: 'Location',
+};
 
 function num(input) {
   const v = input.value.trim();
@@ -221,13 +237,15 @@ export async function openCreateDialog({ onCreated }) {
       p = { ...p, message: `A cluster named ${name.value} already exists in workspace ${api.scope.workspace}.` };
     }
     const f = id && F[id];
+    const msg = humanize(p.message, FIELD_NAMES);
     if (!f) {
-      formError.textContent = p.message;
+      formError.textContent = (formError.hidden ? '' : formError.textContent + ' ') + msg;
       formError.hidden = false;
       return null;
     }
     if (f.input.closest('details')) advanced.open = true;
-    f.setError(p.message);
+    // Two problems of one field both show.
+    f.setError(f.errEl && f.errEl.textContent ? f.errEl.textContent + ' ' + msg : msg);
     return f.input;
   }
 
@@ -235,9 +253,8 @@ export async function openCreateDialog({ onCreated }) {
     ev.preventDefault();
     clearErrors();
     const n = name.value.trim();
-    const nameProblem = n ? checkComputeName(n) : 'Enter a name for the cluster';
-    if (nameProblem) {
-      nameField.setError(nameProblem);
+    if (!n) {
+      nameField.setError('Enter a name for the cluster');
       name.focus();
       return;
     }
@@ -341,12 +358,17 @@ export function openScaleDialog(c, { onDone } = {}) {
       announce(`Scale settings of ${c.name} saved`);
       if (onDone) onDone();
     } catch (e) {
-      let first = null;
-      for (const p of (e.problems ? e.problems() : [{ message: e.message }])) {
+      showProblems(e, (p) => {
         const f = /minNodeCount/.test(p.target) ? fMin : /maxNodeCount/.test(p.target) ? fMax : /nodeIdle/.test(p.target) ? fIdle : null;
-        if (f) { f.setError(p.message); first = first || f.input; } else { formError.textContent = p.message; formError.hidden = false; }
-      }
-      if (first) first.focus();
+        const msg = humanize(p.message, FIELD_NAMES);
+        if (!f) {
+          formError.textContent = (formError.hidden ? '' : formError.textContent + ' ') + msg;
+          formError.hidden = false;
+          return null;
+        }
+        f.setError(f.errEl.textContent ? f.errEl.textContent + ' ' + msg : msg);
+        return f.input;
+      }, formError);
     } finally {
       submit.disabled = false;
     }

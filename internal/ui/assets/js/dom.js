@@ -76,13 +76,32 @@ export function duration(ms) {
   return Math.floor(hr / 24) + ' d ' + (hr % 24) + ' h';
 }
 
-// when renders a timestamp in local time, with the full ISO time as title.
+// when renders a timestamp with its date and time zone, in the browser's
+// zone ("25 Nov 2026, 17:20:31 GMT+1"); today's drop the date but keep
+// the zone. The full ISO time (UTC) is in its datetime and title.
 export function when(t) {
   if (!t) return '—';
   const d = new Date(t);
-  const same = d.toDateString() === new Date().toDateString();
-  const text = same ? d.toLocaleTimeString() : d.toLocaleString();
-  return h('time', { datetime: d.toISOString(), title: d.toISOString() }, text);
+  if (Number.isNaN(d.getTime())) return String(t);
+  return h('time', { datetime: d.toISOString(), title: d.toISOString() }, whenText(d));
+}
+
+export function whenText(d, now = new Date()) {
+  const zone = { timeZoneName: 'short' };
+  if (d.toDateString() === now.toDateString()) {
+    return 'today ' + d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', ...zone });
+  }
+  return d.toLocaleString([], { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', ...zone });
+}
+
+// zoneName is the browser's time zone, which chart axes use: "Europe/Berlin".
+export function zoneName() {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone || 'local time';
+}
+
+// plural says "1 process", "2 processes": plural('process', n, 'processes').
+export function plural(word, n, many = word + 's') {
+  return `${n} ${n === 1 ? word : many}`;
 }
 
 // isoSeconds parses an ISO-8601 duration such as PT120S or PT2M into seconds.
@@ -179,6 +198,10 @@ export function openDialog(dialog) {
 // cells(item) returns the contents of each cell; sig(item) what they
 // depend on (default: the whole item).
 export function syncTable(tbody, items, { key, cells, sig, actions, empty, cols }) {
+  // Each cell carries its column's name (data-label), which a phone shows
+  // when the table reflows to one card per row.
+  const head = tbody.parentElement && tbody.parentElement.tHead;
+  const labels = head && head.rows[0] ? [...head.rows[0].cells].map((c) => c.textContent) : [];
   const byKey = new Map();
   for (const tr of [...tbody.rows]) byKey.set(tr.dataset.key, tr);
   const rows = [];
@@ -194,7 +217,7 @@ export function syncTable(tbody, items, { key, cells, sig, actions, empty, cols 
     if (!tr) {
       tr = h('tr', { dataset: { key: k } });
       if (actions) {
-        tr._actions = h('td', { class: 'row-actions' }, actions(() => tr._item));
+        tr._actions = h('td', { class: 'row-actions', dataset: { label: labels[labels.length - 1] || '' } }, actions(() => tr._item));
         tr.appendChild(tr._actions);
       }
     }
@@ -204,7 +227,10 @@ export function syncTable(tbody, items, { key, cells, sig, actions, empty, cols 
       tr._sig = s;
       while (tr.firstChild && tr.firstChild !== tr._actions) tr.removeChild(tr.firstChild);
       const tds = cells(it).map((c, i) => (c instanceof HTMLTableCellElement ? c : h(i === 0 ? 'th' : 'td', i === 0 ? { scope: 'row' } : {}, c)));
-      for (const td of tds) tr.insertBefore(td, tr._actions || null);
+      tds.forEach((td, i) => {
+        if (labels[i] && !td.dataset.label) td.dataset.label = labels[i];
+        tr.insertBefore(td, tr._actions || null);
+      });
     }
     rows.push(tr);
   }
@@ -218,7 +244,7 @@ export function syncTable(tbody, items, { key, cells, sig, actions, empty, cols 
 // table builds a table with a caption and column headers.
 export function table(caption, headers, cls = '') {
   const tbody = h('tbody');
-  const el = h('div', { class: 'table-wrap' }, h('table', { class: cls },
+  const el = h('div', { class: 'table-wrap' }, h('table', { class: (cls + ' cards').trim() },
     h('caption', { class: caption.visible ? '' : 'visually-hidden' }, caption.text || caption),
     h('thead', {}, h('tr', {}, headers.map((x) => h('th', { scope: 'col' }, x)))),
     tbody));
@@ -237,4 +263,53 @@ export function showProblems(e, showProblem, formError) {
   }
   if (first) first.focus();
   else formError.scrollIntoView({ block: 'nearest' });
+}
+
+// humanize rewrites an API message in the words of the form it is shown
+// in: names maps API field names (minNodeCount) to the form's labels
+// (Minimum nodes). "minNodeCount (3) may not exceed maxNodeCount (1)"
+// becomes "Minimum nodes (3) may not exceed maximum nodes (1)".
+export function humanize(message, names, { asIs = false } = {}) {
+  let out = String(message || '');
+  for (const [api, label] of Object.entries(names)) {
+    out = out.replace(new RegExp(`\\b${api.replace(/\./g, '\\.')}\\b`, 'g'), asIs ? label : label.toLowerCase());
+  }
+  return out && !asIs ? out[0].toUpperCase() + out.slice(1) : out;
+}
+
+// pager shows one page of a long list: "1–25 of 80", Previous and Next,
+// and a page size. slice(items) returns the page in view (and keeps the
+// page within the list as it shrinks); reset() goes back to the first.
+export function pager(id, what, onChange) {
+  let pageNo = 0;
+  let size = Number(sessionStorage.getItem('cumulus.pageSize')) || 25;
+  const info = h('span', { class: 'pager-info', id: id + '-info', 'aria-live': 'polite' });
+  const prev = h('button', { type: 'button', class: 'small secondary', 'aria-describedby': id + '-info' }, 'Previous');
+  const next = h('button', { type: 'button', class: 'small secondary', 'aria-describedby': id + '-info' }, 'Next');
+  const sizeSel = h('select', { id: id + '-size' }, [10, 25, 50, 100].map((n) => h('option', { value: String(n), selected: n === size }, String(n))));
+  const el = h('nav', { class: 'pager', id, 'aria-label': `Pages of ${what}` }, prev, info, next,
+    h('span', { class: 'field inline-field' }, h('label', { for: id + '-size' }, 'Per page'), sizeSel));
+  prev.addEventListener('click', () => { pageNo--; onChange(); });
+  next.addEventListener('click', () => { pageNo++; onChange(); });
+  sizeSel.addEventListener('change', () => {
+    size = Number(sizeSel.value);
+    sessionStorage.setItem('cumulus.pageSize', String(size));
+    pageNo = 0;
+    onChange();
+  });
+  return {
+    el,
+    reset() { pageNo = 0; },
+    slice(items) {
+      const pages = Math.max(1, Math.ceil(items.length / size));
+      pageNo = Math.min(Math.max(0, pageNo), pages - 1);
+      const from = pageNo * size;
+      const shown = items.slice(from, from + size);
+      info.textContent = items.length ? `${from + 1}–${from + shown.length} of ${items.length}` : '0 of 0';
+      prev.disabled = pageNo === 0;
+      next.disabled = pageNo >= pages - 1;
+      el.hidden = items.length <= 10; // one page even at the smallest size
+      return shown;
+    },
+  };
 }

@@ -1,6 +1,6 @@
 // The history of a cluster or a job as a timeline, newest first, from the
 // events API (GET …/computes/{name}/events, …/jobs/{name}/events).
-import { h, replace, badge, when } from './dom.js';
+import { h, replace, badge, when, humanize } from './dom.js';
 
 // eventKind colours an event by what it means for the user.
 export function eventKind(type) {
@@ -18,7 +18,10 @@ export function eventKind(type) {
 }
 
 // timeline makes the list; render(events) fills it (newest first).
-export function timeline(id, label) {
+// names, when given, rewrites API field names in the messages in the
+// studio's words (maxNodeCount → maximum nodes).
+export function timeline(id, label, names = {}) {
+  const lower = Object.fromEntries(Object.entries(names).map(([k, v]) => [k, v.toLowerCase()]));
   const list = h('ol', { class: 'timeline events', id, 'aria-label': label, reversed: true });
   let sig = '';
   return {
@@ -35,7 +38,7 @@ export function timeline(id, label) {
         h('time', { datetime: e.time }, when(e.time)), ' ', badge(e.type, eventKind(e.type)),
         e.node ? [' ', h('code', { class: 'node-id' }, e.node)] : null,
         e.attempt ? h('span', { class: 'muted' }, ` attempt ${e.attempt}${(e.nodes || []).length ? ' on ' + e.nodes.join(', ') : ''}`) : null,
-        h('span', { class: 'reason' }, ' — ' + e.message))));
+        h('span', { class: 'reason' }, ' — ' + humanize(e.message, lower, { asIs: true })))));
     },
   };
 }

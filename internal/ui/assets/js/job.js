@@ -1,12 +1,13 @@
 // A job's page: parameters, status history, attempts (with preemption
 // reasons), outputs to download, and the log, streamed while it runs.
 import * as api from './api.js';
-import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, toast, openDialog, isoSeconds } from './dom.js';
+import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, toast, openDialog, isoSeconds, plural } from './dom.js';
 import { terminal, jobDuration } from './jobs.js';
 import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
+const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
 
 export function render(main, [name]) {
   const banner = errorBanner();
@@ -140,9 +141,11 @@ export function render(main, [name]) {
     renderAttempts(p);
     renderOutputs(j);
     if (p.startTime && !usage.done) {
-      // Samples come while the job runs; once it ended, one last read.
       await jobUsage(name).then(usage.update).catch(() => {});
-      usage.done = terminal(p.status);
+      // Samples come while the job runs, and its node reports the last
+      // ones after the job ended: keep reading for a while after the end
+      // (the server's time, compared with the browser's clock), then stop.
+      usage.done = terminal(p.status) && (!p.endTime || Date.now() - new Date(p.endTime).getTime() > USAGE_TAIL_MS);
     }
     if (!log.done || log.attempt === null && log.shownAttempt !== null && (p.attempts || []).length && p.attempts[p.attempts.length - 1].attempt !== log.shownAttempt) {
       await pollLog();
@@ -154,7 +157,7 @@ export function render(main, [name]) {
     const fact = (k, v) => (v === undefined || v === null || v === '' ? null : [h('dt', {}, k), h('dd', {}, v)]);
     const compute = nameFromId(p.computeId);
     const timeout = p.limits && p.limits.timeout ? duration((isoSeconds(p.limits.timeout) || 0) * 1000) : null;
-    const dist = p.distribution ? `${p.distribution.distributionType}${p.distribution.processCountPerInstance ? ', ' + p.distribution.processCountPerInstance + ' processes per node' : ''}` : null;
+    const dist = p.distribution ? `${p.distribution.distributionType}${p.distribution.processCountPerInstance ? ', ' + plural('process', p.distribution.processCountPerInstance, 'processes') + ' per node' : ''}` : null;
     replace(params,
       fact('Display name', p.displayName),
       fact('Compute', h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute)),
@@ -175,7 +178,7 @@ export function render(main, [name]) {
     const inputs = Object.entries(p.inputs || {});
     replace(envBox,
       env.length ? kvTable('Environment variables', env.map(([k, v]) => [k, v])) : null,
-      inputs.length ? kvTable('Inputs', inputs.map(([k, v]) => [k, v.value !== undefined && v.value !== '' ? v.value : `${v.jobInputType} ${v.uri || ''}`])) : null);
+      inputs.length ? kvTable('Inputs', inputs.map(([k, v]) => [k, inputText(v)])) : null);
   }
 
   // The history from the events API (each status change with its
@@ -226,6 +229,19 @@ export function render(main, [name]) {
   }
 
   return { refresh, setError: banner.set };
+}
+
+// inputText says what an input is: its value, or its type and where it
+// comes from. A local folder the CLI uploaded is named by the path it was
+// uploaded from (kept in the input's description), not by its digest.
+export function inputText(v) {
+  if (v.value !== undefined && v.value !== '') return v.value;
+  const uri = v.uri || '';
+  if (uri.startsWith('cumulus://blobs/')) {
+    const from = /^uploaded from (.+)$/.exec(v.description || '');
+    return from ? `${v.jobInputType} ${from[1]} (uploaded)` : `${v.jobInputType} uploaded folder ${uri.slice(16, 28)}…`;
+  }
+  return `${v.jobInputType} ${uri}`;
 }
 
 function kvTable(caption, rows) {

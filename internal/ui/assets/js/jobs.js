@@ -1,7 +1,7 @@
 // The jobs page: every job of the workspace, newest first, with a status
 // filter and a text filter.
 import * as api from './api.js';
-import { h, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce } from './dom.js';
+import { h, badge, pageHeader, errorBanner, syncTable, table, duration, when, nameFromId, announce, pager } from './dom.js';
 
 export const STATUSES = ['NotStarted', 'Queued', 'Preparing', 'Starting', 'Running', 'Finalizing', 'Completed', 'Failed', 'CancelRequested', 'Canceled'];
 export const terminal = (s) => s === 'Completed' || s === 'Failed' || s === 'Canceled';
@@ -22,12 +22,14 @@ export function render(main) {
   const count = h('p', { class: 'muted', id: 'jobs-count', 'aria-live': 'polite' });
   const filters = h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter jobs' },
     h('div', { class: 'field inline-field' }, h('label', { for: 'job-status' }, 'Status'), status),
-    h('div', { class: 'field inline-field' }, h('label', { for: 'job-filter' }, 'Filter'), text));
+    h('div', { class: 'field inline-field' }, h('label', { for: 'job-filter' }, 'Search'), text));
   filters.addEventListener('submit', (ev) => ev.preventDefault());
   const t = table('Jobs of the workspace', ['Name', 'Status', 'Compute', 'Nodes', 'Submitted', 'Duration', 'Experiment', 'Message'], 'jobs');
-  main.append(pageHeader('Jobs'), banner.el,
-    h('p', { class: 'help' }, 'Submit jobs with ', h('code', {}, 'cumulus job create --file job.yml'), '; they appear here at once.'),
-    filters, count, t.el);
+  const pages = pager('jobs-pager', 'jobs', () => draw());
+  const submit = h('a', { class: 'button-link primary', href: '#/submit', id: 'submit-job' }, h('span', { 'aria-hidden': 'true' }, '+ '), 'Submit job');
+  main.append(pageHeader('Jobs', submit), banner.el,
+    h('p', { class: 'help' }, 'Submit a job here, or with ', h('code', {}, 'cumulus job create --file job.yml'), '; it appears at once.'),
+    filters, count, t.el, pages.el);
   const seen = new Map();
   let list = [];
 
@@ -37,12 +39,13 @@ export function render(main) {
       .some((v) => (v || '').toLowerCase().includes(q)));
     count.textContent = `${shown.length} of ${list.length} job${list.length === 1 ? '' : 's'}${status.value ? ' with status ' + status.value : ''}.`;
     const now = Date.now();
-    syncTable(t.tbody, shown, {
+    syncTable(t.tbody, pages.slice(shown), {
       key: (j) => j.name, cols: 8, empty: list.length ? 'No job matches the filter.' : (status.value ? `No job is ${status.value}.` : 'No jobs yet.'),
       sig: (j) => [j.properties.status, j.properties.statusMessage, j.properties.endTime, terminal(j.properties.status) ? 0 : Math.floor(now / 5000)],
       cells: (j) => [
         [h('a', { href: '#/jobs/' + encodeURIComponent(j.name) }, j.name),
-          j.properties.displayName && j.properties.displayName !== j.name ? h('div', { class: 'muted small' }, j.properties.displayName) : null],
+          j.properties.displayName && j.properties.displayName !== j.name
+            ? h('div', { class: 'small' }, h('a', { href: '#/jobs/' + encodeURIComponent(j.name), class: 'display-name' }, j.properties.displayName)) : null],
         badge(j.properties.status),
         h('a', { href: '#/computes/' + encodeURIComponent(nameFromId(j.properties.computeId)) }, nameFromId(j.properties.computeId)),
         String((j.properties.resources || {}).instanceCount || 1),
@@ -68,7 +71,7 @@ export function render(main) {
     draw();
   }
   const remember = () => sessionStorage.setItem('cumulus.jobs.filter', JSON.stringify({ status: status.value, text: text.value }));
-  status.addEventListener('change', () => { remember(); refresh().catch((e) => banner.set(e.message)); });
-  text.addEventListener('input', () => { remember(); draw(); });
+  status.addEventListener('change', () => { remember(); pages.reset(); refresh().catch((e) => banner.set(e.message)); });
+  text.addEventListener('input', () => { remember(); pages.reset(); draw(); });
   return { refresh, setError: banner.set };
 }

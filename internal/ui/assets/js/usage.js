@@ -3,7 +3,7 @@
 // SVG, colored with presentation attributes (the page's CSP allows no
 // inline styles); each chart scales to its box, so it fits a phone too.
 import * as api from './api.js';
-import { h, replace } from './dom.js';
+import { h, replace, zoneName } from './dom.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 const COLORS = ['#2563c9', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#0b7285', '#5c940d', '#e67700'];
@@ -33,7 +33,8 @@ export function bytes(n) {
 
 // lineChart draws series ([{label, points: [{time, v}]}]) from 0 to yMax.
 function lineChart({ series, yMax, fmt, title, name }) {
-  const W = 480, H = 170, L = 52, R = 10, T = 10, B = 26;
+  // As wide as a phone's screen there, so the labels keep their size.
+  const W = matchMedia('(max-width: 640px)').matches ? 340 : 480, H = 170, L = 52, R = 10, T = 10, B = 26;
   const all = series.flatMap((x) => x.points);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, width: '100%', class: 'usage-chart', role: 'img', 'aria-label': title,
     'data-chart': name, 'data-series': String(series.length), preserveAspectRatio: 'xMidYMid meet' });
@@ -133,7 +134,7 @@ export function usagePanel(kind, name) {
     replace(charts, figs);
     replace(legendBox, labels.length ? legend(labels) : null);
     note.textContent = samples.length
-      ? `${samples.length} sample${samples.length === 1 ? '' : 's'} of ${labels.length} node${labels.length === 1 ? '' : 's'}, taken by the nodes' agents${gpu.some((x) => x.points.length) ? '' : '; no GPU reports a utilization'}.`
+      ? `${samples.length} sample${samples.length === 1 ? '' : 's'} of ${labels.length} node${labels.length === 1 ? '' : 's'}, taken by the nodes' agents${gpu.some((x) => x.points.length) ? '' : '; no GPU reports a utilization'}; times in ${zoneName()}.`
       : (kind === 'job' ? 'No samples: the job has not run on a node yet.' : 'No samples in the last 30 minutes: the cluster has no nodes.');
     const mean = kind === 'job' ? meanGPU(samples) : null;
     hint.hidden = !(mean !== null && mean < LOW_GPU);
