@@ -24,6 +24,7 @@ func (s *Server) jobRoutes() {
 	r.handle("DELETE", ws+"/jobs/{name}", s.deleteJob)
 	r.handle("POST", ws+"/jobs/{name}/cancel", s.cancelJob)
 	r.handle("GET", ws+"/jobs/{name}/logs", s.jobLogs)
+	r.handle("GET", ws+"/jobs/{name}/metrics", s.jobMetrics)
 	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
 }
 
