@@ -44,9 +44,12 @@ type JobProperties struct {
 	StatusMessage string         `json:"statusMessage,omitempty"`
 	History       []StatusChange `json:"statusHistory,omitempty"`
 	Cost          *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
-	Attempts      []Attempt      `json:"attempts,omitempty"`
-	StartTime     *time.Time     `json:"startTime,omitempty"`
-	EndTime       *time.Time     `json:"endTime,omitempty"`
+	// Metrics is the latest value of each metric the job logged the
+	// MLflow way (read-only; in a single job's GET, not in lists).
+	Metrics   map[string]float64 `json:"metrics,omitempty"`
+	Attempts  []Attempt          `json:"attempts,omitempty"`
+	StartTime *time.Time         `json:"startTime,omitempty"`
+	EndTime   *time.Time         `json:"endTime,omitempty"`
 }
 
 // JobInput is a job input: a uri_folder/uri_file or a literal.

@@ -181,7 +181,7 @@ func newJobShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.showJob(j)
+			return g.showJobWithMetrics(cmd.Context(), c, j)
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")

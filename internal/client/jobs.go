@@ -119,3 +119,16 @@ func (c *Client) GetEnvironment(ctx context.Context, name, version string) (api.
 func (c *Client) ListEnvironmentVersions(ctx context.Context, name string) ([]api.Environment, error) {
 	return ListAll[api.Environment](ctx, c, http.MethodGet, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions")
 }
+
+// JobMetrics reads what a job logged the MLflow way: the latest value of
+// each metric, every value of the metrics named (none: all), params and
+// tags.
+func (c *Client) JobMetrics(ctx context.Context, name string, metrics ...string) (api.JobMetrics, error) {
+	p := c.jobPath(name) + "/metrics"
+	if len(metrics) > 0 {
+		p += "?" + url.Values{"name": metrics}.Encode()
+	}
+	var out api.JobMetrics
+	_, err := c.Do(ctx, http.MethodGet, p, nil, &out)
+	return out, err
+}

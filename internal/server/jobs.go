@@ -156,7 +156,11 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.jobView(r.Context(), j, nil))
+	v := s.jobView(r.Context(), j, nil)
+	if v.Properties.Metrics, err = s.latestMetrics(r.Context(), j.UID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 

@@ -483,3 +483,17 @@ func JobMetricsOf(ctx context.Context, q store.Querier, uid string, names []stri
 func metricValue(m store.Metric) api.MetricValue {
 	return api.MetricValue{Name: m.Name, Value: m.Value, Step: m.Step, Timestamp: m.Time.UTC()}
 }
+
+// latestMetrics is the latest value of each metric job uid logged; nil
+// for none.
+func (s *Server) latestMetrics(ctx context.Context, uid string) (map[string]float64, error) {
+	latest, err := store.LatestMetrics(ctx, s.db.Q(), uid)
+	if err != nil || len(latest) == 0 {
+		return nil, err
+	}
+	out := make(map[string]float64, len(latest))
+	for _, m := range latest {
+		out[m.Name] = m.Value
+	}
+	return out, nil
+}

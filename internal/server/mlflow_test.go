@@ -132,6 +132,11 @@ func TestMLflowTracking(t *testing.T) {
 		len(m.History["y"]) != 0 || m.Params["lr"] != "0.01" || m.Tags["stage"] != "prod" {
 		t.Errorf("job metrics: %+v", m)
 	}
+	var j api.Job
+	h.do("GET", hWSPath+"/jobs/a", nil).want(t, 200).json(t, &j)
+	if j.Properties.Metrics["val_acc"] != 0.9 || j.Properties.Metrics["loss"] != 0.125 {
+		t.Errorf("the job's latest metrics: %v", j.Properties.Metrics)
+	}
 	var one api.JobMetrics
 	if err := json.Unmarshal(h.do("GET", hWSPath+"/jobs/a/metrics?name=loss", nil).want(t, 200).Body, &one); err != nil || len(one.History) != 1 {
 		t.Errorf("one metric's history: %+v %v", one.History, err)

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+)
+
+// showJobWithMetrics is 'job show': the job (its JSON holds the latest
+// value of each metric in properties.metrics); in table format, then each
+// metric's latest value and a chart of its values over steps.
+func (g *globals) showJobWithMetrics(ctx context.Context, c *client.Client, j api.Job) error {
+	if err := g.showJob(j); err != nil {
+		return err
+	}
+	if f, _ := g.format("json"); f != "table" || len(j.Properties.Metrics) == 0 {
+		return nil
+	}
+	m, err := c.JobMetrics(ctx, j.Name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(g.stdout)
+	return metricsTable(m).print(g.stdout)
+}
+
+// metricsTable is a job's metrics: each one's latest value and step, how
+// many values were logged, and a chart over steps.
+func metricsTable(m api.JobMetrics) *table {
+	t := &table{header: []string{"METRIC", "LATEST", "STEP", "VALUES", "CHART (by step)"}}
+	for _, l := range m.Latest {
+		h := m.History[l.Name]
+		t.add(l.Name, strconv.FormatFloat(l.Value, 'g', 6, 64), l.Step, len(h), sparkline(byStep(h), 40))
+	}
+	return t
+}
+
+// byStep is the last value logged at each step, in step order (history
+// comes sorted by step, then time).
+func byStep(h []api.MetricValue) []float64 {
+	var out []float64
+	for i, v := range h {
+		if i+1 < len(h) && h[i+1].Step == v.Step {
+			continue
+		}
+		out = append(out, v.Value)
+	}
+	return out
+}
+
+// sparkline draws values as a line of block characters, at most width
+// wide (values averaged into buckets when there are more).
+func sparkline(vs []float64, width int) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	if len(vs) > width {
+		b := make([]float64, width)
+		for i := range b {
+			lo, hi := i*len(vs)/width, (i+1)*len(vs)/width
+			sum := 0.0
+			for _, v := range vs[lo:hi] {
+				sum += v
+			}
+			b[i] = sum / float64(hi-lo)
+		}
+		vs = b
+	}
+	lo, hi := vs[0], vs[0]
+	for _, v := range vs {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	const bars = "▁▂▃▄▅▆▇█"
+	levels := []rune(bars)
+	var s strings.Builder
+	for _, v := range vs {
+		i := len(levels) / 2
+		if hi > lo {
+			i = int((v - lo) / (hi - lo) * float64(len(levels)-1))
+		}
+		s.WriteRune(levels[i])
+	}
+	return s.String()
+}
