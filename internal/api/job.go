@@ -38,6 +38,13 @@ type JobProperties struct {
 	IsArchived           bool                 `json:"isArchived"`
 	Status               string               `json:"status,omitempty"`
 
+	// SweepJob's (jobType Sweep; see sweep.go).
+	Trial             *TrialComponent         `json:"trial,omitempty"`
+	SearchSpace       map[string]any          `json:"searchSpace,omitempty"`
+	SamplingAlgorithm *SamplingAlgorithm      `json:"samplingAlgorithm,omitempty"`
+	Objective         *Objective              `json:"objective,omitempty"`
+	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
+
 	// Cumulus extensions, read-only.
 	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
 	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
@@ -50,6 +57,10 @@ type JobProperties struct {
 	Attempts  []Attempt          `json:"attempts,omitempty"`
 	StartTime *time.Time         `json:"startTime,omitempty"`
 	EndTime   *time.Time         `json:"endTime,omitempty"`
+	// A sweep's progress, and a trial's sweep and parameters.
+	Sweep         *SweepStatus   `json:"sweep,omitempty"`
+	ParentJobName string         `json:"parentJobName,omitempty"`
+	Parameters    map[string]any `json:"parameters,omitempty"`
 }
 
 // JobInput is a job input: a uri_folder/uri_file or a literal.
@@ -94,6 +105,10 @@ type JobLimits struct {
 	// CostLimitExceeded, when its nodes' billed time reaches this amount
 	// in the server's currency.
 	MaxCost *float64 `json:"maxCost,omitempty"`
+	// SweepJobLimits' (jobLimitsType Sweep): timeout is then the sweep's.
+	MaxConcurrentTrials int32  `json:"maxConcurrentTrials,omitempty"`
+	MaxTotalTrials      int32  `json:"maxTotalTrials,omitempty"`
+	TrialTimeout        string `json:"trialTimeout,omitempty"`
 }
 
 // CostLimitExceeded begins the reason of a job stopped at its maxCost.
