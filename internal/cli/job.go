@@ -190,7 +190,7 @@ func newJobShowCmd(g *globals) *cobra.Command {
 }
 
 func newJobListCmd(g *globals) *cobra.Command {
-	var status string
+	var status, parent string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the workspace's jobs",
@@ -199,6 +199,9 @@ func newJobListCmd(g *globals) *cobra.Command {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if parent != "" {
+				return g.listTrials(cmd.Context(), c, parent, status)
 			}
 			jobs, err := c.ListJobs(cmd.Context(), status)
 			if err != nil {
@@ -214,6 +217,7 @@ func newJobListCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status (Queued, Running, Completed, …)")
+	cmd.Flags().StringVar(&parent, "parent", "", "only the trials of this sweep job, with their parameters and metrics")
 	return cmd
 }
 

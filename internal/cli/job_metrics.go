@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
 
 // showJobWithMetrics is 'job show': the job (its JSON holds the latest
@@ -17,7 +19,19 @@ func (g *globals) showJobWithMetrics(ctx context.Context, c *client.Client, j ap
 	if err := g.showJob(j); err != nil {
 		return err
 	}
-	if f, _ := g.format("json"); f != "table" || len(j.Properties.Metrics) == 0 {
+	f, _ := g.format("json")
+	if f == "table" && j.IsSweep() {
+		if st := j.Properties.Sweep; st != nil && st.BestTrial != nil {
+			b := st.BestTrial
+			var ps []string
+			for k, v := range b.Parameters {
+				ps = append(ps, k+"="+sweep.Format(v))
+			}
+			slices.Sort(ps)
+			fmt.Fprintf(g.stdout, "\nBest trial: %s, %s %g (%s); 'cumulus job list --parent %s' lists the trials\n", b.Name, b.Metric, b.Value, strings.Join(ps, " "), j.Name)
+		}
+	}
+	if f != "table" || len(j.Properties.Metrics) == 0 {
 		return nil
 	}
 	m, err := c.JobMetrics(ctx, j.Name)

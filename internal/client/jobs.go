@@ -132,3 +132,8 @@ func (c *Client) JobMetrics(ctx context.Context, name string, metrics ...string)
 	_, err := c.Do(ctx, http.MethodGet, p, nil, &out)
 	return out, err
 }
+
+// ListTrials reads a sweep's trials, in the order they were created.
+func (c *Client) ListTrials(ctx context.Context, sweep string) ([]api.Job, error) {
+	return ListAll[api.Job](ctx, c, http.MethodGet, c.wsPath()+"/jobs?parentJobName="+url.QueryEscape(sweep))
+}
