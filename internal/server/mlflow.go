@@ -3,11 +3,11 @@ package server
 // The subset of MLflow's tracking REST API (/api/2.0/mlflow/…) that
 // mlflow.log_metric, log_metrics, log_param, log_params, set_tag,
 // set_tags, get_run, and the resuming of the run named by MLFLOW_RUN_ID
-// (start_run → runs/get, runs/update; end_run → runs/update) call. The
-// routes and bodies are those of the MLflow Python client 2.x (2.0 to
-// 2.22) and 3.x, which send the same requests for these calls; fields a
-// client adds that Cumulus does not use (model_id, dataset_name, …) are
-// ignored.
+// (start_run → runs/get, runs/update; end_run → runs/update) call: the
+// routes and bodies of the MLflow Python client's RestStore and fluent
+// start_run of the 2.x releases (checked against its source); int64s are
+// taken as JSON numbers or strings. Fields a client adds that Cumulus
+// does not use (3.x's model_id, dataset_name, dataset_digest) are ignored.
 //
 // A job's calls carry its tracking token (MLFLOW_TRACKING_TOKEN, see
 // TrackingToken) and reach only its own run, whose id is the job's name,
