@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -97,5 +98,41 @@ func TestSweepYAML(t *testing.T) {
 	spec.Type = "command"
 	if _, err := spec.toARM(context.Background(), &client.Client{Scope: specScope}, "."); err == nil {
 		t.Error("a command job with search_space was taken")
+	}
+}
+
+// TestDocsSweepYAML: the sweep YAML docs/cli.md shows converts and passes
+// the server's checks as it is.
+func TestDocsSweepYAML(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```yaml\n$schema: https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json\n"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatal("docs/cli.md shows no sweep YAML")
+	}
+	body := string(doc)[i+len("```yaml\n"):]
+	body = body[:strings.Index(body, "```")]
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sweep.yml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := loadYAML[JobSpec](filepath.Join(dir, "sweep.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Code, spec.Trial.Code = "", "" // the code folder is the reader's own
+	spec.Name = "lightgbm-sweep"
+	j, err := spec.toARM(context.Background(), &client.Client{Scope: specScope}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.PrepareJob(&j, j.Name); err != nil {
+		t.Fatal(err)
+	}
+	if p := j.Properties; p.Limits.MaxTotalTrials != 20 || p.EarlyTermination.PolicyType != "Bandit" || len(p.SearchSpace) != 2 {
+		t.Errorf("sweep: %+v", p)
 	}
 }
