@@ -77,7 +77,7 @@ func (j *Job) IsSweep() bool { return strings.EqualFold(j.Properties.JobType, Jo
 // SweepSpace is a sweep's parsed search space (checked at submission).
 func (j *Job) SweepSpace() (sweep.Space, error) { return sweep.ParseSpace(j.Properties.SearchSpace) }
 
-// MaxTotalTrials and MaxConcurrentTrials are a sweep's limits (filled at
+// MaxTotalTrials is how many trials a sweep runs in all (filled at
 // submission).
 func (j *Job) MaxTotalTrials() int {
 	if l := j.Properties.Limits; l != nil {
@@ -86,6 +86,7 @@ func (j *Job) MaxTotalTrials() int {
 	return 0
 }
 
+// MaxConcurrentTrials is how many trials may run at once.
 func (j *Job) MaxConcurrentTrials() int {
 	if l := j.Properties.Limits; l != nil && l.MaxConcurrentTrials > 0 {
 		return int(l.MaxConcurrentTrials)
@@ -97,22 +98,22 @@ func (j *Job) MaxConcurrentTrials() int {
 // its child jobs.
 func TrialName(sweepName string, i int) string { return fmt.Sprintf("%s_%d", sweepName, i) }
 
-// Trial is the command job of trial name of sweep s with params: the
+// Trial is the command job of trial name of sweep j with params: the
 // template's command with ${{search_space.x}} bound, the sweep's inputs,
 // outputs, compute, experiment and image, and trial_timeout as its limit.
-func (s *Job) Trial(name string, params map[string]any) Job {
-	sp, t := s.Properties, s.Properties.Trial
-	j := Job{Name: name}
-	p := &j.Properties
-	p.JobType, p.Command, p.CodeID, p.EnvironmentID = JobTypeCommand, bindSearchSpace(t.Command, params), t.CodeID, t.EnvironmentID
-	p.EnvironmentVariables, p.Resources, p.Distribution = cloneMap(t.EnvironmentVariables), t.Resources, t.Distribution
+func (j *Job) Trial(name string, params map[string]any) Job {
+	sp, tc := j.Properties, j.Properties.Trial
+	t := Job{Name: name}
+	p := &t.Properties
+	p.JobType, p.Command, p.CodeID, p.EnvironmentID = JobTypeCommand, bindSearchSpace(tc.Command, params), tc.CodeID, tc.EnvironmentID
+	p.EnvironmentVariables, p.Resources, p.Distribution = cloneMap(tc.EnvironmentVariables), tc.Resources, tc.Distribution
 	p.ComputeID, p.ExperimentName, p.Image, p.Priority = sp.ComputeID, sp.ExperimentName, sp.Image, sp.Priority
 	p.Inputs, p.Outputs, p.QueueSettings, p.Identity = sp.Inputs, sp.Outputs, sp.QueueSettings, sp.Identity
-	p.DisplayName, p.ParentJobName, p.Parameters = name, s.Name, params
+	p.DisplayName, p.ParentJobName, p.Parameters = name, j.Name, params
 	if l := sp.Limits; l != nil && l.TrialTimeout != "" {
 		p.Limits = &JobLimits{JobLimitsType: JobTypeCommand, Timeout: l.TrialTimeout}
 	}
-	return j
+	return t
 }
 
 func cloneMap(m map[string]string) map[string]string {

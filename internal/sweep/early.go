@@ -49,8 +49,8 @@ func (p Policy) evaluatedAt(n int) int {
 }
 
 // Terminate names the running trials the policy stops: each is judged at
-// its latest evaluation interval against every trial (running or not)
-// that reached that interval.
+// its latest evaluation interval that another trial also reached, against
+// every trial (running or not) that reached that interval.
 func Terminate(p Policy, maximize bool, trials []TrialSeries) []string {
 	better := func(a, b float64) bool { // a is better than b
 		if maximize {
@@ -63,7 +63,16 @@ func Terminate(p Policy, maximize bool, trials []TrialSeries) []string {
 		if !t.Running {
 			continue
 		}
-		k := p.evaluatedAt(len(t.Values))
+		// Judged where another trial can be compared with it: a trial
+		// ahead of the others is judged at the furthest interval one of
+		// them reached, not left unjudged until they catch up.
+		reach := 0
+		for _, o := range trials {
+			if o.Name != t.Name {
+				reach = max(reach, len(o.Values))
+			}
+		}
+		k := p.evaluatedAt(min(len(t.Values), reach))
 		if k == 0 {
 			continue
 		}

@@ -32,6 +32,21 @@ func TestBandit(t *testing.T) {
 	}
 }
 
+// TestAheadIsJudged: a trial that logged more values than the others is
+// judged at the furthest interval another reached.
+func TestAheadIsJudged(t *testing.T) {
+	trials := []TrialSeries{
+		{Name: "fast-laggard", Values: []float64{0.1, 0.1, 0.1, 0.1, 0.1, 0.1}, Running: true},
+		{Name: "slow-leader", Values: []float64{0.9, 0.9}, Running: true},
+	}
+	if got := Terminate(Policy{Type: Bandit, SlackFactor: 0.1, EvaluationInterval: 1}, true, trials); !reflect.DeepEqual(got, []string{"fast-laggard"}) {
+		t.Errorf("bandit: %v", got)
+	}
+	if got := Terminate(Policy{Type: Bandit, SlackFactor: 0.1}, true, trials[:1]); got != nil {
+		t.Errorf("a trial alone: %v", got)
+	}
+}
+
 func TestMedianStopping(t *testing.T) {
 	trials := []TrialSeries{
 		{Name: "a", Values: []float64{0.5, 0.6}},
