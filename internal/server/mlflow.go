@@ -206,7 +206,7 @@ func (s *Server) mlflow(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return struct{}{}, s.db.Tx(ctx, func(q store.Querier) error { return store.PutMetrics(ctx, q, j.UID, []store.Metric{m}) })
+		return struct{}{}, limitError(s.db.Tx(ctx, func(q store.Querier) error { return store.PutMetrics(ctx, q, j.UID, []store.Metric{m}) }))
 	case "runs/log-parameter":
 		return struct{}{}, s.logRun(ctx, j.UID, nil, []mlflowKV{{req.Key, valueString(req.Value)}}, nil, now)
 	case "runs/set-tag":
@@ -260,6 +260,14 @@ func (s *Server) logRun(ctx context.Context, uid string, metrics []mlflowMetric,
 	})
 	if errors.Is(err, store.ErrParamChanged) {
 		return mlflowInvalid("%s (params cannot change once logged; log a new param or a tag)", err.Error())
+	}
+	return limitError(err)
+}
+
+// limitError is MLflow's answer to a job past its metric values.
+func limitError(err error) error {
+	if errors.Is(err, store.ErrMetricLimit) {
+		return &mlflowError{Status: http.StatusBadRequest, Code: "RESOURCE_LIMIT_EXCEEDED", Message: err.Error() + "; log less often"}
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -113,7 +114,8 @@ func TestMLflowTracking(t *testing.T) {
 	// Refusals, in MLflow's error shape, that change nothing.
 	refused(403, "PERMISSION_DENIED")(h.mlflowCall(a, "POST", "runs/log-metric", map[string]any{"run_id": "b", "key": "x", "value": 1}))
 	refused(403, "PERMISSION_DENIED")(h.mlflowCall(tok["b"], "GET", "runs/get", "run_id=a"))
-	refused(401, "UNAUTHENTICATED")(h.mlflowCall(a[:len(a)-1]+"0", "GET", "runs/get", "run_id=a"))
+	forged := a[:len(a)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(a, "0")]
+	refused(401, "UNAUTHENTICATED")(h.mlflowCall(forged, "GET", "runs/get", "run_id=a"))
 	refused(401, "UNAUTHENTICATED")(h.mlflowCall(h.token, "GET", "runs/get", "run_id=a"))
 	refused(401, "UNAUTHENTICATED")(h.mlflowCall("", "GET", "runs/get", "run_id=a"))
 	refused(400, "INVALID_PARAMETER_VALUE")(h.mlflowCall(a, "POST", "runs/log-parameter", map[string]any{"run_id": "a", "key": "lr", "value": "0.1"}))
@@ -122,6 +124,11 @@ func TestMLflowTracking(t *testing.T) {
 	refused(400, "INVALID_PARAMETER_VALUE")(h.mlflowCall(a, "POST", "runs/log-batch", map[string]any{"run_id": "a",
 		"metrics": []map[string]any{{"key": "y", "value": 1}}, "params": []map[string]any{{"key": "lr", "value": "9"}}}))
 	refused(404, "ENDPOINT_NOT_FOUND")(h.mlflowCall(a, "POST", "runs/delete", map[string]any{"run_id": "a"}))
+	defer func(n int) { store.MaxMetricValues = n }(store.MaxMetricValues)
+	store.MaxMetricValues = 5
+	refused(400, "RESOURCE_LIMIT_EXCEEDED")(h.mlflowCall(a, "POST", "runs/log-batch", map[string]any{"run_id": "a",
+		"metrics": []map[string]any{{"key": "z", "value": 1, "step": 1}, {"key": "z", "value": 2, "step": 2}}}))
+	store.MaxMetricValues = 100_000
 
 	// The owner reads the job's metrics through the API.
 	var m api.JobMetrics

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -32,17 +33,46 @@ const (
 	kindTag   = "tag"
 )
 
-// MaxMetricValues bounds the values one read returns (per job).
-const MaxMetricValues = 100_000
+// MaxMetricValues bounds the values a job may log, so that every value
+// stored can be read back at once (a variable for tests).
+var MaxMetricValues = 100_000
+
+// ErrMetricLimit: a job logged MaxMetricValues metric values already.
+var ErrMetricLimit = errors.New("too many metric values")
+
+// kindCount is the job_params row that counts a job's metric values.
+const kindCount = "count"
 
 // PutMetrics stores metric values of job (its uid). A value logged again
 // (the same name, step, time and value: a retried request) is stored once.
+// Past MaxMetricValues values in all it is ErrMetricLimit, and the
+// caller's transaction rolls back.
 func PutMetrics(ctx context.Context, q Querier, job string, ms []Metric) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	var stored int64
+	var had string
+	err := q.QueryRowContext(ctx, `SELECT value FROM job_params WHERE job = ? AND kind = ? AND name = 'metrics'`, job, kindCount).Scan(&had)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("metric count: %w", err)
+	}
+	stored, _ = strconv.ParseInt(had, 10, 64)
 	for _, m := range ms {
-		if _, err := q.ExecContext(ctx, `INSERT INTO job_metrics (job, name, step, time, value) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (job, name, step, time, value) DO NOTHING`, job, m.Name, m.Step, m.Time.UnixMilli(), m.Value); err != nil {
+		res, err := q.ExecContext(ctx, `INSERT INTO job_metrics (job, name, step, time, value) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (job, name, step, time, value) DO NOTHING`, job, m.Name, m.Step, m.Time.UnixMilli(), m.Value)
+		if err != nil {
 			return fmt.Errorf("metric %s: %w", m.Name, err)
 		}
+		n, _ := res.RowsAffected()
+		stored += n
+	}
+	if stored > int64(MaxMetricValues) {
+		return fmt.Errorf("%w: a job keeps at most %d", ErrMetricLimit, MaxMetricValues)
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO job_params (job, kind, name, value) VALUES (?, ?, 'metrics', ?)
+		ON CONFLICT (job, kind, name) DO UPDATE SET value = excluded.value`, job, kindCount, strconv.FormatInt(stored, 10)); err != nil {
+		return fmt.Errorf("metric count: %w", err)
 	}
 	return nil
 }
@@ -137,7 +167,7 @@ func PutTags(ctx context.Context, q Querier, job string, ts []RunValue) error {
 
 // RunData reads job's params and tags, each sorted by name.
 func RunData(ctx context.Context, q Querier, job string) (params, tags []RunValue, err error) {
-	rows, err := q.QueryContext(ctx, `SELECT kind, name, value FROM job_params WHERE job = ? ORDER BY kind, name`, job)
+	rows, err := q.QueryContext(ctx, `SELECT kind, name, value FROM job_params WHERE job = ? AND kind IN (?, ?) ORDER BY kind, name`, job, kindParam, kindTag)
 	if err != nil {
 		return nil, nil, fmt.Errorf("run data: %w", err)
 	}

@@ -58,6 +58,22 @@ func TestJobMetrics(t *testing.T) {
 	if err != nil || len(params) != 1 || params[0].Value != "0.1" || len(tags) != 1 || tags[0].Value != "b" {
 		t.Fatalf("run data: %+v %+v %v", params, tags, err)
 	}
+	// A job keeps at most MaxMetricValues values; the call past it stores
+	// none of its values.
+	defer func(n int) { MaxMetricValues = n }(MaxMetricValues)
+	MaxMetricValues = 6
+	err = db.Tx(ctx, func(q Querier) error {
+		return PutMetrics(ctx, q, "u1", []Metric{{Name: "x", Value: 1, Time: t0}, {Name: "x", Value: 2, Time: t0}})
+	})
+	if !errors.Is(err, ErrMetricLimit) {
+		t.Fatalf("past the limit: %v", err)
+	}
+	if err := PutMetrics(ctx, db.W(), "u1", []Metric{{Name: "x", Value: 1, Time: t0}, ms[0]}); err != nil {
+		t.Fatalf("up to the limit: %v", err)
+	}
+	if all, _ := Metrics(ctx, db.Q(), "u1", ""); len(all) != 6 {
+		t.Fatalf("%d values stored, want 6", len(all))
+	}
 	if err := DeleteJob(ctx, db.W(), "u1"); err != nil {
 		t.Fatal(err)
 	}
