@@ -59,8 +59,9 @@ func (s *server) runSweep(name, compute string, timeout time.Duration) (api.Job,
 
 // A sweep of 12 trials, 3 at a time on a cluster of at most 3 nodes: the
 // cluster grows to 3 and no further, every trial logs its metric through
-// MLflow's API, grid and random sampling each name the trial of the best
-// score as the best, and the cluster shrinks after.
+// MLflow's API, grid, random and Bayesian sampling each name the trial of
+// the best score as the best (grid: the optimum), and the cluster shrinks
+// after.
 func TestSweepGridAndRandom(t *testing.T) {
 	trial := buildTrial(t)
 	s := startServer(t)
@@ -71,7 +72,7 @@ func TestSweepGridAndRandom(t *testing.T) {
 	for _, c := range []struct {
 		alg   string
 		space map[string]any
-	}{{"Grid", grid}, {"Random", random}} {
+	}{{"Grid", grid}, {"Random", random}, {"Bayesian", random}} {
 		name := "sweep-" + strings.ToLower(c.alg)
 		s.submitJob(sweepJob(name, "cpu", cmd, c.space, c.alg, 12, 3))
 		sw, trials, most := s.runSweep(name, "cpu", 3*time.Minute)
