@@ -52,7 +52,7 @@ func trialsTable(sw api.Job, trials []api.Job) *table {
 	for _, j := range trials {
 		row := []any{j.Name, j.Properties.Status}
 		for _, n := range names {
-			row = append(row, sweep.Format(j.Properties.Parameters[n]))
+			row = append(row, shortValue(j.Properties.Parameters[n]))
 		}
 		v := "-"
 		if x, ok := j.Properties.Metrics[metric]; ok {
@@ -73,4 +73,12 @@ func upper(ss []string) []string {
 		out[i] = strings.ToUpper(s)
 	}
 	return out
+}
+
+// shortValue is a parameter as a table shows it: 6 significant digits.
+func shortValue(v any) string {
+	if f, ok := v.(float64); ok {
+		return strconv.FormatFloat(f, 'g', 6, 64)
+	}
+	return sweep.Format(v)
 }
