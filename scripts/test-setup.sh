@@ -6,7 +6,10 @@
 # (python3-torch, openmpi-bin, python3-mpi4py), Debian's prometheus
 # (promtool and the server) for the metrics tests, Debian's postgresql for the
 # postgres store's tests (only its binaries: internal/pgtest runs a private
-# server per test process; nothing here starts a system one), and the Kubernetes test tools
+# server per test process; nothing here starts a system one), the official Azure
+# clients test/sdk drives (Debian's python3-azure: azure-ai-ml and
+# azure-mgmt-machinelearningservices; @azure/arm-machinelearning by npm ci in
+# test/sdk/js), and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -31,6 +34,7 @@ for p in python3-torch openmpi-bin python3-mpi4py; do
 done
 command -v promtool >/dev/null 2>&1 || framework_pkgs+=(prometheus) # promtool and a server for the metrics tests
 dpkg -s postgresql >/dev/null 2>&1 || framework_pkgs+=(postgresql) # initdb and postgres for internal/pgtest
+dpkg -s python3-azure >/dev/null 2>&1 || framework_pkgs+=(python3-azure) # test/sdk: azure-ai-ml, azure-mgmt-machinelearningservices
 if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#framework_pkgs[@]} -gt 0 ]; then
   $sudo apt-get update -qq
 fi
@@ -58,5 +62,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 if [ ! -d test/ui/node_modules/playwright-core ]; then
   (cd test/ui && npm ci --no-audit --no-fund)
+fi
+if [ ! -d test/sdk/js/node_modules/@azure/arm-machinelearning ]; then
+  (cd test/sdk/js && npm ci --no-audit --no-fund)
 fi
 bash scripts/kube-tools.sh

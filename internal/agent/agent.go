@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -38,9 +39,12 @@ type Config struct {
 	NodeID    string // set when the provider created the node record first
 	WorkDir   string // identity.json and jobs/<uid>/ live here
 	CAFile    string // PEM CA to trust for ServerURL ("" for plain HTTP or system roots)
-	Address   string // IP other nodes reach this node at ("" to detect)
-	Hostname  string // "" for os.Hostname
-	Version   string // agent version reported at registration
+	// TLSServerName is the name the server's certificate is checked for,
+	// when it is not ServerURL's host (a subnet's bridge address).
+	TLSServerName string
+	Address       string // IP other nodes reach this node at, or a CIDR to take it in ("" to detect)
+	Hostname      string // "" for os.Hostname
+	Version       string // agent version reported at registration
 
 	// Resource limits for jobs (0: none). Enforced with cgroup v2 where
 	// possible, else only recorded.
@@ -74,6 +78,10 @@ type Config struct {
 	// Docker is the container runtime's CLI for jobs that name an image
 	// ("docker"; "" or "none": run every job as plain processes).
 	Docker string
+	// JobNetwork is the network of job containers (docker run --network):
+	// "" is the host's; a node that is itself a container in a network of
+	// its own has "container:<its name>", so that its jobs share it.
+	JobNetwork string
 	// PullTimeout bounds pulling a job's image that is not on the node.
 	PullTimeout time.Duration
 	// Image is the image this node itself runs in, when the provider made
@@ -162,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c, err := newClient(cfg.ServerURL, cfg.CAFile, cfg.HTTPClient)
+	c, err := newClient(cfg.ServerURL, cfg.CAFile, cfg.TLSServerName, cfg.HTTPClient)
 	if err != nil {
 		return err
 	}
@@ -238,8 +246,12 @@ func (a *agent) run(ctx context.Context) error {
 	if err := a.isolate(); err != nil {
 		return err
 	}
-	if a.cfg.Address == "" {
-		a.cfg.Address = detectAddress()
+	if a.cfg.Address == "" || strings.Contains(a.cfg.Address, "/") {
+		addr, err := detectAddress(a.cfg.Address)
+		if err != nil {
+			return err
+		}
+		a.cfg.Address = addr
 	}
 	if a.cfg.Hostname == "" {
 		a.cfg.Hostname, _ = os.Hostname()

@@ -70,19 +70,22 @@ type client struct {
 
 // newClient builds a client of serverURL, one URL or a comma-separated
 // list of the control plane's replicas.
-func newClient(serverURL, caFile string, hc *http.Client) (*client, error) {
+func newClient(serverURL, caFile, serverName string, hc *http.Client) (*client, error) {
 	servers, err := endpoints.New(serverURL)
 	if err != nil {
 		return nil, err
 	}
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		if caFile != "" || serverName != "" {
+			tr.TLSClientConfig = &tls.Config{ServerName: serverName, MinVersion: tls.VersionTLS12}
+		}
 		if caFile != "" {
 			pool, err := tlsutil.Pool(caFile)
 			if err != nil {
 				return nil, err
 			}
-			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			tr.TLSClientConfig.RootCAs = pool
 		}
 		hc = &http.Client{Transport: tr}
 	}

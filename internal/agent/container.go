@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -16,8 +17,9 @@ import (
 
 // Container runtime: a job whose assignment names an image runs each of
 // its processes in a container of that image (docker), with the job's
-// directory mounted at the same path, host networking (ranks reach each
-// other as with plain processes), the node's CPU and memory limits and the
+// directory mounted at the same path, the node's network (the host's, or
+// that of the node's own container: ranks reach each other as with plain
+// processes), the node's CPU and memory limits and the
 // GPUs the job was given. Without a runtime the job runs as plain
 // processes, and its log says so.
 
@@ -87,7 +89,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	j.containers = append(j.containers, name)
 	args := []string{"run", "--rm", "--name", name, "--init",
 		"--label", "cumulus.job=" + j.asg.UID, "--label", "cumulus.job-node=" + j.a.node(),
-		"--network", "host", "-v", j.dir + ":" + j.dir, "-w", j.dir}
+		"--network", cmp.Or(j.a.cfg.JobNetwork, "host"), "-v", j.dir + ":" + j.dir, "-w", j.dir}
 	if c := j.a.cfg.VCPUs; c > 0 {
 		args = append(args, "--cpus", strconv.Itoa(min(c, hostCPUs())))
 	}

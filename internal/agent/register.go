@@ -144,21 +144,47 @@ func (a *agent) register(ctx context.Context) error {
 	}
 }
 
-// detectAddress returns the first non-loopback IPv4 address, else 127.0.0.1.
-func detectAddress() string {
+// detectAddress returns this machine's address in the range within, or its
+// first non-loopback IPv4 address (see pickAddress).
+func detectAddress(within string) (string, error) {
 	addrs, err := net.InterfaceAddrs()
-	if err == nil {
-		for _, ad := range addrs {
-			ipn, ok := ad.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			if ip := ipn.IP.To4(); ip != nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast() {
-				return ip.String()
-			}
+	if err != nil {
+		addrs = nil
+	}
+	return pickAddress(addrs, within)
+}
+
+// pickAddress is the node's address among its interfaces' addresses: the
+// first IPv4 one in the range within (a CIDR, e.g. its subnet's), or,
+// when within is "", the first that is neither loopback nor link-local
+// (127.0.0.1 when there is none).
+func pickAddress(addrs []net.Addr, within string) (string, error) {
+	var want *net.IPNet
+	if within != "" {
+		_, nw, err := net.ParseCIDR(within)
+		if err != nil {
+			return "", fmt.Errorf("--address %s: neither an IP address nor a range: %w", within, err)
+		}
+		want = nw
+	}
+	for _, ad := range addrs {
+		ipn, ok := ad.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip := ipn.IP.To4()
+		switch {
+		case ip == nil:
+		case want != nil && want.Contains(ip):
+			return ip.String(), nil
+		case want == nil && !ip.IsLoopback() && !ip.IsLinkLocalUnicast():
+			return ip.String(), nil
 		}
 	}
-	return "127.0.0.1"
+	if want != nil {
+		return "", fmt.Errorf("--address %s: this machine has no address in that range", within)
+	}
+	return "127.0.0.1", nil
 }
 
 // writeFileAtomic writes b to path through a temporary file and a rename.

@@ -11,7 +11,7 @@ import (
 // naming the replica the agent talks to and the job's run; one without
 // gets none.
 func TestTrackingEnv(t *testing.T) {
-	c, err := newClient("https://cp1:8787/,https://cp2:8787", "", nil)
+	c, err := newClient("https://cp1:8787/,https://cp2:8787", "", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,11 +122,28 @@ type ClusterUpdateProperties struct {
 }
 
 // ComputeSecrets is the listKeys answer for an AmlCompute: the admin
-// credentials, the only place they are ever returned.
+// credentials, the only place they are ever returned. Azure's model has no
+// AmlCompute variant of ComputeSecrets, so official SDKs decode only its
+// variants (AKS, VirtualMachine, Databricks); the answer is therefore the
+// VirtualMachine variant, whose administratorAccount every SDK reads, with
+// the same credentials also under userAccountCredentials, as an AmlCompute
+// names them.
 type ComputeSecrets struct {
 	ComputeType            string                  `json:"computeType"`
+	AdministratorAccount   *AdministratorAccount   `json:"administratorAccount,omitempty"`
 	UserAccountCredentials *UserAccountCredentials `json:"userAccountCredentials,omitempty"`
 }
+
+// AdministratorAccount is Azure's VirtualMachineSshCredentials.
+type AdministratorAccount struct {
+	Username      string `json:"username"`
+	Password      string `json:"password,omitempty"`
+	PublicKeyData string `json:"publicKeyData,omitempty"`
+}
+
+// ComputeTypeSecrets is the computeType of a listKeys answer: see
+// ComputeSecrets.
+const ComputeTypeSecrets = "VirtualMachine"
 
 // Compute types, states and enumerations.
 const (

@@ -29,11 +29,11 @@ const TypeEnvironment = Provider + "/workspaces/environments/versions"
 // PrepareEnvironment validates an environment version.
 func PrepareEnvironment(e *Environment, name, version string) error {
 	var v Validation
-	if err := CheckJobName(name); err != nil {
-		v.Add(CodeInvalidName, "name", "environment %s", strings.TrimPrefix(err.Error(), "job "))
+	if err := CheckAssetName("environment name", name); err != nil {
+		v.Add(CodeInvalidName, "name", "%s", err)
 	}
-	if err := CheckJobName(version); err != nil {
-		v.Add(CodeInvalidName, "version", "environment version: %s", strings.TrimPrefix(err.Error(), "job name "))
+	if err := CheckAssetName("environment version", version); err != nil {
+		v.Add(CodeInvalidName, "version", "%s", err)
 	}
 	if e.Properties.Image == "" {
 		v.Add(CodeValidationError, "properties.image", "image is required (e.g. python:3.11 or a locally built image)")
@@ -47,7 +47,45 @@ func PrepareEnvironment(e *Environment, name, version string) error {
 	return v.Err()
 }
 
+// LatestVersion is the version ParseEnvironmentRef returns for
+// azureml:NAME@latest: the environment's newest version.
+const LatestVersion = "@latest"
+
+// EnvironmentContainer is an environment with its versions (GET
+// …/environments): ARM's EnvironmentContainer, with the image of the
+// latest version as a Cumulus extension.
+type EnvironmentContainer struct {
+	ID         string                         `json:"id"`
+	Name       string                         `json:"name"`
+	Type       string                         `json:"type"`
+	Properties EnvironmentContainerProperties `json:"properties"`
+}
+
+// EnvironmentContainerProperties says an environment's latest version.
+type EnvironmentContainerProperties struct {
+	LatestVersion string `json:"latestVersion"`
+	LatestImage   string `json:"latestImage,omitempty"`
+	Versions      int    `json:"versionCount"`
+}
+
+// TypeEnvironmentContainer is the ARM type of an environment.
+const TypeEnvironmentContainer = Provider + "/workspaces/environments"
+
+// CuratedEnvironmentHint says, for an environment name Azure ML curates
+// (AzureML-…), that Cumulus has none built in and what to use instead;
+// "" for other names.
+func CuratedEnvironmentHint(name string) string {
+	if !strings.HasPrefix(strings.ToLower(name), "azureml-") {
+		return ""
+	}
+	return fmt.Sprintf("%s is one of Azure ML's curated environments, which Cumulus does not have built in: "+
+		"run the job in an image (environment: {image: python:3.11-slim}, installing packages in the command), "+
+		"or create the environment once with an image of your choice (cumulus environment create --name %s --version 1 --image IMAGE; "+
+		"Azure publishes its curated images under mcr.microsoft.com/azureml/curated/)", name, name)
+}
+
 // ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",
+// "azureml:NAME@latest" (as azure-ai-ml sends "NAME@latest"),
 // an ARM id …/environments/NAME/versions/VERSION, or "image:REF" (an
 // inline image, as the CLI sends `environment: {image: …}`; it must be an
 // image reference, CheckImageRef).
@@ -64,9 +102,12 @@ func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
 		if i := strings.Index(rest, "/environments/"); i >= 0 { // azureml:/subscriptions/…
 			return ParseEnvironmentRef(rest)
 		}
+		if name, ok := strings.CutSuffix(rest, "@latest"); ok && name != "" && !strings.Contains(name, ":") {
+			return name, LatestVersion, "", nil
+		}
 		name, version, ok := strings.Cut(rest, ":")
 		if !ok || name == "" || version == "" {
-			return "", "", "", fmt.Errorf("environment %q must be azureml:<name>:<version> (versions are required)", ref)
+			return "", "", "", fmt.Errorf("environment %q must be azureml:<name>:<version> or azureml:<name>@latest", ref)
 		}
 		return name, version, "", nil
 	case strings.Contains(ref, "/environments/"):
@@ -76,4 +117,22 @@ func ParseEnvironmentRef(ref string) (name, version, image string, err error) {
 		}
 	}
 	return "", "", "", fmt.Errorf("environment %q is not azureml:<name>:<version>, an environment version id, or an inline image", ref)
+}
+
+// CheckAssetName applies Azure's rule for asset names and versions
+// (environments): 1–255 letters, digits, '-', '_' and '.', starting with a
+// letter or digit, as in AzureML-sklearn-1.0-ubuntu20.04-py38-cpu.
+func CheckAssetName(what, name string) error {
+	if len(name) < 1 || len(name) > 255 {
+		return fmt.Errorf("%s %q must be 1 to 255 characters long", what, name)
+	}
+	if !isLetter(name[0]) && !isDigit(name[0]) {
+		return fmt.Errorf("%s %q must start with a letter or digit", what, name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isLetter(c) && !isDigit(c) && c != '-' && c != '_' && c != '.' {
+			return fmt.Errorf("%s %q may contain only letters, digits, '-', '_' and '.'", what, name)
+		}
+	}
+	return nil
 }

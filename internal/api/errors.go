@@ -52,6 +52,7 @@ const (
 	CodeOperationInProgress = "OperationNotAllowed"
 	CodeUnsupported         = "UnsupportedComputeType"
 	CodeImmutable           = "PropertyChangeNotAllowed"
+	CodeUserError           = "UserError" // the ML resource provider's code for a call the resource does not support
 )
 
 func newErr(status int, code, format string, args ...any) *Error {

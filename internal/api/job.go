@@ -37,6 +37,9 @@ type JobProperties struct {
 	Properties           map[string]string    `json:"properties,omitempty"`
 	IsArchived           bool                 `json:"isArchived"`
 	Status               string               `json:"status,omitempty"`
+	// Services are the job's endpoints, read-only and filled when the job
+	// is answered (azure-ai-ml requires the map).
+	Services map[string]JobService `json:"services,omitempty"`
 
 	// SweepJob's (jobType Sweep; see sweep.go).
 	Trial             *TrialComponent         `json:"trial,omitempty"`
@@ -61,6 +64,13 @@ type JobProperties struct {
 	Sweep         *SweepStatus   `json:"sweep,omitempty"`
 	ParentJobName string         `json:"parentJobName,omitempty"`
 	Parameters    map[string]any `json:"parameters,omitempty"`
+}
+
+// JobService is one of a job's endpoints (Azure's JobService).
+type JobService struct {
+	JobServiceType string `json:"jobServiceType"`
+	Endpoint       string `json:"endpoint,omitempty"`
+	Status         string `json:"status,omitempty"`
 }
 
 // JobInput is a job input: a uri_folder/uri_file or a literal.

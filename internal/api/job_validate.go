@@ -67,7 +67,8 @@ func PrepareJob(j *Job, name string) error {
 	if p.Resources.InstanceCount < 1 {
 		v.Add(CodeValidationError, "properties.resources.instanceCount", "instanceCount must be at least 1, got %d", p.Resources.InstanceCount)
 	}
-	p.Cost = nil // read-only
+	p.Cost = nil     // read-only
+	p.Services = nil // read-only: filled when the job is answered
 	if l := p.Limits; l != nil && l.MaxCost != nil {
 		if l.JobLimitsType == "" {
 			l.JobLimitsType = "Command"

@@ -88,4 +88,7 @@ type VMPrice struct {
 // VMSizeList is the vmSizes answer (no paging).
 type VMSizeList struct {
 	Value []VMSize `json:"value"`
+	// AmlCompute is the same list under the name api-versions up to 2021
+	// give it; set only for them.
+	AmlCompute []VMSize `json:"amlCompute,omitempty"`
 }

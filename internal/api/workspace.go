@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"net/http"
+	"sort"
 	"time"
 )
 
@@ -58,4 +60,69 @@ func PrepareWorkspace(w *Workspace, s Scope, defaultLocation string) error {
 func ErrWorkspaceHasComputes(ws string, n int) *Error {
 	return &Error{Status: http.StatusConflict, Code: CodeConflict,
 		Message: "workspace " + ws + " still holds " + itoa(n) + " compute(s); delete them first or pass forceToPurge=true"}
+}
+
+// WorkspaceUpdate is the body of a workspace PATCH (Azure's
+// WorkspaceUpdateParameters): what is present replaces what is stored.
+// Properties Cumulus has no behaviour for are refused when given a value;
+// SDKs that send them as null are accepted.
+type WorkspaceUpdate struct {
+	Tags       map[string]string          `json:"tags,omitempty"`
+	Identity   *Identity                  `json:"identity,omitempty"`
+	SKU        *SKU                       `json:"sku,omitempty"`
+	Properties map[string]json.RawMessage `json:"properties,omitempty"`
+}
+
+// ApplyWorkspaceUpdate validates u and applies it to w; on an error w is
+// unchanged.
+func ApplyWorkspaceUpdate(w *Workspace, u WorkspaceUpdate) error {
+	var v Validation
+	props := w.Properties
+	if u.Tags != nil {
+		checkTags(&v, u.Tags)
+	}
+	if u.Identity != nil {
+		checkIdentity(&v, u.Identity)
+	}
+	keys := make([]string, 0, len(u.Properties))
+	for k := range u.Properties {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := u.Properties[k]
+		if string(raw) == "null" {
+			continue
+		}
+		var dst *string
+		switch k {
+		case "friendlyName":
+			dst = &props.FriendlyName
+		case "description":
+			dst = &props.Description
+		default:
+			v.Add(CodeValidationError, "properties."+k, "%s cannot be updated here: a workspace update changes tags, identity, sku, friendlyName and description", k)
+			continue
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			v.Add(CodeValidationError, "properties."+k, "%s must be a string", k)
+			continue
+		}
+		*dst = s
+	}
+	if err := v.Err(); err != nil {
+		return err
+	}
+	w.Properties = props
+	if u.Tags != nil {
+		w.Tags = u.Tags
+	}
+	if u.Identity != nil {
+		w.Identity = u.Identity
+	}
+	if u.SKU != nil {
+		w.SKU = u.SKU
+	}
+	return nil
 }

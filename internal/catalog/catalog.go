@@ -5,6 +5,8 @@ package catalog
 import (
 	"sort"
 	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/suggest"
 )
 
 // Size is one VM size of the catalog.
@@ -110,7 +112,7 @@ func Closest(name string, n int) []string {
 	var cs []cand
 	for _, s := range sizes {
 		l := strings.ToLower(s.Name)
-		d := distance(q, l)
+		d := suggest.Distance(q, l)
 		if strings.Contains(l, q) || strings.Contains(q, strings.TrimPrefix(l, "standard_")) {
 			d /= 2
 		}
@@ -122,27 +124,6 @@ func Closest(name string, n int) []string {
 		out = append(out, cs[i].name)
 	}
 	return out
-}
-
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // HourlyPrice is the price of one node of the size, dedicated or low priority.

@@ -43,8 +43,10 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 			pick(&cfg.NodeID, "node-id", "CUMULUS_NODE_ID")
 			pick(&cfg.WorkDir, "work-dir", "CUMULUS_WORK_DIR")
 			pick(&cfg.CAFile, "ca-file", "CUMULUS_CA_FILE")
+			pick(&cfg.TLSServerName, "tls-server-name", "CUMULUS_TLS_SERVER_NAME")
 			pick(&cfg.Address, "address", "CUMULUS_ADDRESS")
-			cfg.Image = os.Getenv("CUMULUS_NODE_IMAGE") // set by providers that make the node from a job's image
+			cfg.JobNetwork = os.Getenv("CUMULUS_JOB_NETWORK") // set by the docker provider for nodes in networks of their own
+			cfg.Image = os.Getenv("CUMULUS_NODE_IMAGE")       // set by providers that make the node from a job's image
 			if pem := os.Getenv("CUMULUS_CA_PEM"); pem != "" && cfg.CAFile == "" {
 				// The CA as text (a Kubernetes node pod reads it from its secret).
 				path, err := writeCA(cfg.WorkDir, pem)
@@ -79,7 +81,8 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&cfg.NodeID, "node-id", "", "node id the control plane gave this node (env CUMULUS_NODE_ID; empty: assigned at registration)")
 	fl.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "directory for the node identity and job folders (env CUMULUS_WORK_DIR)")
 	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE, or the PEM itself in CUMULUS_CA_PEM)")
-	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at (env CUMULUS_ADDRESS; default: the first non-loopback IPv4)")
+	fl.StringVar(&cfg.TLSServerName, "tls-server-name", "", "name to check the server's certificate for, when it is not the --server URL's host (env CUMULUS_TLS_SERVER_NAME)")
+	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at, or a range (CIDR) to take this machine's address in (env CUMULUS_ADDRESS; default: the first non-loopback IPv4)")
 	fl.StringVar(&cfg.Docker, "container-runtime", cfg.Docker, "docker CLI for jobs that name an image; none runs every job as plain processes")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")

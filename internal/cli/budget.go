@@ -61,7 +61,8 @@ func newBudgetCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&period, "period", "month", "month (calendar, UTC) or week (from Monday, UTC)")
 	fl.StringVar(&compute, "compute", "", "only this compute of the workspace")
 	fl.StringVar(&tag, "tag", "", "only the computes with this tag, KEY=VALUE")
-	fl.Float64SliceVar(&thresholds, "thresholds", nil, "percentages of the amount that alert (default 50,80,100)")
+	fl.Float64SliceVar(&thresholds, "thresholds", nil, "percentages of the amount that alert; 50,80,100 when not given")
+	fl.Lookup("thresholds").DefValue = "" // pflag would print "(default [])"
 	fl.StringVar(&action, "action", "alert", "at 100 %: alert, stop-scale-up or scale-to-min")
 	fl.StringVar(&webhook, "webhook", "", "URL a JSON notice is POSTed to at each threshold")
 	_ = cmd.MarkFlagRequired("name")

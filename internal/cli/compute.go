@@ -11,6 +11,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
@@ -20,7 +21,7 @@ func newComputeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
-		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g))
+		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g), newComputeValidateCmd(g))
 	cmd.AddCommand(newComputeUsageCmd(g))
 	return cmd
 }
@@ -55,6 +56,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 				if spec, err = loadYAML[ComputeSpec](f.file); err != nil {
 					return err
 				}
+				warn(g, f.file, spec.ignored())
 			}
 			applyComputeFlags(cmd, &f, &spec)
 			c, err := g.client()
@@ -70,8 +72,13 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			verb := "Creating"
+			if resp.Status == 200 { // as az ml compute create: an existing compute is updated
+				verb = "Updating"
+				fmt.Fprintf(g.stderr, "Compute %s exists: updated to the file and flags given, as 'az ml compute create' does ('compute apply --dry-run' shows changes first)\n", comp.Name)
+			}
 			if !f.noWait {
-				if err := waitWithProgress(ctx, g, c, resp, "Creating compute "+comp.Name); err != nil {
+				if err := waitWithProgress(ctx, g, c, resp, verb+" compute "+comp.Name); err != nil {
 					return err
 				}
 				if out, err = c.GetCompute(ctx, comp.Name); err != nil {
@@ -88,7 +95,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&f.size, "size", "", "VM size (default Standard_DS3_v2; see 'compute list-sizes')")
 	fl.StringVar(&f.tier, "tier", "", "dedicated or low_priority")
 	fl.Int32Var(&f.minInstances, "min-instances", 0, "minimum nodes kept (default 0)")
-	fl.Int32Var(&f.maxInstances, "max-instances", 1, "maximum nodes (default 1)")
+	fl.Int32Var(&f.maxInstances, "max-instances", 1, "maximum nodes")
 	fl.Int64Var(&f.idle, "idle-time-before-scale-down", 120, "seconds a node stays idle before it is removed")
 	fl.StringVar(&f.location, "location", "", "location (default: the workspace's)")
 	fl.StringVar(&f.description, "description", "", "description")
@@ -313,16 +320,26 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		idlePolicy     string
 		delayWeight    float64
 		file           string
+		sets           []string
 	)
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Update a cluster's scale settings, schedules, idle policy, tags or description",
 		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600
   cumulus compute update -n cpu-cluster --idle-policy adaptive
-  cumulus compute update --file compute.yml   # its schedules replace the cluster's`,
+  cumulus compute update --file compute.yml   # its schedules replace the cluster's
+  cumulus compute update -n cpu-cluster --set max_instances=8 --set tags.team=ml --set idle_policy.kind=adaptive`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set := cmd.Flags().Changed
+			for _, fixed := range []string{"size", "tier", "location", "vnet-name", "subnet"} {
+				if set(fixed) {
+					return fmt.Errorf("--%s cannot change on an existing compute (nor can size, tier, location or network); create another compute with it ('compute create -n NEW --%s …'), send jobs there and delete this one", fixed, fixed)
+				}
+			}
+			if set("set") {
+				return updateComputeSet(cmd, g, name, sets, noWait)
+			}
 			scale := set("min-instances") || set("max-instances") || set("idle-time-before-scale-down")
 			policy := set("idle-policy") || set("idle-delay-weight")
 			var spec *ComputeSpec
@@ -444,6 +461,13 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
 	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml amlcompute schema: its schedules replace the cluster's; its description, tags, instances, idle time and idle policy apply when given")
 	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
+	fl.StringArrayVar(&sets, "set", nil, "KEY=VALUE on the compute's YAML keys, as az's --set (max_instances=8, tags.team=ml, idle_policy.kind=adaptive, schedules.0.max_instances=2); repeatable, alone with --name")
+	// Accepted only to say that they cannot change, not "unknown flag".
+	var fixed string
+	for _, name := range []string{"size", "tier", "location", "vnet-name", "subnet"} {
+		fl.StringVar(&fixed, name, "", "cannot change on an existing compute")
+		_ = fl.MarkHidden(name)
+	}
 	return cmd
 }
 
@@ -693,6 +717,11 @@ func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if node == "" {
+				if node, err = onlyNode(cmd.Context(), c, name); err != nil {
+					return err
+				}
+			}
 			if err := c.SimulateEviction(cmd.Context(), name, node); err != nil {
 				return err
 			}
@@ -701,10 +730,28 @@ func newComputeSimulateEvictionCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
-	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes')")
+	cmd.Flags().StringVar(&node, "node-id", "", "node to preempt (see 'compute list-nodes'); may be left out when the cluster has one node")
 	_ = cmd.MarkFlagRequired("name")
-	_ = cmd.MarkFlagRequired("node-id")
 	return cmd
+}
+
+// onlyNode is the node of a cluster that has exactly one.
+func onlyNode(ctx context.Context, c *client.Client, compute string) (string, error) {
+	nodes, err := c.ListNodes(ctx, compute)
+	if err != nil {
+		return "", err
+	}
+	switch len(nodes) {
+	case 0:
+		return "", fmt.Errorf("compute %s has no nodes to preempt", compute)
+	case 1:
+		return nodes[0].NodeID, nil
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.NodeID
+	}
+	return "", fmt.Errorf("compute %s has %d nodes: give --node-id, one of %s", compute, len(nodes), strings.Join(ids, ", "))
 }
 
 func newComputeConnectSSHCmd(g *globals) *cobra.Command {
@@ -761,4 +808,40 @@ func newComputeConnectSSHCmd(g *globals) *cobra.Command {
 	_ = cmd.MarkFlagRequired("name")
 	_ = cmd.MarkFlagRequired("node-id")
 	return cmd
+}
+
+// updateComputeSet applies --set assignments to the compute as it is now,
+// in its YAML keys, and updates it to the result as 'compute apply' does
+// (guarded by the ETag, again on a conflict).
+func updateComputeSet(cmd *cobra.Command, g *globals, name string, sets []string, noWait bool) error {
+	others := false
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name != "set" && f.Name != "name" && f.Name != "no-wait" && cmd.LocalFlags().Lookup(f.Name) != nil {
+			others = true
+		}
+	})
+	if others || name == "" {
+		return fmt.Errorf("--set goes with --name alone (put every change in --set, or use the other flags without it)")
+	}
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	cur, err := c.GetCompute(ctx, name)
+	if err != nil {
+		return err
+	}
+	spec, err := setPaths(fromARM(cur).ComputeSpec, sets, computeSetRefused)
+	if err != nil {
+		return err
+	}
+	if _, err := applyCompute(ctx, g, c, spec, false, noWait); err != nil {
+		return err
+	}
+	out, err := c.GetCompute(ctx, name)
+	if err != nil {
+		return err
+	}
+	return g.showCompute(out)
 }

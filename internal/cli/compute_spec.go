@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -101,9 +102,18 @@ func loadYAML[T any](path string) (T, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("%s: %w", path, err)
+		return s, keysOf(reflect.TypeFor[T]()).explain(path, b, err)
 	}
 	return s, nil
+}
+
+// ignored lists the keys of the file that Cumulus accepts but does not
+// act on, each with why.
+func (s ComputeSpec) ignored() []string {
+	if s.ResourceID != "" {
+		return []string{"resource_id is ignored: it attaches an existing Azure resource, and Cumulus creates its clusters itself"}
+	}
+	return nil
 }
 
 var identityTypes = map[string]string{

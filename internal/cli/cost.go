@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ func newCostShowCmd(g *globals) *cobra.Command {
 			format := g.output
 			if format != "csv" {
 				if _, err := g.format("table"); err != nil {
-					return fmt.Errorf("--output %q is not one of table, json, yaml, csv", g.output)
+					return fmt.Errorf("--output %q is not one of %s, csv", g.output, strings.Join(outputFormats, ", "))
 				}
 			}
 			now := time.Now()

@@ -78,10 +78,10 @@ func TestCostReportMatchesNodeLives(t *testing.T) {
 		byKey[x.Key] = x
 	}
 	for _, name := range []string{"a", "b"} {
-		var j api.Job
+		var j JobView
 		json.Unmarshal([]byte(cli("job", "show", "-n", name, "-o", "json")), &j)
 		held := 0.0
-		for _, at := range j.Properties.Attempts {
+		for _, at := range j.Attempts {
 			held += at.Ended.Sub(*at.Assigned).Hours() * float64(len(at.Nodes))
 		}
 		if held == 0 || !sameCents(byKey[name].Cost, held*perHour) {
@@ -144,11 +144,11 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 			req += btoi(e.Type == api.EventNodeRequested)
 			rem += btoi(e.Type == api.EventNodeRemoved)
 		}
-		var jobs []api.Job
+		var jobs []JobView
 		json.Unmarshal([]byte(cli("job", "list", "-o", "json")), &jobs)
 		done := 0
 		for _, j := range jobs {
-			done += btoi(j.Properties.Status == api.JobCompleted)
+			done += btoi(j.Status == api.JobCompleted)
 		}
 		if done == 6 && req > 0 && rem == req {
 			break

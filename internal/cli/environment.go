@@ -24,7 +24,7 @@ func newEnvironmentCreateCmd(g *globals) *cobra.Command {
 	var name, version, image, description string
 	cmd := &cobra.Command{
 		Use:     "create",
-		Short:   "Create an environment version; jobs name it as azureml:<name>:<version>",
+		Short:   "Create an environment version; jobs name it as azureml:<name>:<version> or azureml:<name>@latest",
 		Example: "  cumulus environment create --name my-env --version 1 --image python:3.11",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,12 +77,25 @@ func newEnvironmentListCmd(g *globals) *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the versions of an environment",
+		Short: "List the workspace's environments, or with --name the versions of one",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if name == "" {
+				envs, err := c.ListEnvironments(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return g.show("table", envs, func() *table {
+					t := &table{header: []string{"NAME", "LATEST VERSION", "IMAGE", "VERSIONS"}}
+					for _, e := range envs {
+						t.add(e.Name, e.Properties.LatestVersion, e.Properties.LatestImage, e.Properties.Versions)
+					}
+					return t
+				})
 			}
 			list, err := c.ListEnvironmentVersions(cmd.Context(), name)
 			if err != nil {
@@ -91,7 +104,6 @@ func newEnvironmentListCmd(g *globals) *cobra.Command {
 			return g.show("table", list, func() *table { return envTable(list) })
 		},
 	}
-	cmd.Flags().StringVarP(&name, "name", "n", "", "environment name")
-	_ = cmd.MarkFlagRequired("name")
+	cmd.Flags().StringVarP(&name, "name", "n", "", "environment name (default: list every environment)")
 	return cmd
 }

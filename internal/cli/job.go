@@ -19,7 +19,7 @@ import (
 func newJobCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit and follow jobs (like 'az ml job')"}
 	cmd.AddCommand(newJobCreateCmd(g), newJobShowCmd(g), newJobListCmd(g), newJobCancelCmd(g), newJobStreamCmd(g), newJobDownloadCmd(g), newJobDeleteCmd(g), newJobEventsCmd(g))
-	cmd.AddCommand(newJobUsageCmd(g))
+	cmd.AddCommand(newJobUsageCmd(g), newJobUpdateCmd(g), newJobValidateCmd(g))
 	return cmd
 }
 
@@ -46,6 +46,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 				if spec, err = loadYAML[JobSpec](file); err != nil {
 					return err
 				}
+				warn(g, file, spec.ignored())
 				base = filepath.Dir(file)
 			}
 			set := cmd.Flags().Changed
@@ -116,7 +117,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stderr, "Submitted job %s\n", out.Name)
 				return streamJob(ctx, g, c, out.Name)
 			}
-			return g.showJob(out)
+			return g.showJob(c, out)
 		},
 	}
 	fl := cmd.Flags()
@@ -137,8 +138,10 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func (g *globals) showJob(j api.Job) error {
-	return g.show("json", j, func() *table {
+// showJob prints a job as az ml does (JSON by default), with the
+// studio's page of it in services.Studio.endpoint.
+func (g *globals) showJob(c *client.Client, j api.Job) error {
+	return g.show("json", jobFromARM(j, c.Server()), func() *table {
 		t := jobTable()
 		addJobRow(t, j)
 		return t
@@ -146,15 +149,15 @@ func (g *globals) showJob(j api.Job) error {
 }
 
 func jobTable() *table {
-	return &table{header: []string{"NAME", "STATUS", "COMPUTE", "NODES", "ATTEMPTS", "CREATED", "COST", "MESSAGE"}}
+	return &table{header: []string{"NAME", "DISPLAY NAME", "STATUS", "COMPUTE", "NODES", "ATTEMPTS", "CREATED", "COST", "MESSAGE"}}
 }
 
 func addJobRow(t *table, j api.Job) {
 	p := j.Properties
 	compute := p.ComputeID[strings.LastIndex(p.ComputeID, "/")+1:]
-	created := "-"
-	if len(p.History) > 0 {
-		created = p.History[0].Time.Local().Format("2006-01-02 15:04:05")
+	when := "-"
+	if c := created(j); !c.IsZero() {
+		when = c.Local().Format("2006-01-02 15:04:05")
 	}
 	spent := "-"
 	if c := p.Cost; c != nil {
@@ -163,7 +166,18 @@ func addJobRow(t *table, j api.Job) {
 			spent += " of " + money(*c.MaxCost)
 		}
 	}
-	t.add(j.Name, p.Status, compute, j.InstanceCount(), len(p.Attempts), created, spent, p.StatusMessage)
+	display := p.DisplayName
+	if display == "" || display == j.Name {
+		display = "-"
+	}
+	t.add(j.Name, display, p.Status, compute, j.InstanceCount(), len(p.Attempts), when, spent, orDash(p.StatusMessage))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func newJobShowCmd(g *globals) *cobra.Command {
@@ -191,11 +205,15 @@ func newJobShowCmd(g *globals) *cobra.Command {
 
 func newJobListCmd(g *globals) *cobra.Command {
 	var status, parent string
+	var maxResults int
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the workspace's jobs",
+		Short: "List the workspace's jobs, the newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxResults < 0 {
+				return fmt.Errorf("--max-results must be 0 (all) or more")
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -207,7 +225,15 @@ func newJobListCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.show("table", jobs, func() *table {
+			newestFirst(jobs)
+			if maxResults > 0 && len(jobs) > maxResults {
+				jobs = jobs[:maxResults]
+			}
+			views := make([]JobView, 0, len(jobs))
+			for _, j := range jobs {
+				views = append(views, jobFromARM(j, c.Server()))
+			}
+			return g.show("table", views, func() *table {
 				t := jobTable()
 				for _, j := range jobs {
 					addJobRow(t, j)
@@ -218,6 +244,7 @@ func newJobListCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status (Queued, Running, Completed, …)")
 	cmd.Flags().StringVar(&parent, "parent", "", "only the trials of this sweep job, with their parameters and metrics")
+	cmd.Flags().IntVar(&maxResults, "max-results", 0, "at most this many jobs, the newest (0: all)")
 	return cmd
 }
 
@@ -326,8 +353,13 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 		return nil
 	}
 	printStatus := func(h api.StatusChange) {
+		if h.Time.IsZero() { // a server that keeps no history: no time to show
+			fmt.Fprintf(g.stderr, "%s%s\n", h.Status, suffix(h.Reason))
+			return
+		}
 		fmt.Fprintf(g.stderr, "[%s] %s%s\n", h.Time.Local().Format("15:04:05"), h.Status, suffix(h.Reason))
 	}
+	waiting := "" // the queued job's reason last printed
 	for {
 		j, err := c.GetJob(ctx, name)
 		if err != nil {
@@ -337,7 +369,7 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 		terminal := api.JobTerminal(p.Status)
 		history := p.History
 		if len(history) == 0 { // a server that keeps no history
-			history = []api.StatusChange{{Status: p.Status, Time: time.Now(), Reason: p.StatusMessage}}
+			history = []api.StatusChange{{Status: p.Status, Reason: p.StatusMessage}}
 		}
 		n := len(p.Attempts)
 		if n != attempt && attempt > 0 {
@@ -348,10 +380,18 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 		for ; shown < len(history) && !(terminal && shown == len(history)-1); shown++ {
 			printStatus(history[shown])
 		}
+		if p.Status == api.JobQueued && p.StatusMessage != waiting && shown == len(history) {
+			// why it waits (at max nodes, quota, budget, provisioning),
+			// which changes without a status change
+			if p.StatusMessage != "" && (len(history) == 0 || history[len(history)-1].Reason != p.StatusMessage) {
+				fmt.Fprintf(g.stderr, "  %s\n", p.StatusMessage)
+			}
+			waiting = p.StatusMessage
+		}
 		if n != attempt {
 			attempt = n
 			if n > 1 {
-				fmt.Fprintf(g.stderr, "--- attempt %d ---\n", n)
+				fmt.Fprintf(g.stderr, "--- attempt %d%s ---\n", n, whyAgain(p.Attempts[n-2]))
 			}
 		}
 		if attempt > 0 {
@@ -374,6 +414,14 @@ func streamJob(ctx context.Context, g *globals, c *client.Client, name string) e
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// whyAgain says why a job runs again: how its previous attempt ended.
+func whyAgain(prev api.Attempt) string {
+	if prev.Reason == "" {
+		return fmt.Sprintf(" (attempt %d ended)", prev.Number)
+	}
+	return fmt.Sprintf(" (attempt %d ended: %s)", prev.Number, prev.Reason)
 }
 
 func suffix(msg string) string {
@@ -441,9 +489,16 @@ func newJobDownloadCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
-	cmd.Flags().StringVar(&output, "output-name", "default", "output to download (default: $CUMULUS_OUTPUT_DIR)")
+	cmd.Flags().StringVar(&output, "output-name", "default", "output to download (\"default\" is what the job wrote to $CUMULUS_OUTPUT_DIR)")
 	cmd.Flags().StringVarP(&dir, "download-path", "p", ".", "folder to download into (outputs land in <path>/artifacts/<name>)")
 	cmd.Flags().BoolVar(&all, "all", false, "download every output")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
+}
+
+// warn prints each of a file's warnings on stderr.
+func warn(g *globals, file string, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintf(g.stderr, "warning: %s: %s\n", filepath.Base(file), w)
+	}
 }

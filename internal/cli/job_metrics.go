@@ -16,7 +16,7 @@ import (
 // value of each metric in properties.metrics); in table format, then each
 // metric's latest value and a chart of its values over steps.
 func (g *globals) showJobWithMetrics(ctx context.Context, c *client.Client, j api.Job) error {
-	if err := g.showJob(j); err != nil {
+	if err := g.showJob(c, j); err != nil {
 		return err
 	}
 	f, _ := g.format("json")

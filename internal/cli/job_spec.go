@@ -75,14 +75,32 @@ type OutputSpec struct {
 	Mode string `yaml:"mode,omitempty"`
 }
 
+// ignored lists the keys of the file that Cumulus accepts, as the az ml
+// schema has them, but does not act on, each with why.
+func (s JobSpec) ignored() []string {
+	var out []string
+	if r := s.Resources; r != nil && r.InstanceType != "" {
+		out = append(out, "resources.instance_type is ignored: a job runs on its compute's size (size: of the compute)")
+	}
+	if r := s.Resources; r != nil && r.ShmSize != "" {
+		out = append(out, "resources.shm_size is ignored: job containers get the container runtime's default /dev/shm")
+	}
+	return out
+}
+
 // toARM converts the YAML to a command job. baseDir resolves relative
-// paths (code:, local inputs), which are packed and uploaded.
+// paths (code:, local inputs), which are packed and uploaded; with no
+// client (job validate) they are only checked to be folders.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
 	if strings.EqualFold(s.Type, "sweep") {
 		return s.sweepToARM(ctx, c, baseDir)
 	}
 	if s.Trial != nil || s.SearchSpace != nil || s.Objective != nil || s.EarlyTermination != nil || s.SamplingAlgorithm.Kind != 0 {
 		return api.Job{}, fmt.Errorf("trial, search_space, sampling_algorithm, objective and early_termination belong to sweep jobs; set type: sweep")
+	}
+	sc := api.Scope{Subscription: "local", ResourceGroup: "local", Workspace: "default"}
+	if c != nil {
+		sc = c.Scope
 	}
 	if t := strings.ToLower(s.Type); t != "" && t != "command" {
 		return api.Job{}, fmt.Errorf("job type %q is not supported: Cumulus runs command jobs", s.Type)
@@ -104,7 +122,7 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 	if p.ExperimentName == "" {
 		p.ExperimentName = "Default"
 	}
-	p.ComputeID = c.Scope.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
+	p.ComputeID = sc.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
 	if r := s.Resources; r != nil {
 		p.Resources = &api.JobResources{InstanceCount: r.InstanceCount, InstanceType: r.InstanceType, ShmSize: r.ShmSize}
 	}
@@ -137,7 +155,7 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 		if err != nil {
 			return j, fmt.Errorf("code %s: %w", s.Code, err)
 		}
-		p.CodeID = c.Scope.WorkspaceID() + "/codes/" + name + "/versions/" + digest
+		p.CodeID = sc.WorkspaceID() + "/codes/" + name + "/versions/" + digest
 	}
 	for k, n := range s.Inputs {
 		in, err := inputOf(ctx, c, baseDir, k, n)
@@ -181,7 +199,11 @@ func environmentID(n yaml.Node) (string, error) {
 	case 0:
 		return "", nil
 	case yaml.ScalarNode:
-		return n.Value, nil
+		v := n.Value
+		if !strings.HasPrefix(v, "azureml:") && !strings.HasPrefix(v, "image:") && !strings.Contains(v, "/environments/") {
+			return "", fmt.Errorf("environment %q: name an environment as azureml:<name>:<version> or azureml:<name>@latest, or give an image as environment: {image: %s}", v, v)
+		}
+		return v, nil
 	case yaml.MappingNode:
 		var inline struct {
 			Image string `yaml:"image"`
@@ -241,6 +263,9 @@ func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, er
 	}
 	if !st.IsDir() {
 		return "", fmt.Errorf("%s is not a folder", dir)
+	}
+	if c == nil {
+		return "unchecked", nil
 	}
 	var buf bytes.Buffer
 	if err := files.Pack(&buf, dir); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
@@ -26,6 +27,7 @@ type globals struct {
 	resourceGroup string
 	workspace     string
 	output        string
+	queryExpr     string
 	stdout        io.Writer
 	stderr        io.Writer
 }
@@ -51,7 +53,7 @@ func oneLine(err error) string {
 				msg += "; " + d.Target + ": " + d.Message
 			}
 		}
-		return strings.ReplaceAll(msg, "\n", " ")
+		return yamlWords(strings.ReplaceAll(msg, "\n", " "))
 	}
 	return strings.ReplaceAll(err.Error(), "\n", " ")
 }
@@ -68,26 +70,82 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.configPath, "config", "", "CLI config file (env CUMULUS_CONFIG; default ~/.cumulus/config.yaml)")
+	pf.StringVar(&g.configPath, "config", "", "CLI config file (env CUMULUS_CONFIG; default <data dir>/config.yaml, the data dir being $CUMULUS_DATA_DIR or ~/.cumulus)")
 	pf.StringVar(&g.server, "server", "", "server URL, or several replicas' URLs comma-separated (env CUMULUS_SERVER; default from the config file)")
 	pf.StringVar(&g.subscription, "subscription", "", "subscription id (env CUMULUS_SUBSCRIPTION; default from the config file)")
 	pf.StringVarP(&g.resourceGroup, "resource-group", "g", "", "resource group (env CUMULUS_RESOURCE_GROUP; default from the config file)")
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
-	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json or yaml")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newVersionCmd(g))
+	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json, jsonc (colored), yaml, tsv or none (lists default to table, single resources to json)")
+	pf.StringVar(&g.queryExpr, "query", "", "JMESPath query applied to what -o json prints, as az's --query (e.g. \"[?status=='Running'].name\")")
+	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
+	strictGroups(root)
+	root.SetFlagErrorFunc(flagError)
 	return root
+}
+
+// flagError adds to an unknown flag the command's flag it is likely a typo
+// of, and to a flag that 'compute update' cannot take why.
+func flagError(c *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	})
+	if s := closest(name, names); s != "" {
+		return fmt.Errorf("%w; did you mean --%s?", err, s)
+	}
+	return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+}
+
+// strictGroups makes every command group refuse an unknown subcommand, as
+// the root does, instead of printing its help and exiting 0: the error
+// names the closest subcommands ("did you mean create?").
+func strictGroups(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		strictGroups(sub)
+	}
+	if cmd.Runnable() || !cmd.HasSubCommands() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		return errors.New(msg + " (see '" + c.CommandPath() + " --help')")
+	}
 }
 
 // client builds an API client from the config file, environment and flags
 // (in rising order of precedence).
 func (g *globals) client() (*client.Client, error) {
+	cfg, _, err := g.settings()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg)
+}
+
+// settings merges the config file, environment and flags (in rising order
+// of precedence) and names the config file read.
+func (g *globals) settings() (config.CLI, string, error) {
 	path := g.configPath
 	if path == "" {
 		path = config.Path()
 	}
 	cfg, err := config.Load(path)
 	if err != nil && !config.IsMissing(err) {
-		return nil, err
+		return cfg, path, err
 	}
 	pick := func(dst *string, env, flag string) {
 		if v := os.Getenv(env); v != "" {
@@ -103,7 +161,7 @@ func (g *globals) client() (*client.Client, error) {
 	pick(&cfg.ResourceGroup, "CUMULUS_RESOURCE_GROUP", g.resourceGroup)
 	pick(&cfg.Workspace, "CUMULUS_WORKSPACE", g.workspace)
 	if cfg.Server == "" && config.IsMissing(err) {
-		return nil, fmt.Errorf("no CLI config at %s: start the server once with 'cumulus serve' (it writes that file), or pass --server and set CUMULUS_TOKEN", path)
+		return cfg, path, missingConfig(path)
 	}
 	if cfg.Subscription == "" {
 		cfg.Subscription = "local"
@@ -114,7 +172,7 @@ func (g *globals) client() (*client.Client, error) {
 	if cfg.Workspace == "" {
 		cfg.Workspace = "default"
 	}
-	return client.New(cfg)
+	return cfg, path, nil
 }
 
 func newVersionCmd(g *globals) *cobra.Command {
@@ -131,3 +189,14 @@ func newVersionCmd(g *globals) *cobra.Command {
 
 // Version is set at build time with -ldflags "-X …/cli.Version=…".
 var Version = "dev"
+
+// missingConfig explains a missing CLI config: where it was looked for,
+// and how to point the CLI at the server's when that one runs with
+// another data dir.
+func missingConfig(path string) error {
+	hint := "start the server once with 'cumulus serve' (it writes that file)"
+	if os.Getenv("CUMULUS_CONFIG") == "" && os.Getenv("CUMULUS_DATA_DIR") == "" {
+		hint += "; if the server runs with CUMULUS_DATA_DIR=DIR, set the same CUMULUS_DATA_DIR here or pass --config DIR/config.yaml"
+	}
+	return fmt.Errorf("no CLI config at %s: %s; or pass --server and set CUMULUS_TOKEN", path, hint)
+}

@@ -29,8 +29,10 @@ func newServeCmd(g *globals) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the control plane (API, controllers, store) on this machine",
 		Long: `Run the Cumulus control plane. With no flags it listens on 127.0.0.1:8787,
-keeps its state in ~/.cumulus (SQLite), and on first start creates an admin
-token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
+keeps its state in ~/.cumulus (SQLite; --data-dir or CUMULUS_DATA_DIR), and on
+first start creates an admin token and writes <data dir>/config.yaml so the CLI
+works at once. With another data dir it prints the line that points a second
+shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyServerConfig(cmd, serverConfig); err != nil {
@@ -75,8 +77,14 @@ token and writes ~/.cumulus/config.yaml so the CLI works at once.`,
 				return err
 			}
 			fmt.Fprintf(g.stderr, "Cumulus is serving at %s (state in %s). Press Ctrl-C to stop.\n", d.URL, o.DataDir)
+			if hint := configHint(o); hint != "" {
+				fmt.Fprintln(g.stderr, hint)
+			}
 			<-ctx.Done()
 			log.Info("shutting down")
+			if o.Provider == "local" || o.Provider == "docker" {
+				defer fmt.Fprintln(g.stderr, "Stopped. Node agents keep running with their jobs and rejoin at the next 'cumulus serve', which then removes idle nodes as usual; to remove them now, scale or delete the computes before stopping.")
+			}
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			return d.Close(sctx)
@@ -224,4 +232,21 @@ func applyServerConfig(cmd *cobra.Command, path string) error {
 		}
 	}
 	return nil
+}
+
+// configHint is the line serve prints when the CLI config it writes is not
+// where a shell without CUMULUS_* variables looks (~/.cumulus/config.yaml).
+func configHint(o daemon.Options) string {
+	path := o.ConfigPath
+	if path == "" {
+		path = filepath.Join(o.DataDir, "config.yaml")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	if home, err := os.UserHomeDir(); err == nil && abs == filepath.Join(home, ".cumulus", "config.yaml") {
+		return ""
+	}
+	return fmt.Sprintf("The CLI config is %s; in another shell: export CUMULUS_CONFIG=%s", abs, abs)
 }

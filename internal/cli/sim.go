@@ -191,10 +191,10 @@ func runSim(g *globals, f *simFlags) error {
 		r.Timeline = nil // for the plot only: too long to print
 	}
 	switch {
-	case format != "table" && f.sweep == "":
-		return printValue(g.stdout, format, results[0])
-	case format != "table":
-		return printValue(g.stdout, format, results)
+	case (format != "table" || g.queryExpr != "") && f.sweep == "":
+		return g.printValue(format, results[0])
+	case format != "table" || g.queryExpr != "":
+		return g.printValue(format, results)
 	}
 	return simTable(results, f.byCluster).print(g.stdout)
 }
@@ -224,7 +224,7 @@ func simTable(results []*sim.Result, byCluster bool) *table {
 		"DELAY_MEAN_S", "P50_S", "P90_S", "P99_S", "COLD_STARTS", "PEAK_NODES", "SCALE_UPS", "SCALE_DOWNS"}}
 	row := func(label string, m sim.Metrics) {
 		d := m.QueueDelay
-		t.add(label, m.Cluster, m.Jobs, f1(m.BilledNodeHours), f1(m.BusyNodeHours), f1(m.IdleNodeHours), fmt.Sprintf("%.0f", m.Cost),
+		t.add(label, m.Cluster, m.Jobs, f1(m.BilledNodeHours), f1(m.BusyNodeHours), f1(m.IdleNodeHours), money(m.Cost),
 			f1(d.Mean), f1(d.P50), f1(d.P90), f1(d.P99), m.ColdStarts, m.PeakNodes, m.ScaleUps, m.ScaleDowns)
 	}
 	for _, r := range results {

@@ -106,3 +106,12 @@ func TestSimGenerate(t *testing.T) {
 		t.Error("unknown kind: exit 0")
 	}
 }
+
+// A small run's cost shows in cents, not rounded to whole dollars.
+func TestSimTableCostInCents(t *testing.T) {
+	var out strings.Builder
+	simTable([]*sim.Result{{Label: "idle=0", Total: sim.Metrics{Cluster: "cpu", Jobs: 1, Cost: 0.137}}}, false).print(&out)
+	if lines := strings.Split(out.String(), "\n"); len(lines) < 2 || strings.Fields(lines[1])[6] != "0.14" {
+		t.Errorf("sim table:\n%s", out.String())
+	}
+}

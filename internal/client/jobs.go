@@ -137,3 +137,9 @@ func (c *Client) JobMetrics(ctx context.Context, name string, metrics ...string)
 func (c *Client) ListTrials(ctx context.Context, sweep string) ([]api.Job, error) {
 	return ListAll[api.Job](ctx, c, http.MethodGet, c.wsPath()+"/jobs?parentJobName="+url.QueryEscape(sweep))
 }
+
+// ListEnvironments reads the workspace's environments, each with its
+// latest version.
+func (c *Client) ListEnvironments(ctx context.Context) ([]api.EnvironmentContainer, error) {
+	return ListAll[api.EnvironmentContainer](ctx, c, http.MethodGet, c.wsPath()+"/environments")
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -344,16 +345,17 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	h := hub.New()
 	d.hub = h
-	var controlPlane local.ControlPlane // subnets are not served over TLS: see bridgeListener
-	if tlsCfg == nil {
-		controlPlane = d.bridgeListener(host)
+	serverName := ""
+	if u, err := url.Parse(d.URL); err == nil && tlsCfg != nil {
+		serverName = u.Hostname()
 	}
+	controlPlane := d.bridgeListener(host, tlsCfg, serverName)
 	prov, err := newProvider(ctx, o, d.CAFile, controlPlane)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	network, lp := networkEnforcement(prov, o)
+	network, nw := networkEnforcement(prov, o)
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -412,8 +414,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
-	if lp != nil {
-		for _, ip := range lp.BridgeAddrs() { // nodes in subnets from before a restart
+	if nw != nil {
+		for _, ip := range nw.BridgeAddrs() { // nodes in subnets from before a restart
 			if _, err := controlPlane(ip); err != nil {
 				o.Log.Warn("serve the nodes of a subnet", "err", err)
 			}
@@ -564,7 +566,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
-func newProvider(ctx context.Context, o Options, caFile string, controlPlane local.ControlPlane) (provider.Provider, error) {
+func newProvider(ctx context.Context, o Options, caFile string, controlPlane provider.ControlPlane) (provider.Provider, error) {
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
@@ -585,7 +587,8 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane loc
 		if err := nodeimage.Ensure(ctx, o.NodeImage, log); err != nil {
 			return nil, fmt.Errorf("docker provider: %w", err)
 		}
-		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log}), nil
+		return docker.New(docker.Options{Image: o.NodeImage, BaseDir: filepath.Join(o.DataDir, "nodes"), Log: log,
+			ControlPlane: controlPlane}), nil
 	case "kubernetes":
 		return newKubernetesProvider(ctx, o, caFile, log)
 	case "sim":
@@ -638,30 +641,34 @@ func newKubernetesProvider(ctx context.Context, o Options, caFile string, log *s
 	return kubernetes.New(ctx, kubernetes.Options{Config: cfg, Namespace: ns, Image: o.NodeImage, Owner: owner, CAPEM: ca, Log: log})
 }
 
-// bridgeListener returns the hook with which the local provider has the
-// API served on a subnet bridge's address, for the agents of the nodes in
-// that subnet: the same handler on the server's port at that address
-// (nothing new where the server listens on every address). A server with
-// TLS has none: its certificate does not name the bridges' addresses, so
-// its local provider refuses subnets.
-func (d *Daemon) bridgeListener(host *net.TCPAddr) local.ControlPlane {
-	return func(ip string) (string, error) {
+// bridgeListener returns the hook with which the local and docker
+// providers have the API served on a subnet bridge's address, for the
+// agents of the nodes in that subnet: the same handler on the server's
+// port at that address (nothing new where the server listens on every
+// address), with the server's TLS when it has TLS. Its certificate does
+// not name the bridge's address, so the agents check it for the name in
+// the server's URL instead (serverName).
+func (d *Daemon) bridgeListener(host *net.TCPAddr, tlsCfg *tls.Config, serverName string) provider.ControlPlane {
+	return func(ip string) (provider.Endpoint, error) {
 		addr := net.JoinHostPort(ip, strconv.Itoa(host.Port))
-		u := "http://" + addr
+		ep := provider.Endpoint{URL: "http://" + addr}
+		if tlsCfg != nil {
+			ep = provider.Endpoint{URL: "https://" + addr, TLSServerName: serverName}
+		}
 		if host.IP.IsUnspecified() {
-			return u, nil // the main listener serves every address
+			return ep, nil // the main listener serves every address
 		}
 		d.bmu.Lock()
 		defer d.bmu.Unlock()
 		if d.bridges[addr] {
-			return u, nil
+			return ep, nil
 		}
 		if d.srv == nil {
-			return "", errors.New("the control plane does not serve yet")
+			return ep, errors.New("the control plane does not serve yet")
 		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return "", fmt.Errorf("serve the control plane on %s for a subnet's nodes: %w", addr, err)
+			return ep, fmt.Errorf("serve the control plane on %s for a subnet's nodes: %w", addr, err)
 		}
 		if d.bridges == nil {
 			d.bridges = map[string]bool{}
@@ -670,11 +677,15 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr) local.ControlPlane {
 		d.wg.Add(1)
 		go func() {
 			defer d.wg.Done()
-			if err := d.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := func() error { return d.srv.Serve(ln) }
+			if tlsCfg != nil {
+				serve = func() error { return d.srv.ServeTLS(ln, "", "") }
+			}
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("serve a subnet's bridge", "addr", addr, "err", err)
 			}
 		}()
 		d.log.Info("serving the nodes of a subnet", "addr", addr)
-		return u, nil
+		return ep, nil
 	}
 }

@@ -14,7 +14,7 @@ const (
 	Read    Action = "read"    // GET, list, listNodes
 	Write   Action = "write"   // create/update, cancel, join tokens, uploads
 	Delete  Action = "delete"  // DELETE
-	Scale   Action = "scale"   // PATCH of a compute's scale settings
+	Scale   Action = "scale"   // PATCH of a compute's scale settings (a workspace PATCH is a Write)
 	Evict   Action = "evict"   // simulateEviction
 	Secrets Action = "secrets" // listKeys: admin credentials
 	Access  Action = "access"  // principals, tokens, role assignments, audit log
@@ -128,7 +128,10 @@ func ActionOf(method, path string) Action {
 	case "DELETE":
 		return Delete
 	case "PATCH":
-		return Scale
+		if strings.Contains(strings.ToLower(path), "/computes/") {
+			return Scale
+		}
+		return Write // a workspace's tags, identity, description
 	case "POST":
 		switch strings.ToLower(last) {
 		case "listnodes":

@@ -56,6 +56,7 @@ func TestActionOf(t *testing.T) {
 		{"POST", ws + "/computes/c/nodes/n/simulateEviction"}:                    Evict,
 		{"POST", ws + "/jobs/j/cancel"}:                                          Write,
 		{"PATCH", ws + "/computes/c"}:                                            Scale,
+		{"PATCH", ws}:                                                            Write,
 		{"PUT", ws + "/computes/c"}:                                              Write,
 		{"DELETE", ws + "/computes/c"}:                                           Delete,
 		{"POST", "/subscriptions/s1/providers/P/locations/l/updateQuotas"}:       Write,

@@ -72,20 +72,6 @@ func TestExpiredToken(t *testing.T) {
 	}
 }
 
-func TestAPIVersion(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	auth := []string{"Authorization", "Bearer " + h.token}
-	h.raw("GET", hWSPath, nil, auth...).want(t, 400, "MissingApiVersionParameter")
-	h.raw("GET", hWSPath+"?api-version=", nil, auth...).want(t, 400, "MissingApiVersionParameter")
-	h.raw("GET", hWSPath+"?api-version=2099-01-01", nil, auth...).want(t, 400, "InvalidApiVersionParameter")
-	h.raw("GET", hWSPath+"?api-version=latest", nil, auth...).want(t, 400, "InvalidApiVersionParameter")
-	h.raw("PUT", computePath("nover"), computeBody(), auth...).want(t, 400, "MissingApiVersionParameter")
-	h.do("GET", computePath("nover"), nil).want(t, 404)
-	for _, v := range []string{"2024-04-01", "2023-10-01", "2025-06-01"} {
-		h.raw("GET", hWSPath+"?api-version="+v, nil, auth...).want(t, 200)
-	}
-}
-
 func TestUnknownRouteAndMethod(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.do("GET", "/nothing/here", nil).want(t, 404)
@@ -583,10 +569,11 @@ func TestListNodesAndKeys(t *testing.T) {
 	h.do("POST", computePath("nosuch")+"/listNodes", nil).want(t, 404, "ResourceNotFound")
 	h.do("POST", computePath("nodes")+"/listNodes?$skip=-1", nil).want(t, 400)
 
-	// listKeys without credentials: just the compute type.
+	// listKeys without credentials: just the compute type (the
+	// VirtualMachine variant, the one SDKs decode).
 	var sec api.ComputeSecrets
 	h.do("POST", computePath("nodes")+"/listKeys", nil).want(t, 200).json(t, &sec)
-	if sec.ComputeType != "AmlCompute" || sec.UserAccountCredentials != nil {
+	if sec.ComputeType != "VirtualMachine" || sec.UserAccountCredentials != nil || sec.AdministratorAccount != nil {
 		t.Errorf("listKeys %+v", sec)
 	}
 	h.do("POST", computePath("nosuch")+"/listKeys", nil).want(t, 404, "ResourceNotFound")
@@ -623,6 +610,9 @@ func TestAdminPasswordNeverLeaks(t *testing.T) {
 	h.do("POST", computePath("secret-c")+"/listKeys", nil).want(t, 200).json(t, &sec)
 	if sec.UserAccountCredentials == nil || sec.UserAccountCredentials.AdminUserPassword != password || sec.UserAccountCredentials.AdminUserName != "azureuser" {
 		t.Fatalf("listKeys %+v", sec.UserAccountCredentials)
+	}
+	if a := sec.AdministratorAccount; a == nil || a.Username != "azureuser" || a.Password != password || a.PublicKeyData != key {
+		t.Fatalf("listKeys administratorAccount %+v, want the same credentials", a)
 	}
 
 	// A full PUT that repeats the user without a password keeps it.

@@ -27,7 +27,7 @@ type principalKey struct{}
 func (s *Server) authenticate(r *http.Request) error {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return unauthorized("the request has no Authorization header; send 'Authorization: Bearer <token>' (the CLI reads the token from ~/.cumulus/config.yaml)")
+		return unauthorized("the request has no Authorization header; send 'Authorization: Bearer <token>' (the CLI reads the token from config.yaml in the server's data dir, ~/.cumulus by default)")
 	}
 	scheme, tok, ok := strings.Cut(h, " ")
 	tok = strings.TrimSpace(tok)

@@ -358,7 +358,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	out := api.ComputeSecrets{ComputeType: api.ComputeTypeAml}
+	out := api.ComputeSecrets{ComputeType: api.ComputeTypeSecrets}
 	if cred := d.Value.Aml().UserAccountCredentials; cred != nil {
 		c := *cred
 		sealed, err := store.GetSecret(r.Context(), s.db.Q(), d.Value.ID)
@@ -372,9 +372,25 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p params) erro
 			return err
 		}
 		out.UserAccountCredentials = &c
+		out.AdministratorAccount = &api.AdministratorAccount{Username: c.AdminUserName, Password: c.AdminUserPassword, PublicKeyData: c.AdminUserSSHPublicKey}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// unsupportedComputeAction answers an action Azure has only for other
+// compute types (start, stop and restart are compute instances'): 400
+// UserError, worded as Azure words it ("ComputeListNodes with computeType
+// ComputeInstance is not supported.").
+func (s *Server) unsupportedComputeAction(action string) handler {
+	return func(w http.ResponseWriter, r *http.Request, p params) error {
+		d, err := s.computeOf(r, p)
+		if err != nil {
+			return err
+		}
+		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeUserError,
+			Message: "Compute" + action + " with computeType " + d.Value.Properties.ComputeType + " is not supported."}
+	}
 }
 
 // setOperationHeaders points the client at the operation's status (and,

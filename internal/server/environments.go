@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"net/http"
+	"sort"
+	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -16,6 +18,7 @@ func (s *Server) environmentRoutes() {
 	r.handle("PUT", ws+"/environments/{env}/versions/{version}", s.putEnvironment)
 	r.handle("GET", ws+"/environments/{env}/versions/{version}", s.getEnvironment)
 	r.handle("GET", ws+"/environments/{env}/versions", s.listEnvironmentVersions)
+	r.handle("GET", ws+"/environments", s.listEnvironments)
 }
 
 func envParent(sc api.Scope, name string) string { return sc.WorkspaceID() + "/environments/" + name }
@@ -98,9 +101,100 @@ func (s *Server) jobImage(ctx context.Context, sc api.Scope, envID string) (stri
 	if image != "" {
 		return image, nil
 	}
-	e, err := s.environment(ctx, sc, name, version)
+	var e api.Environment
+	if version == api.LatestVersion {
+		var latest *api.Environment
+		if latest, err = s.latestEnvironment(ctx, sc, name); err != nil {
+			return "", err
+		}
+		if latest == nil {
+			err = api.NotFound("no versions")
+		} else {
+			e = *latest
+		}
+	} else {
+		e, err = s.environment(ctx, sc, name, version)
+	}
 	if err != nil {
+		if hint := api.CuratedEnvironmentHint(name); hint != "" {
+			return "", api.BadRequest(api.CodeValidationError, "environmentId: %s", hint)
+		}
+		if version == api.LatestVersion {
+			return "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s has no versions in workspace %s; create one with 'cumulus environment create'", name, sc.Workspace)
+		}
 		return "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s:%s does not exist in workspace %s; create it with 'cumulus environment create'", name, version, sc.Workspace)
 	}
 	return e.Properties.Image, nil
+}
+
+// environmentVersions reads every version of every environment of the
+// workspace, by environment name.
+func (s *Server) environmentVersions(ctx context.Context, sc api.Scope) (map[string][]store.Doc[api.Environment], error) {
+	out := map[string][]store.Doc[api.Environment]{}
+	prefix := sc.WorkspaceID() + "/environments/"
+	after := ""
+	for {
+		docs, err := store.List[api.Environment](ctx, s.db.Q(), KindEnvironment, prefix, false, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range docs {
+			_, rest, _ := strings.Cut(d.Value.ID, "/environments/")
+			name, _, _ := strings.Cut(rest, "/")
+			out[name] = append(out[name], d)
+		}
+		if len(docs) < 500 {
+			return out, nil
+		}
+		after = docs[len(docs)-1].Key
+	}
+}
+
+// newestVersion is the version created last (Azure's @latest).
+func newestVersion(docs []store.Doc[api.Environment]) *api.Environment {
+	var best *store.Doc[api.Environment]
+	for i := range docs {
+		if best == nil || !docs[i].Created.Before(best.Created) {
+			best = &docs[i]
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return &best.Value
+}
+
+// latestEnvironment is the newest version of an environment, nil if it has none.
+func (s *Server) latestEnvironment(ctx context.Context, sc api.Scope, name string) (*api.Environment, error) {
+	docs, err := store.List[api.Environment](ctx, s.db.Q(), KindEnvironment, envParent(sc, name), true, "", 10000)
+	if err != nil {
+		return nil, err
+	}
+	return newestVersion(docs), nil
+}
+
+// listEnvironments lists the workspace's environments (ARM's environment
+// containers), each with its latest version, by name.
+func (s *Server) listEnvironments(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+		return err
+	}
+	byName, err := s.environmentVersions(r.Context(), sc)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	page := api.Page[api.EnvironmentContainer]{Value: []api.EnvironmentContainer{}}
+	for _, n := range names {
+		latest := newestVersion(byName[n])
+		page.Value = append(page.Value, api.EnvironmentContainer{ID: envParent(sc, n), Name: n, Type: api.TypeEnvironmentContainer,
+			Properties: api.EnvironmentContainerProperties{LatestVersion: latest.Name, LatestImage: latest.Properties.Image, Versions: len(byName[n])}})
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
 }

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -27,19 +27,37 @@ func (s *Server) jobRoutes() {
 	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
 }
 
-// jobView is a stored job as the API returns it, with what it has cost so
-// far (prices is a cache of the computes' hourly prices; nil: none).
-func (s *Server) jobView(ctx context.Context, j store.Job, prices map[string]float64) api.Job {
+// jobCompute is a job's compute as jobView reads it: the stored document,
+// and with its node counts once a queued job needs them.
+type jobCompute struct {
+	doc     *api.Compute
+	counted bool
+}
+
+// jobView is a stored job as the API returns it, with its services (the
+// studio's page of the job), what it has cost so far and, for a queued
+// job the controllers gave no reason, why it waits as its cluster's
+// status says (computes caches the computes read; nil: none).
+func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobCompute) api.Job {
+	ctx := r.Context()
 	doc := j.Doc
-	hourly, ok := prices[j.Compute]
+	doc.Properties.Services = map[string]api.JobService{
+		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
+	}
+	jc, ok := computes[j.Compute]
 	if !ok {
+		jc = &jobCompute{}
 		if d, err := store.Get[api.Compute](ctx, s.db.Q(), store.KindCompute, computeParent(j.Compute), computeName(j.Compute)); err == nil {
-			a := d.Value.Aml()
-			hourly, _ = s.cfg.Prices.Hourly(a.VMSize, a.VMPriority)
+			jc.doc = &d.Value
 		}
-		if prices != nil {
-			prices[j.Compute] = hourly
+		if computes != nil {
+			computes[j.Compute] = jc
 		}
+	}
+	hourly := 0.0
+	if jc.doc != nil {
+		a := jc.doc.Aml()
+		hourly, _ = s.cfg.Prices.Hourly(a.VMSize, a.VMPriority)
 	}
 	hours := cost.JobNodeHours(doc.Properties, s.clock.Now())
 	c := &api.JobCost{Amount: hours * hourly, Currency: s.cfg.Prices.Currency, NodeHours: hours}
@@ -47,6 +65,16 @@ func (s *Server) jobView(ctx context.Context, j store.Job, prices map[string]flo
 		c.MaxCost = &m
 	}
 	doc.Properties.Cost = c
+	if p := &doc.Properties; p.Status == api.JobQueued && p.StatusMessage == "" && jc.doc != nil {
+		if !jc.counted { // the allocation state as GET of the compute says it
+			if counts, err := store.NodeCounts(ctx, s.db.Q(), jc.doc.ID); err == nil {
+				v := computeWithCounts(*jc.doc, counts)
+				jc.doc = &v
+			}
+			jc.counted = true
+		}
+		p.StatusMessage = api.QueueReason(*jc.doc, doc.Name, j.UID)
+	}
 	return doc
 }
 
@@ -126,7 +154,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		return err
 	}
 	s.changed()
-	writeJSON(w, status, s.jobView(r.Context(), out, nil))
+	writeJSON(w, status, s.jobView(r, out, nil))
 	return nil
 }
 
@@ -159,7 +187,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	v := s.jobView(r.Context(), j, nil)
+	v := s.jobView(r, j, nil)
 	if v.Properties.Metrics, err = s.latestMetrics(r.Context(), j.UID); err != nil {
 		return err
 	}
@@ -198,13 +226,13 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 		return err
 	}
 	page := api.Page[api.Job]{Value: []api.Job{}}
-	prices := map[string]float64{}
+	computes := map[string]*jobCompute{}
 	for i, j := range jobs {
 		if i == size {
 			page.NextLink = s.nextLink(r, "$skipToken", encodeSkipToken(jobs[size-1].Doc.Name))
 			break
 		}
-		page.Value = append(page.Value, s.jobView(r.Context(), j, prices))
+		page.Value = append(page.Value, s.jobView(r, j, computes))
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

@@ -68,6 +68,9 @@ func (s *Server) listVMSizes(w http.ResponseWriter, r *http.Request, p params) e
 	for _, sz := range catalog.All() {
 		out.Value = append(out.Value, api.VMSizeOf(sz))
 	}
+	if f := familyOf(r.URL.Query().Get("api-version")); f != nil && f.legacyVMSizes {
+		out.AmlCompute = out.Value
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

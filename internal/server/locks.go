@@ -35,18 +35,20 @@ func (s *Server) lockRoutes() {
 
 // checkRouteAPIVersion checks the api-version of a request that matched
 // pattern: the locks' versions on lock routes, the ML API's elsewhere.
-func checkRouteAPIVersion(pattern, v string) error {
+func (s *Server) checkRouteAPIVersion(pattern, v string, p params) error {
 	if !rbac.IsLockPath(pattern) {
-		return checkAPIVersion(v)
+		location := p["loc"]
+		if location == "" {
+			location = s.cfg.Defaults.Location
+		}
+		return s.checkAPIVersion(pattern, v, location)
 	}
 	if v == "" {
 		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeMissingAPIVersion,
 			Message: "the api-version query parameter is required; use api-version=" + lockVersions[0]}
 	}
-	for _, s := range lockVersions {
-		if v == s {
-			return nil
-		}
+	if slices.Contains(lockVersions, v) {
+		return nil
 	}
 	return &api.Error{Status: http.StatusBadRequest, Code: api.CodeInvalidAPIVersion,
 		Message: "api-version '" + v + "' is not supported for Microsoft.Authorization/locks; supported versions are " + strings.Join(lockVersions, ", ")}

@@ -29,6 +29,8 @@ func TestLockRules(t *testing.T) {
 		{"DELETE", w, []store.StoredLock{lock(c, api.LockCanNotDelete)}, true},
 		{"DELETE", w + "/jobs/j", nil, false},
 		{"PUT", w, []store.StoredLock{lock(c, api.LockReadOnly)}, false}, // a child's lock does not freeze its parent
+		{"PATCH", w, []store.StoredLock{lock(w, api.LockReadOnly)}, true},
+		{"PATCH", w, []store.StoredLock{lock(w, api.LockCanNotDelete)}, false},
 		{"PUT", c + "/providers/Microsoft.Authorization/locks/l", []store.StoredLock{lock(c, api.LockReadOnly)}, false},
 		{"DELETE", c + "/providers/Microsoft.Authorization/locks/l", []store.StoredLock{lock(c, api.LockReadOnly)}, false},
 		{"POST", "/subscriptions/s/providers/Microsoft.MachineLearningServices/locations/l/updateQuotas", []store.StoredLock{lock(w, api.LockReadOnly)}, false},

@@ -83,7 +83,7 @@ func TestLockAPI(t *testing.T) {
 	// api-versions: the locks' on lock routes, the ML API's elsewhere.
 	h.do("GET", strings.Replace(lockPath(cpu, "cpu-lock"), lockVersion, hVersion, 1), nil).want(t, 400, api.CodeInvalidAPIVersion)
 	h.raw("GET", cpu+"/providers/Microsoft.Authorization/locks/x", nil, "Authorization", "Bearer "+h.token).want(t, 400, api.CodeMissingAPIVersion)
-	h.do("GET", cpu+"?api-version="+lockVersion, nil).want(t, 400, api.CodeInvalidAPIVersion)
+	h.do("GET", cpu+"?api-version="+lockVersion, nil).want(t, 400, "NoRegisteredProviderFound")
 
 	// Bad bodies and names: 400 in ARM's shape, nothing written.
 	for _, c := range []struct {

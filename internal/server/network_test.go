@@ -55,3 +55,23 @@ func TestEnforcedNetworkSettings(t *testing.T) {
 	}
 	h.do("PUT", computePath("iso"), computeBody(func(m map[string]any) { inner(m)["isolatedNetwork"] = true })).want(t, 400)
 }
+
+// A provider that gives subnet nodes a way out (docker's NAT) takes a
+// subnet with a public IP, and says so.
+func TestSubnetWithPublicIPWhereEnforced(t *testing.T) {
+	h := newHarness(t, harnessOpts{config: func(c *server.Config) {
+		c.Network = server.NetworkEnforcement{Provider: "docker", Subnets: true, NoPublicIP: true, SubnetPublicIP: true,
+			Explain: func(c api.Compute) string {
+				if p := c.Aml().EnableNodePublicIP; p == nil || *p {
+					return "with NAT"
+				}
+				return "no way out"
+			}}
+	}})
+	subnet := map[string]any{"id": "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/virtualNetworks/v/subnets/n"}
+	c := h.create("public", computeBody(func(m map[string]any) { inner(m)["subnet"] = subnet }))
+	if got := c.Aml().NetworkIsolation; got != "subnet "+subnet["id"].(string)+": with NAT" {
+		t.Errorf("networkIsolation = %q", got)
+	}
+	h.do("PUT", computePath("iso"), computeBody(func(m map[string]any) { inner(m)["isolatedNetwork"] = true })).want(t, 400)
+}

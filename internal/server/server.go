@@ -212,6 +212,7 @@ func (s *Server) routes() {
 	r.handle("GET", "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces", s.listWorkspaces)
 	r.handle("PUT", ws, s.putWorkspace)
 	r.handle("GET", ws, s.getWorkspace)
+	r.handle("PATCH", ws, s.patchWorkspace)
 	r.handle("DELETE", ws, s.deleteWorkspace)
 
 	r.handle("GET", ws+"/computes", s.listComputes)
@@ -223,6 +224,9 @@ func (s *Server) routes() {
 	r.handle("GET", ws+"/computes/{name}/listNodes", s.listNodes) // nextLink pages are fetched with GET
 	r.handle("POST", ws+"/computes/{name}/listKeys", s.listKeys)
 	r.handle("POST", ws+"/computes/{name}/joinToken", s.joinToken)
+	r.handle("POST", ws+"/computes/{name}/start", s.unsupportedComputeAction("Start"))
+	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
+	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
@@ -254,7 +258,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(rec, r, s.log, api.AsError(nil))
 		}
 		d := time.Since(start)
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", d.Milliseconds())
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "api_version", r.URL.Query().Get("api-version"), "status", rec.status, "ms", d.Milliseconds())
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
@@ -294,7 +298,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "no API matches the path " + r.URL.Path})
 		return
 	}
-	if err := checkRouteAPIVersion(pattern, r.URL.Query().Get("api-version")); err != nil {
+	if err := s.checkRouteAPIVersion(pattern, r.URL.Query().Get("api-version"), p); err != nil {
 		writeError(rec, r, s.log, err)
 		return
 	}

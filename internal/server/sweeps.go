@@ -86,7 +86,7 @@ func (s *Server) putSweep(w http.ResponseWriter, r *http.Request, sc api.Scope, 
 		return err
 	}
 	s.changed()
-	writeJSON(w, status, s.jobView(r.Context(), out, nil))
+	writeJSON(w, status, s.jobView(r, out, nil))
 	return nil
 }
 
@@ -106,7 +106,7 @@ func (s *Server) listTrials(w http.ResponseWriter, r *http.Request, sc api.Scope
 		writeJSON(w, http.StatusOK, page)
 		return nil
 	}
-	prices := map[string]float64{}
+	computes := map[string]*jobCompute{}
 	for i := range sw.Doc.Properties.Sweep.TrialsCreated {
 		t, err := store.GetJob(ctx, s.db.Q(), sc.WorkspaceID(), api.TrialName(parent, i))
 		if errors.Is(err, store.ErrNotFound) {
@@ -118,7 +118,7 @@ func (s *Server) listTrials(w http.ResponseWriter, r *http.Request, sc api.Scope
 		if t.Doc.Properties.ParentJobName != sw.Doc.Name {
 			continue
 		}
-		v := s.jobView(ctx, t, prices)
+		v := s.jobView(r, t, computes)
 		if v.Properties.Metrics, err = s.latestMetrics(ctx, t.UID); err != nil {
 			return err
 		}

@@ -68,6 +68,58 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 	return nil
 }
 
+// patchWorkspace updates a workspace's tags, identity, sku, friendly name
+// and description (Azure's Workspaces_Update). It completes at once: 200
+// with the workspace, which a long-running-operation poller takes as done.
+func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
+	sc := scopeOf(p)
+	var u api.WorkspaceUpdate
+	if err := decode(r, &u); err != nil {
+		return err
+	}
+	ifv, err := preconditions(r)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	var ws api.Workspace
+	var version int64
+	err = s.tx(r, func(q store.Querier) error {
+		old, err := store.Get[api.Workspace](r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace)
+		if isNotFound(err) {
+			if perr := missingWithPrecondition(ifv); perr != nil {
+				return perr
+			}
+			return api.NotFound("workspace %s was not found in resource group %s", sc.Workspace, sc.ResourceGroup)
+		}
+		if err != nil {
+			return err
+		}
+		if old.Value.Properties.ProvisioningState == api.StateDeleting {
+			return api.Conflict(api.CodeOperationInProgress, "workspace %s is being deleted", sc.Workspace)
+		}
+		if ifv > 0 && old.Version != ifv {
+			return store.ErrETagMismatch
+		}
+		ws = old.Value
+		if err := api.ApplyWorkspaceUpdate(&ws, u); err != nil {
+			return err
+		}
+		if err := s.checkAssign(r, q, u.Identity, old.Value.Identity); err != nil {
+			return err
+		}
+		ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+		version, err = store.Put(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, ws, old.Version, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w.Header().Set("ETag", store.ETagOf(version))
+	writeJSON(w, http.StatusOK, ws)
+	return nil
+}
+
 func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
 	d, err := store.Get[api.Workspace](r.Context(), s.db.Q(), store.KindWorkspace, sc.GroupID(), sc.Workspace)

@@ -174,7 +174,7 @@ func (u *UI) bearer(r *http.Request) (tokenHash, principal string, err error) {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	tok = strings.TrimSpace(tok)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", "", unauthorized("send 'Authorization: Bearer <token>' (the CLI reads the token from ~/.cumulus/config.yaml)")
+		return "", "", unauthorized("send 'Authorization: Bearer <token>' (the CLI reads the token from config.yaml in the server's data dir, ~/.cumulus by default)")
 	}
 	hash := secret.Hash(tok)
 	name, err := u.checkToken(r.Context(), hash)

@@ -212,7 +212,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	tok := strings.TrimSpace(r.PostForm.Get("token"))
 	if tok == "" {
 		u.writeError(w, r, &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "token",
-			Message: "enter an API token (the token line of ~/.cumulus/config.yaml), or run 'cumulus ui'"})
+			Message: "enter an API token (the token line of config.yaml in the server's data dir, ~/.cumulus unless CUMULUS_DATA_DIR says otherwise), or run 'cumulus ui'"})
 		return
 	}
 	rr := r.Clone(r.Context())
@@ -221,7 +221,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *api.Error
 		if errors.As(err, &e) {
-			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of ~/.cumulus/config.yaml, or run 'cumulus ui'"}
+			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of config.yaml in the server's data dir (~/.cumulus unless CUMULUS_DATA_DIR says otherwise), or run 'cumulus ui'"}
 			err = e
 		}
 		u.writeError(w, r, err)

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,12 +13,29 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/docker"
 )
 
+// nodeImageOnce builds the node image the docker tests use from the
+// binary under test, once per run: an image left by an earlier run holds
+// an older agent.
+var (
+	nodeImageOnce sync.Once
+	nodeImageErr  error
+)
+
 // dockerServer is a server whose nodes are containers (--provider docker),
-// with a short heartbeat timeout so a killed container is noticed fast.
-func dockerServer(t *testing.T) *server {
+// with a short heartbeat timeout so a killed container is noticed fast,
+// and the serve flags given.
+func dockerServer(t *testing.T, flags ...string) *server {
 	t.Helper()
 	requireDocker(t)
-	s := startServer(t, "--provider", "docker", "--node-image", "cumulus-node:e2e", "--heartbeat-timeout", "6s")
+	nodeImageOnce.Do(func() {
+		if out, err := exec.Command(binary, "node-image", "build", "--tag", "cumulus-node:e2e").CombinedOutput(); err != nil {
+			nodeImageErr = fmt.Errorf("build the node image: %v: %s", err, out)
+		}
+	})
+	if nodeImageErr != nil {
+		t.Fatal(nodeImageErr)
+	}
+	s := startServer(t, append([]string{"--provider", "docker", "--node-image", "cumulus-node:e2e", "--heartbeat-timeout", "6s"}, flags...)...)
 	t.Cleanup(func() { removeContainers(t, "label="+docker.LabelOwner+"="+filepath.Join(s.dataDir, "nodes")) })
 	return s
 }

@@ -94,6 +94,44 @@ func netnsList() string {
 	return string(out)
 }
 
+// outsideNamespace makes a namespace of the test's own with address nsAddr
+// (a /24), joined to the host by a veth whose host end has hostAddr, with a
+// default route through the host; it is removed when the test ends.
+func outsideNamespace(t *testing.T, ns, hostEnd, hostAddr, nsAddr string) {
+	t.Helper()
+	mustRun(t, "ip", "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	mustRun(t, "ip", "link", "add", hostEnd, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostEnd).Run() })
+	mustRun(t, "ip", "addr", "add", hostAddr+"/24", "dev", hostEnd)
+	mustRun(t, "ip", "link", "set", hostEnd, "up")
+	mustRun(t, "ip", "-n", ns, "addr", "add", nsAddr+"/24", "dev", "eth0")
+	mustRun(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	mustRun(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	mustRun(t, "ip", "-n", ns, "route", "add", "default", "via", hostAddr)
+}
+
+// createNetCompute creates a compute of 0 to max nodes idle for 5 s, in
+// subnet (none when ""), with or without public IPs.
+func (s *server) createNetCompute(name, subnet string, max int32, public bool) {
+	s.t.Helper()
+	c := api.Compute{Name: name}
+	c.Properties.ComputeType = api.ComputeTypeAml
+	min := int32(0)
+	c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: &min, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: "PT5S"}
+	if subnet != "" {
+		c.Aml().Subnet = &api.ResourceRef{ID: subnet}
+	}
+	c.Aml().EnableNodePublicIP = &public
+	_, resp, err := s.c.PutCompute(bctx, c)
+	if err != nil {
+		s.t.Fatalf("create %s: %v", name, err)
+	}
+	if err := s.c.Wait(bctx, resp, nil); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 // Nodes of a compute with a subnet and no public IP run in network
 // namespaces on the subnet's bridge (root only): they reach each other and
 // the control plane (their jobs' logs stream), not a listener outside (in a
@@ -149,15 +187,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	// The outside: a namespace of the test's own with 10.231.250.2, joined
 	// to the host by a veth (10.231.250.1), and a listener in it.
 	outNS, outHost := "cmt"+tag, "cmto"+tag
-	mustRun(t, "ip", "netns", "add", outNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", outNS).Run() })
-	mustRun(t, "ip", "link", "add", outHost, "type", "veth", "peer", "name", "eth0", "netns", outNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", outHost).Run() })
-	mustRun(t, "ip", "addr", "add", "10.231.250.1/24", "dev", outHost)
-	mustRun(t, "ip", "link", "set", outHost, "up")
-	mustRun(t, "ip", "-n", outNS, "addr", "add", "10.231.250.2/24", "dev", "eth0")
-	mustRun(t, "ip", "-n", outNS, "link", "set", "eth0", "up")
-	mustRun(t, "ip", "-n", outNS, "link", "set", "lo", "up")
+	outsideNamespace(t, outNS, outHost, "10.231.250.1", "10.231.250.2")
 	serveIn(t, outNS, "10.231.250.2:7171")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -186,24 +216,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	s := startServer(t)
 	dataDir = s.dataDir
 	ctx := context.Background()
-	mk := func(name, subnet string, max int32, public bool) {
-		t.Helper()
-		c := api.Compute{Name: name}
-		c.Properties.ComputeType = api.ComputeTypeAml
-		min := int32(0)
-		c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: &min, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: "PT5S"}
-		if subnet != "" {
-			c.Aml().Subnet = &api.ResourceRef{ID: subnet}
-		}
-		c.Aml().EnableNodePublicIP = &public
-		_, resp, err := s.c.PutCompute(ctx, c)
-		if err != nil {
-			t.Fatalf("create %s: %v", name, err)
-		}
-		if err := s.c.Wait(ctx, resp, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mk := s.createNetCompute
 	mk("open", "", 1, true)
 	mk("suba", subnetA, 2, false)
 	mk("subb", subnetB, 1, false)

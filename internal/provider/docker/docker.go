@@ -72,6 +72,10 @@ type Options struct {
 	// engine (label cumulus.owner); List and so Reconcile see only these.
 	// Default: BaseDir.
 	Owner string
+	// ControlPlane, when set, serves the control plane on a subnet
+	// network's bridge, for the nodes in it (see network.go); without it,
+	// nodes cannot be placed in subnets.
+	ControlPlane provider.ControlPlane
 }
 
 // Provider runs nodes as containers.
@@ -81,6 +85,8 @@ type Provider struct {
 	mu    sync.Mutex
 	locks map[string]*nodeLock // per node: Create and Delete of one node never overlap
 	host  *hostInfo            // cached once read
+	// netMu: a subnet's network is not removed while a node joins it.
+	netMu sync.Mutex
 }
 
 type nodeLock struct {
@@ -88,7 +94,10 @@ type nodeLock struct {
 	users int
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider = (*Provider)(nil)
+	_ provider.Networks = (*Provider)(nil)
+)
 
 // New returns a docker provider.
 func New(o Options) *Provider {
@@ -185,7 +194,15 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
-	args := p.runArgs(spec, dir, host)
+	var nn *nodeNetwork
+	if spec.Subnet != "" || spec.NoPublicIP {
+		p.netMu.Lock()
+		defer p.netMu.Unlock()
+		if nn, err = p.joinNetwork(ctx, spec); err != nil {
+			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		}
+	}
+	args := p.runArgs(spec, dir, host, nn)
 	rctx, cancel := context.WithTimeout(ctx, createTimeout)
 	defer cancel()
 	// The join token reaches the container through the docker CLI's
@@ -210,38 +227,52 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	id := lastLine(out)
 	if id == "" {
-		return "", fmt.Errorf("create node %s: docker run printed no container id", spec.NodeID)
+		return "", fmt.Errorf("create node %s: docker %s printed no container id", spec.NodeID, args[0])
+	}
+	if nn != nil {
+		if err := p.startInNetworks(ctx, nn, id); err != nil {
+			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		}
 	}
 	p.o.Log.Info("node container started", "node", spec.NodeID, "container", shortID(id), "cpus", cpus(spec, host),
 		"memory_mb", memoryMB(spec, host), "gpus", gpus(spec, host), "logs", "docker logs "+name)
 	return id, nil
 }
 
-// runArgs is the docker run command line of a node (without secrets).
-func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo) []string {
+// runArgs is the docker command line of a node (without secrets): run,
+// or, for a node in a subnet (nn not nil), create (startInNetworks starts
+// it).
+func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn *nodeNetwork) []string {
 	memMB := int(math.Round(spec.MemoryGB * 1024))
-	args := []string{"run", "--detach", "--name", ContainerName(spec.NodeID), "--pull", "never",
-		"--label", LabelNode + "=" + spec.NodeID,
-		"--label", LabelCompute + "=" + spec.ComputeID,
-		"--label", LabelOwner + "=" + p.o.Owner,
-		"--label", LabelVMSize + "=" + spec.VMSize,
-		"--label", LabelVCPUs + "=" + strconv.Itoa(spec.VCPUs),
-		"--label", LabelMemoryMB + "=" + strconv.Itoa(memMB),
-		"--label", LabelGPUs + "=" + strconv.Itoa(spec.GPUs),
-		"--label", LabelGPUsAdded + "=" + strconv.FormatBool(gpus(spec, host)),
-		"--label", LabelLowPriority + "=" + strconv.FormatBool(spec.LowPriority),
-		"--network", "host",
+	verb := []string{"run", "--detach"}
+	network := []string{"--network", "host"}
+	serverURL, address := spec.ServerURL, "127.0.0.1"
+	if nn != nil {
+		verb, network = []string{"create"}, networkArgs(nn, ContainerName(spec.NodeID))
+		serverURL, address = nn.controlPlane.URL, nn.plan.CIDR() // the agent takes its address in the range
+	}
+	args := append(verb, "--name", ContainerName(spec.NodeID), "--pull", "never",
+		"--label", LabelNode+"="+spec.NodeID,
+		"--label", LabelCompute+"="+spec.ComputeID,
+		"--label", LabelOwner+"="+p.o.Owner,
+		"--label", LabelVMSize+"="+spec.VMSize,
+		"--label", LabelVCPUs+"="+strconv.Itoa(spec.VCPUs),
+		"--label", LabelMemoryMB+"="+strconv.Itoa(memMB),
+		"--label", LabelGPUs+"="+strconv.Itoa(spec.GPUs),
+		"--label", LabelGPUsAdded+"="+strconv.FormatBool(gpus(spec, host)),
+		"--label", LabelLowPriority+"="+strconv.FormatBool(spec.LowPriority),
 		"--init", // reaps the job processes the agent leaves orphaned, forwards signals
 		"--restart", "no",
 		"--stop-timeout", strconv.Itoa(int(math.Ceil(p.o.StopGrace.Seconds()))),
-		"--volume", p.o.Socket + ":/var/run/docker.sock",
-		"--volume", dir + ":" + dir,
+		"--volume", p.o.Socket+":/var/run/docker.sock",
+		"--volume", dir+":"+dir,
 		"--env", "CUMULUS_JOIN_TOKEN",
-		"--env", "CUMULUS_VCPUS=" + strconv.Itoa(spec.VCPUs),
-		"--env", "CUMULUS_MEMORY_MB=" + strconv.Itoa(memMB),
-		"--env", "CUMULUS_GPUS=" + strconv.Itoa(spec.GPUs),
-		"--env", "CUMULUS_NODE_CONTAINER=" + ContainerName(spec.NodeID),
-	}
+		"--env", "CUMULUS_VCPUS="+strconv.Itoa(spec.VCPUs),
+		"--env", "CUMULUS_MEMORY_MB="+strconv.Itoa(memMB),
+		"--env", "CUMULUS_GPUS="+strconv.Itoa(spec.GPUs),
+		"--env", "CUMULUS_NODE_CONTAINER="+ContainerName(spec.NodeID),
+	)
+	args = append(args, network...)
 	if c := cpus(spec, host); c > 0 {
 		args = append(args, "--cpus", strconv.FormatFloat(c, 'f', -1, 64))
 	}
@@ -260,12 +291,15 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo) []
 		spec.CAFile = ca
 	}
 	args = append(args, p.o.Image,
-		"--server", spec.ServerURL,
+		"--server", serverURL,
 		"--node-id", spec.NodeID,
 		"--work-dir", filepath.Join(dir, "work"),
-		"--address", "127.0.0.1")
+		"--address", address)
 	if spec.CAFile != "" {
 		args = append(args, "--ca-file", spec.CAFile)
+	}
+	if nn != nil && nn.controlPlane.TLSServerName != "" {
+		args = append(args, "--tls-server-name", nn.controlPlane.TLSServerName)
 	}
 	return args
 }
@@ -398,6 +432,11 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if err := p.removeDir(ctx, dir); err != nil {
 		return fmt.Errorf("delete node %s: %w", nodeID, err)
 	}
+	if net := c.Config.Labels[LabelSubnet]; net != "" {
+		p.netMu.Lock()
+		p.leaveNetwork(ctx, net)
+		p.netMu.Unlock()
+	}
 	if c.ID != "" {
 		p.o.Log.Info("node container removed", "node", nodeID, "container", shortID(c.ID))
 	}
@@ -456,6 +495,9 @@ type container struct {
 	State struct {
 		Status  string
 		Running bool
+	}
+	Config struct {
+		Labels map[string]string
 	}
 }
 

@@ -69,6 +69,9 @@ type Provider struct {
 	mu        sync.Mutex
 	classDone bool                      // the low-priority class exists
 	last      map[string]provider.Event // last event reported per node (dedupe)
+	// netMu: a subnet's NetworkPolicies are not released while a node of
+	// it is made (network.go).
+	netMu sync.Mutex
 }
 
 var (
@@ -187,6 +190,15 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
+	if subnetHex(spec) != "" {
+		// The subnet's policies exist before its pod, and are not
+		// released (releasePolicies) until the pod is made.
+		p.netMu.Lock()
+		defer p.netMu.Unlock()
+		if err := p.ensurePolicies(cctx, spec); err != nil {
+			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		}
+	}
 	if _, err := secrets.Create(cctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 		_, err = secrets.Update(cctx, secret, metav1.UpdateOptions{})
 		if err != nil {
@@ -254,6 +266,10 @@ func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
 // period) and secret, and returns once the pod no longer counts in List.
 func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	name := PodName(nodeID)
+	hex := ""
+	if cur, err := p.pods.Pods(p.o.Namespace).Get(name); err == nil {
+		hex = cur.Labels[LabelSubnet]
+	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
@@ -265,7 +281,13 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete secret %s: %w", name, err)
 	}
-	return p.waitLeftList(ctx, name)
+	if err := p.waitLeftList(ctx, name); err != nil {
+		return err
+	}
+	if hex != "" {
+		p.releasePolicies(ctx, hex)
+	}
+	return nil
 }
 
 // waitGone waits until the API server no longer has the pod.

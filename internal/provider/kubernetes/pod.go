@@ -120,6 +120,7 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 		LabelVMSize:      labelValue(spec.VMSize),
 		LabelLowPriority: strconv.FormatBool(spec.LowPriority),
 	}
+	subnetLabels(spec, labels)
 	annotations := map[string]string{
 		AnnotationNode:    spec.NodeID,
 		AnnotationCompute: spec.ComputeID,

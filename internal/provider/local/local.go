@@ -49,7 +49,7 @@ type Options struct {
 	// bridge's address; with it (and root) the provider places nodes of a
 	// subnet, or of a cluster without public IPs, in network namespaces
 	// (see ProbeNetwork and netns.go).
-	ControlPlane ControlPlane
+	ControlPlane provider.ControlPlane
 }
 
 // Provider runs nodes as local agent processes.
@@ -116,7 +116,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if err := os.MkdirAll(filepath.Join(dir, workDir), 0o700); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
-	address, serverURL := "127.0.0.1", spec.ServerURL
+	address, cp := "127.0.0.1", provider.Endpoint{URL: spec.ServerURL}
 	if spec.Subnet != "" || spec.NoPublicIP {
 		if !spec.NoPublicIP {
 			return "", fmt.Errorf("create node %s: the local provider gives the nodes of a subnet no public IP: set enableNodePublicIp false", spec.NodeID)
@@ -126,7 +126,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 		}
 		argv = append(prefix, argv...)
-		address, serverURL = addr, u
+		address, cp = addr, u
 	}
 	jobUser := ""
 	if isolated, _ := p.Isolation(); isolated {
@@ -141,12 +141,15 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
 	args := append(argv[1:len(argv):len(argv)],
-		"--server", serverURL,
+		"--server", cp.URL,
 		"--node-id", spec.NodeID,
 		"--work-dir", filepath.Join(dir, workDir),
 		"--address", address)
 	if spec.CAFile != "" {
 		args = append(args, "--ca-file", spec.CAFile)
+	}
+	if cp.TLSServerName != "" {
+		args = append(args, "--tls-server-name", cp.TLSServerName)
 	}
 	cmd := exec.Command(argv[0], args...)
 	cmd.Dir = dir

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cumulus-ml/cumulus/internal/provider"
+	"github.com/cumulus-ml/cumulus/internal/subnet"
 )
 
 // Network isolation (root only). The nodes of a subnet (or, for
@@ -30,51 +32,27 @@ const (
 	nsPrefix     = "cmn" // + 8 hex of the node id: a node's namespace
 	vethPrefix   = "cmv" // + 8 hex of the node id: the host end of its veth
 	netFile      = "net.json"
-	netBase      = "10.231." // subnets are 10.231.X.0/24, X < subnetRange
-	subnetRange  = 250       // 10.231.250-255 are left for tests and others
+	netBase      = "10.231." // subnets are 10.231.X.0/24 (see subnet.Range)
 	netnsDir     = "/run/netns"
 )
 
-func hash8(s string) (string, uint32) {
-	h := fnv.New32a()
-	h.Write([]byte(s))
-	v := h.Sum32()
-	return fmt.Sprintf("%08x", v), v
-}
-
-// subnetKey is the network a node belongs to: its subnet, or the
-// cluster's own when it has none.
-func subnetKey(subnet, computeID string) string {
-	if subnet != "" {
-		return strings.ToLower(subnet) // ARM ids are case-insensitive
-	}
-	return "compute:" + strings.ToLower(computeID)
-}
-
 // NetPlan is where the nodes of one subnet go.
 type NetPlan struct {
+	subnet.Plan
 	Bridge string // cmb + 8 hex
-	X      int    // the subnet is 10.231.X.0/24
 }
-
-// HostIP is the bridge's address, where the control plane serves the
-// subnet's nodes.
-func (n NetPlan) HostIP() string { return netBase + strconv.Itoa(n.X) + ".1" }
-
-// CIDR is the subnet's range.
-func (n NetPlan) CIDR() string { return netBase + strconv.Itoa(n.X) + ".0/24" }
 
 // PlanSubnet maps a subnet (or a compute, when it has none) to its bridge
 // and range.
-func PlanSubnet(subnet, computeID string) NetPlan {
-	hex, v := hash8(subnetKey(subnet, computeID))
-	return NetPlan{Bridge: bridgePrefix + hex, X: int(v % subnetRange)}
+func PlanSubnet(sub, computeID string) NetPlan {
+	p := subnet.PlanFor(netBase, sub, computeID)
+	return NetPlan{Plan: p, Bridge: bridgePrefix + p.Hex}
 }
 
 // NamespaceName is the network namespace of a node.
-func NamespaceName(nodeID string) string { hex, _ := hash8(nodeID); return nsPrefix + hex }
+func NamespaceName(nodeID string) string { hex, _ := subnet.Hash(nodeID); return nsPrefix + hex }
 
-func vethName(nodeID string) string { hex, _ := hash8(nodeID); return vethPrefix + hex }
+func vethName(nodeID string) string { hex, _ := subnet.Hash(nodeID); return vethPrefix + hex }
 
 // nodeNet is what a node's folder records of its network (net.json).
 type nodeNet struct {
@@ -86,12 +64,10 @@ type nodeNet struct {
 	Port      int    `json:"port"` // the control plane's port on the bridge
 }
 
-func (n nodeNet) plan() NetPlan { return NetPlan{Bridge: n.Bridge, X: n.X} }
-func (n nodeNet) ip() string    { return netBase + strconv.Itoa(n.X) + "." + strconv.Itoa(n.K) }
-
-// ControlPlane serves the control plane on a bridge's address and returns
-// the URL the subnet's agents use.
-type ControlPlane func(hostIP string) (serverURL string, err error)
+func (n nodeNet) plan() NetPlan {
+	return NetPlan{Plan: subnet.Plan{Hex: strings.TrimPrefix(n.Bridge, bridgePrefix), Base: netBase, X: n.X}, Bridge: n.Bridge}
+}
+func (n nodeNet) ip() string { return n.plan().Addr(n.K) }
 
 // ProbeNetwork reports why this provider cannot place nodes in network
 // namespaces here (nil when it can): it needs root, ip, nsenter and
@@ -102,7 +78,7 @@ func (p *Provider) ProbeNetwork() error {
 		return errors.New("the server does not run as root")
 	}
 	if p.o.ControlPlane == nil {
-		return errors.New("the control plane cannot serve on the subnets' bridges (a server with TLS: its certificate does not name their addresses)")
+		return errors.New("the control plane cannot serve on the subnets' bridges")
 	}
 	for _, tool := range []string{"ip", "nsenter", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -110,22 +86,25 @@ func (p *Provider) ProbeNetwork() error {
 		}
 	}
 	ns := fmt.Sprintf("%sprobe%d", nsPrefix, os.Getpid())
-	if err := run("ip", "netns", "add", ns); err != nil {
+	if err := subnet.Run("ip", "netns", "add", ns); err != nil {
 		return err
 	}
-	if err := run("ip", "netns", "del", ns); err != nil {
+	if err := subnet.Run("ip", "netns", "del", ns); err != nil {
 		return err
 	}
-	if err := run("iptables", "-w", "-S", "INPUT"); err != nil {
+	if err := subnet.Run("iptables", "-w", "-S", "INPUT"); err != nil {
 		return err
 	}
 	return nil
 }
 
-// DescribeNetwork says where the nodes of a subnet are, for the compute's
+// SubnetPublicIP is false: the nodes of a subnet have no route beyond it.
+func (p *Provider) SubnetPublicIP() bool { return false }
+
+// DescribeNetwork says where the nodes of a compute are, for its
 // networkIsolation.
-func DescribeNetwork(subnet, computeID string) string {
-	n := PlanSubnet(subnet, computeID)
+func (p *Provider) DescribeNetwork(sub, computeID string, _ bool) string {
+	n := PlanSubnet(sub, computeID)
 	return fmt.Sprintf("nodes in network namespaces on bridge %s (%s), no route beyond it but the control plane at %s", n.Bridge, n.CIDR(), n.HostIP())
 }
 
@@ -170,11 +149,11 @@ func readNet(path string) (nodeNet, bool) {
 // setupNetwork places a node in its subnet: the bridge (and its firewall
 // rules), the node's namespace and veth. It returns the agent's command
 // prefix, its address and the server URL it uses. The caller holds p.mu.
-func (p *Provider) setupNetwork(nodeID, dir, subnet, computeID string) (prefix []string, addr, serverURL string, err error) {
+func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []string, addr string, cp provider.Endpoint, err error) {
 	if os.Geteuid() != 0 || p.o.ControlPlane == nil {
-		return nil, "", "", errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
+		return nil, "", cp, errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
 	}
-	plan := PlanSubnet(subnet, computeID)
+	plan := PlanSubnet(sub, computeID)
 	n, ok := readNet(filepath.Join(dir, netFile))
 	if !ok || n.Bridge != plan.Bridge {
 		n = nodeNet{Bridge: plan.Bridge, X: plan.X, Namespace: NamespaceName(nodeID), Veth: vethName(nodeID)}
@@ -191,35 +170,34 @@ func (p *Provider) setupNetwork(nodeID, dir, subnet, computeID string) (prefix [
 			}
 		}
 		if n.K == 0 {
-			return nil, "", "", fmt.Errorf("subnet %s (%s) is full: 253 nodes", subnet, plan.CIDR())
+			return nil, "", cp, fmt.Errorf("subnet %s (%s) is full: 253 nodes", sub, plan.CIDR())
 		}
 	}
 	if err := ensureBridge(plan); err != nil {
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
-	serverURL, err = p.o.ControlPlane(plan.HostIP())
-	if err != nil {
-		return nil, "", "", err
+	if cp, err = p.o.ControlPlane(plan.HostIP()); err != nil {
+		return nil, "", cp, err
 	}
-	u, err := url.Parse(serverURL)
+	u, err := url.Parse(cp.URL)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("control plane URL %q: %w", serverURL, err)
+		return nil, "", cp, fmt.Errorf("control plane URL %q: %w", cp.URL, err)
 	}
 	if n.Port, err = strconv.Atoi(u.Port()); err != nil {
-		return nil, "", "", fmt.Errorf("control plane URL %q has no port", serverURL)
+		return nil, "", cp, fmt.Errorf("control plane URL %q has no port", cp.URL)
 	}
-	if err := ensureRules(n.Bridge, n.Port); err != nil {
-		return nil, "", "", err
+	if err := subnet.Fence(subnet.Rules(n.Bridge, n.Port)); err != nil {
+		return nil, "", cp, err
 	}
 	b, _ := json.Marshal(n)
 	if err := os.WriteFile(filepath.Join(dir, netFile), b, 0o600); err != nil {
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
 	if err := ensureNamespace(n); err != nil {
 		p.teardownNetwork(nodeID, dir)
-		return nil, "", "", err
+		return nil, "", cp, err
 	}
-	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), serverURL, nil
+	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), cp, nil
 }
 
 // teardownNetwork removes a node's namespace and veth, and its bridge
@@ -231,12 +209,12 @@ func (p *Provider) teardownNetwork(nodeID, dir string) {
 		return
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, n.Namespace)); err == nil {
-		if err := run("ip", "netns", "del", n.Namespace); err != nil {
+		if err := subnet.Run("ip", "netns", "del", n.Namespace); err != nil {
 			p.o.Log.Warn("remove node namespace", "node", nodeID, "namespace", n.Namespace, "err", err)
 		}
 	}
 	if linkExists(n.Veth) {
-		_ = run("ip", "link", "del", n.Veth)
+		_ = subnet.Run("ip", "link", "del", n.Veth)
 	}
 	_ = os.Remove(filepath.Join(dir, netFile))
 	for _, o := range p.nodeNets(nodeID) {
@@ -244,9 +222,9 @@ func (p *Provider) teardownNetwork(nodeID, dir string) {
 			return
 		}
 	}
-	removeRules(n.Bridge, n.Port)
+	subnet.Unfence(n.Bridge, n.Port)
 	if linkExists(n.Bridge) {
-		if err := run("ip", "link", "del", n.Bridge); err != nil {
+		if err := subnet.Run("ip", "link", "del", n.Bridge); err != nil {
 			p.o.Log.Warn("remove subnet bridge", "bridge", n.Bridge, "err", err)
 		}
 	}
@@ -270,14 +248,14 @@ func ensureBridge(plan NetPlan) error {
 		return fmt.Errorf("subnet range %s of bridge %s clashes with %s on interface %s: remove that address or use another subnet", plan.CIDR(), plan.Bridge, addr, dev)
 	}
 	if !linkExists(plan.Bridge) {
-		if err := run("ip", "link", "add", plan.Bridge, "type", "bridge"); err != nil {
+		if err := subnet.Run("ip", "link", "add", plan.Bridge, "type", "bridge"); err != nil {
 			return err
 		}
 	}
-	if err := run("ip", "addr", "replace", plan.HostIP()+"/24", "dev", plan.Bridge); err != nil {
+	if err := subnet.Run("ip", "addr", "replace", plan.HostIP()+"/24", "dev", plan.Bridge); err != nil {
 		return err
 	}
-	return run("ip", "link", "set", plan.Bridge, "up")
+	return subnet.Run("ip", "link", "set", plan.Bridge, "up")
 }
 
 // clash returns an interface other than bridge with an address that
@@ -306,12 +284,12 @@ func clash(ipAddrOutput string, want *net.IPNet, bridge string) (dev, addr strin
 // on the bridge.
 func ensureNamespace(n nodeNet) error {
 	if _, err := os.Stat(filepath.Join(netnsDir, n.Namespace)); err != nil {
-		if err := run("ip", "netns", "add", n.Namespace); err != nil {
+		if err := subnet.Run("ip", "netns", "add", n.Namespace); err != nil {
 			return err
 		}
 	}
 	if !linkExists(n.Veth) {
-		if err := run("ip", "link", "add", n.Veth, "type", "veth", "peer", "name", "eth0", "netns", n.Namespace); err != nil {
+		if err := subnet.Run("ip", "link", "add", n.Veth, "type", "veth", "peer", "name", "eth0", "netns", n.Namespace); err != nil {
 			return err
 		}
 	}
@@ -321,53 +299,9 @@ func ensureNamespace(n nodeNet) error {
 		{"-n", n.Namespace, "addr", "replace", n.ip() + "/24", "dev", "eth0"},
 		{"-n", n.Namespace, "link", "set", "eth0", "up"},
 	} {
-		if err := run("ip", args...); err != nil {
+		if err := subnet.Run("ip", args...); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// bridgeRules are the iptables rules of a bridge, topmost first: the
-// nodes of the subnet reach each other (also where bridged traffic goes
-// through iptables) and the control plane's port on the host; nothing is
-// forwarded into or out of the subnet, nothing else on the host answers.
-func bridgeRules(bridge string, port int) [][]string {
-	return [][]string{
-		{"FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"},
-		{"FORWARD", "-i", bridge, "-j", "DROP"},
-		{"FORWARD", "-o", bridge, "-j", "DROP"},
-		{"INPUT", "-i", bridge, "-p", "tcp", "--dport", strconv.Itoa(port), "-j", "ACCEPT"},
-		{"INPUT", "-i", bridge, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
-		{"INPUT", "-i", bridge, "-j", "DROP"},
-	}
-}
-
-func ensureRules(bridge string, port int) error {
-	rules := bridgeRules(bridge, port)
-	for i := len(rules) - 1; i >= 0; i-- { // each goes on top: the first ends topmost
-		r := rules[i]
-		if exec.Command("iptables", append([]string{"-w", "-C"}, r...)...).Run() == nil {
-			continue
-		}
-		if err := run("iptables", append([]string{"-w", "-I", r[0], "1"}, r[1:]...)...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func removeRules(bridge string, port int) {
-	for _, r := range bridgeRules(bridge, port) {
-		for i := 0; i < 10 && exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).Run() == nil; i++ {
-		}
-	}
-}
-
-func run(name string, args ...string) error {
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
