@@ -29,7 +29,11 @@ func (g *globals) listTrials(ctx context.Context, c *client.Client, parent, stat
 	if status != "" {
 		trials = slices.DeleteFunc(trials, func(j api.Job) bool { return !strings.EqualFold(j.Properties.Status, status) })
 	}
-	return g.show("table", trials, func() *table { return trialsTable(sw, trials) })
+	views := make([]JobView, 0, len(trials))
+	for _, t := range trials {
+		views = append(views, jobFromARM(t, c.Server()))
+	}
+	return g.show("table", views, func() *table { return trialsTable(sw, trials) })
 }
 
 // trialsTable is a sweep's trials: name, status, each parameter, the

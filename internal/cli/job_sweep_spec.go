@@ -32,8 +32,8 @@ type TrialSpec struct {
 
 // ObjectiveSpec is objective: in the YAML.
 type ObjectiveSpec struct {
-	Goal          string `yaml:"goal"`
-	PrimaryMetric string `yaml:"primary_metric"`
+	Goal          string `yaml:"goal" json:"goal"`
+	PrimaryMetric string `yaml:"primary_metric" json:"primary_metric"`
 }
 
 // EarlyTerminationSpec is early_termination: in the YAML.

@@ -94,6 +94,16 @@ func TestSweepYAML(t *testing.T) {
 	if err := api.PrepareJob(&j, "sw"); err != nil {
 		t.Errorf("PrepareJob: %v", err)
 	}
+	// job show prints it back in the YAML's names.
+	view, _ := json.Marshal(jobFromARM(j, ""))
+	for _, want := range []string{`"type":"sweep"`, `"boosting":{"type":"choice","values":["gbdt","dart"]}`, `"decay":{"mu":0,"q":2,"sigma":1,"type":"qlognormal"}`,
+		`"sampling_algorithm":{"seed":999,"type":"random"}`, `"objective":{"goal":"minimize","primary_metric":"test-multi_logloss"}`,
+		`"limits":{"timeout":7200,"max_total_trials":20,"max_concurrent_trials":10,"trial_timeout":600}`,
+		`"early_termination":{"delay_evaluation":1,"evaluation_interval":2,"slack_factor":0.1,"type":"bandit"}`} {
+		if !strings.Contains(string(view), want) {
+			t.Errorf("job show lacks %s:\n%s", want, view)
+		}
+	}
 	// A command job with sweep fields, or a sweep without trial, is refused.
 	spec.Type = "command"
 	if _, err := spec.toARM(context.Background(), &client.Client{Scope: specScope}, "."); err == nil {
