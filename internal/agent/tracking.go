@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -10,9 +11,11 @@ import (
 // trackingEnv is what MLflow reads to log to the job's run on the control
 // plane, as Azure ML sets it in its jobs: the tracking URI (the replica
 // this agent talks to now), the run id (the job's name), the experiment,
-// and the CA that signed the server's certificate. The token comes in the
-// assignment; without one (a server that issues none) nothing is set.
-func (a *agent) trackingEnv(asg agentapi.Assignment) []string {
+// and the CA that signed the server's certificate, copied into the job's
+// folder dir (which a job container mounts at the same path). The token
+// comes in the assignment; without one (a server that issues none)
+// nothing is set.
+func (a *agent) trackingEnv(asg agentapi.Assignment, dir string) []string {
 	if asg.Env[agentapi.TrackingTokenEnv] == "" || a.c == nil {
 		return nil
 	}
@@ -25,10 +28,15 @@ func (a *agent) trackingEnv(asg agentapi.Assignment) []string {
 		env = append(env, "MLFLOW_EXPERIMENT_NAME="+exp)
 	}
 	if ca := a.cfg.CAFile; ca != "" && strings.HasPrefix(base, "https:") {
-		if abs, err := filepath.Abs(ca); err == nil {
-			ca = abs
+		if pem, err := os.ReadFile(ca); err == nil {
+			copied := filepath.Join(dir, trackingCAFile)
+			if err := os.WriteFile(copied, pem, 0o644); err == nil {
+				env = append(env, "MLFLOW_TRACKING_SERVER_CERT_PATH="+copied)
+			}
 		}
-		env = append(env, "MLFLOW_TRACKING_SERVER_CERT_PATH="+ca)
 	}
 	return env
 }
+
+// trackingCAFile is the name of the server's CA in a job's folder.
+const trackingCAFile = ".cumulus-ca.pem"
