@@ -144,6 +144,7 @@ func (j *job) prepare() ([]string, error) {
 	if err := os.MkdirAll(filepath.Join(j.dir, checkpointDir), 0o755); err != nil {
 		return nil, fmt.Errorf("make the checkpoint folder: %w", err)
 	}
+	env = append(env, j.a.trackingEnv(asg, j.dir)...)
 	if asg.Identity {
 		url, err := j.a.msiStart()
 		if err != nil {

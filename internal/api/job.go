@@ -41,15 +41,29 @@ type JobProperties struct {
 	// is answered (azure-ai-ml requires the map).
 	Services map[string]JobService `json:"services,omitempty"`
 
+	// SweepJob's (jobType Sweep; see sweep.go).
+	Trial             *TrialComponent         `json:"trial,omitempty"`
+	SearchSpace       map[string]any          `json:"searchSpace,omitempty"`
+	SamplingAlgorithm *SamplingAlgorithm      `json:"samplingAlgorithm,omitempty"`
+	Objective         *Objective              `json:"objective,omitempty"`
+	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
+
 	// Cumulus extensions, read-only.
 	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
 	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
 	StatusMessage string         `json:"statusMessage,omitempty"`
 	History       []StatusChange `json:"statusHistory,omitempty"`
 	Cost          *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
-	Attempts      []Attempt      `json:"attempts,omitempty"`
-	StartTime     *time.Time     `json:"startTime,omitempty"`
-	EndTime       *time.Time     `json:"endTime,omitempty"`
+	// Metrics is the latest value of each metric the job logged the
+	// MLflow way (read-only; in a single job's GET, not in lists).
+	Metrics   map[string]float64 `json:"metrics,omitempty"`
+	Attempts  []Attempt          `json:"attempts,omitempty"`
+	StartTime *time.Time         `json:"startTime,omitempty"`
+	EndTime   *time.Time         `json:"endTime,omitempty"`
+	// A sweep's progress, and a trial's sweep and parameters.
+	Sweep         *SweepStatus   `json:"sweep,omitempty"`
+	ParentJobName string         `json:"parentJobName,omitempty"`
+	Parameters    map[string]any `json:"parameters,omitempty"`
 }
 
 // JobService is one of a job's endpoints (Azure's JobService).
@@ -101,6 +115,10 @@ type JobLimits struct {
 	// CostLimitExceeded, when its nodes' billed time reaches this amount
 	// in the server's currency.
 	MaxCost *float64 `json:"maxCost,omitempty"`
+	// SweepJobLimits' (jobLimitsType Sweep): timeout is then the sweep's.
+	MaxConcurrentTrials int32  `json:"maxConcurrentTrials,omitempty"`
+	MaxTotalTrials      int32  `json:"maxTotalTrials,omitempty"`
+	TrialTimeout        string `json:"trialTimeout,omitempty"`
 }
 
 // CostLimitExceeded begins the reason of a job stopped at its maxCost.

@@ -33,6 +33,9 @@ func CheckJobName(name string) error {
 // PrepareJob validates a submitted command job and fills defaults. It
 // does not check that the compute exists (the caller does, with the store).
 func PrepareJob(j *Job, name string) error {
+	if j.IsSweep() {
+		return prepareSweep(j, name)
+	}
 	var v Validation
 	if err := CheckJobName(name); err != nil {
 		v.Add(CodeInvalidName, "name", "%s", err)
@@ -42,8 +45,13 @@ func PrepareJob(j *Job, name string) error {
 		p.JobType = JobTypeCommand
 	}
 	if p.JobType != JobTypeCommand {
-		v.Add(CodeValidationError, "properties.jobType", "jobType %q is not supported; Cumulus runs Command jobs", p.JobType)
+		v.Add(CodeValidationError, "properties.jobType", "jobType %q is not supported; Cumulus runs Command and Sweep jobs", p.JobType)
 	}
+	if p.Trial != nil || p.SearchSpace != nil || p.SamplingAlgorithm != nil || p.Objective != nil || p.EarlyTermination != nil ||
+		(p.Limits != nil && (p.Limits.MaxTotalTrials != 0 || p.Limits.MaxConcurrentTrials != 0 || p.Limits.TrialTimeout != "")) {
+		v.Add(CodeValidationError, "properties.jobType", "trial, searchSpace, samplingAlgorithm, objective, earlyTermination and trial limits belong to Sweep jobs; set jobType Sweep")
+	}
+	p.Sweep, p.Metrics = nil, nil // read-only
 	if strings.TrimSpace(p.Command) == "" {
 		v.Add(CodeValidationError, "properties.command", "command is required")
 	}

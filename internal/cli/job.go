@@ -195,7 +195,7 @@ func newJobShowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.showJob(c, j)
+			return g.showJobWithMetrics(cmd.Context(), c, j)
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "job name")
@@ -204,7 +204,7 @@ func newJobShowCmd(g *globals) *cobra.Command {
 }
 
 func newJobListCmd(g *globals) *cobra.Command {
-	var status string
+	var status, parent string
 	var maxResults int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -217,6 +217,9 @@ func newJobListCmd(g *globals) *cobra.Command {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if parent != "" {
+				return g.listTrials(cmd.Context(), c, parent, status)
 			}
 			jobs, err := c.ListJobs(cmd.Context(), status)
 			if err != nil {
@@ -240,6 +243,7 @@ func newJobListCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status (Queued, Running, Completed, …)")
+	cmd.Flags().StringVar(&parent, "parent", "", "only the trials of this sweep job, with their parameters and metrics")
 	cmd.Flags().IntVar(&maxResults, "max-results", 0, "at most this many jobs, the newest (0: all)")
 	return cmd
 }

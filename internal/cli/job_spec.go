@@ -37,6 +37,8 @@ type JobSpec struct {
 	Inputs               map[string]yaml.Node  `yaml:"inputs,omitempty"`
 	Outputs              map[string]OutputSpec `yaml:"outputs,omitempty"`
 	Priority             int                   `yaml:"priority,omitempty"`
+	// A sweep job's (type: sweep; see job_sweep_spec.go).
+	SweepSpec `yaml:",inline"`
 }
 
 // JobResourcesSpec is resources: in the YAML.
@@ -60,6 +62,10 @@ type JobLimitsSpec struct {
 	// MaxCost (a Cumulus extension) stops the job when its nodes' time
 	// costs this much, in the server's currency.
 	MaxCost float64 `yaml:"max_cost,omitempty"`
+	// A sweep's (seconds for trial_timeout, as timeout).
+	MaxTotalTrials      int32 `yaml:"max_total_trials,omitempty"`
+	MaxConcurrentTrials int32 `yaml:"max_concurrent_trials,omitempty"`
+	TrialTimeout        int64 `yaml:"trial_timeout,omitempty"`
 }
 
 // OutputSpec is one output.
@@ -86,6 +92,12 @@ func (s JobSpec) ignored() []string {
 // paths (code:, local inputs), which are packed and uploaded; with no
 // client (job validate) they are only checked to be folders.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
+	if strings.EqualFold(s.Type, "sweep") {
+		return s.sweepToARM(ctx, c, baseDir)
+	}
+	if s.Trial != nil || s.SearchSpace != nil || s.Objective != nil || s.EarlyTermination != nil || s.SamplingAlgorithm.Kind != 0 {
+		return api.Job{}, fmt.Errorf("trial, search_space, sampling_algorithm, objective and early_termination belong to sweep jobs; set type: sweep")
+	}
 	sc := api.Scope{Subscription: "local", ResourceGroup: "local", Workspace: "default"}
 	if c != nil {
 		sc = c.Scope

@@ -41,6 +41,10 @@ type JobView struct {
 	Attempts             []attemptView     `json:"attempts,omitempty"`
 	StatusHistory        []statusView      `json:"status_history,omitempty"`
 	Services             map[string]any    `json:"services,omitempty"`
+	// What the job logged the MLflow way; a sweep's and a trial's fields
+	// (job_sweep_view.go).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	*SweepView
 }
 
 type jobResourcesView struct {
@@ -59,6 +63,10 @@ type distributionView struct {
 type jobLimitsView struct {
 	Timeout int64    `json:"timeout,omitempty"` // seconds
 	MaxCost *float64 `json:"max_cost,omitempty"`
+	// A sweep's.
+	MaxTotalTrials      int32 `json:"max_total_trials,omitempty"`
+	MaxConcurrentTrials int32 `json:"max_concurrent_trials,omitempty"`
+	TrialTimeout        int64 `json:"trial_timeout,omitempty"` // seconds
 }
 
 type creationContext struct {
@@ -156,6 +164,8 @@ func jobFromARM(j api.Job, server string) JobView {
 	if server != "" {
 		v.Services = map[string]any{"Studio": map[string]string{"type": "Studio", "endpoint": studioJobURL(server, j.Name)}}
 	}
+	v.Metrics = p.Metrics
+	v.SweepView = sweepViewOf(j, v.Limits)
 	return v
 }
 

@@ -120,6 +120,24 @@ func (c *Client) ListEnvironmentVersions(ctx context.Context, name string) ([]ap
 	return ListAll[api.Environment](ctx, c, http.MethodGet, c.wsPath()+"/environments/"+url.PathEscape(name)+"/versions")
 }
 
+// JobMetrics reads what a job logged the MLflow way: the latest value of
+// each metric, every value of the metrics named (none: all), params and
+// tags.
+func (c *Client) JobMetrics(ctx context.Context, name string, metrics ...string) (api.JobMetrics, error) {
+	p := c.jobPath(name) + "/metrics"
+	if len(metrics) > 0 {
+		p += "?" + url.Values{"name": metrics}.Encode()
+	}
+	var out api.JobMetrics
+	_, err := c.Do(ctx, http.MethodGet, p, nil, &out)
+	return out, err
+}
+
+// ListTrials reads a sweep's trials, in the order they were created.
+func (c *Client) ListTrials(ctx context.Context, sweep string) ([]api.Job, error) {
+	return ListAll[api.Job](ctx, c, http.MethodGet, c.wsPath()+"/jobs?parentJobName="+url.QueryEscape(sweep))
+}
+
 // ListEnvironments reads the workspace's environments, each with its
 // latest version.
 func (c *Client) ListEnvironments(ctx context.Context) ([]api.EnvironmentContainer, error) {

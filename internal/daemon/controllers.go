@@ -15,16 +15,21 @@ type controllers struct {
 	ops      *controller.Operations
 	events   *controller.EventRetention
 	budgets  *controller.Budgets
+	sweeps   *controller.Sweeps
 }
 
 // runControllers runs the controllers until ctx ends: reconciliation with
 // the provider, then the cluster passes; long-running operations; the
 // provider's events; the blob collector; the event history's retention;
-// the budgets' judge.
+// the budgets' judge; the sweeps.
 func runControllers(ctx context.Context, c controllers, api *server.Server, log *slog.Logger) {
 	clusters := c.clusters
 	var wg sync.WaitGroup
-	wg.Add(6)
+	wg.Add(7)
+	go func() {
+		defer wg.Done()
+		c.sweeps.Run(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		c.ops.Run(ctx)

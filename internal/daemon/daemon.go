@@ -385,7 +385,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
 		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
-		return controllers{clusters, ops, events, budgets}
+		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
+		return controllers{clusters, ops, events, budgets, sweeps}
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
@@ -469,7 +470,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
 		c := newControllers(db)
-		clustersN.setLocal(fanOut{c.clusters, c.budgets}) // a budget changed: judged soon
+		clustersN.setLocal(fanOut{c.clusters, c.budgets, c.sweeps}) // a budget changed: judged soon
 		opsN.setLocal(c.ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)

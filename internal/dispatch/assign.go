@@ -30,6 +30,9 @@ type Work struct {
 	DefaultClientID string
 	// LaunchToken is the MPI launch secret of the job's attempt.
 	LaunchToken string
+	// TrackingToken is the job's bearer token for its MLflow run
+	// (MLFLOW_TRACKING_TOKEN); "" for none.
+	TrackingToken string
 	// CostLimit is how long the job may still hold its nodes before its
 	// maxCost is reached (with the reason to stop it with); 0: no limit.
 	CostLimit       time.Duration
@@ -46,6 +49,9 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
+	}
+	if w.TrackingToken != "" {
+		a.Env[agentapi.TrackingTokenEnv] = w.TrackingToken
 	}
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),

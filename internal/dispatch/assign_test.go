@@ -61,10 +61,11 @@ func TestAssignment(t *testing.T) {
 		Distribution: &api.Distribution{DistributionType: "PyTorch", ProcessCountPerInstance: 4},
 	}
 	n := store.Node{ID: "n1", VMSize: "Standard_NC12s_v3", GPUs: []int{0, 1, 2, 3}} // the size has 2 GPUs
-	got := Assignment(j, n, Work{NodeIPs: []string{"10.0.0.1", "10.0.0.2"}, Checkpoint: true, Identity: true, DefaultClientID: "cid"})
+	got := Assignment(j, n, Work{NodeIPs: []string{"10.0.0.1", "10.0.0.2"}, Checkpoint: true, Identity: true, DefaultClientID: "cid",
+		TrackingToken: "cmlf_j1.tag"})
 	want := agentapi.Assignment{UID: "j1", Name: "j1", Attempt: 2, Command: "python train.py --lr 0.01", CodeBlob: "sha256abc",
 		Image: "python:3.12", Env: map[string]string{"A": "1", "AZUREML_INPUT_lr": "0.01", "AZUREML_INPUT_ext": "https://example.com/x.csv",
-			"AZUREML_RUN_ID": "j1", "AZUREML_EXPERIMENT_NAME": "exp"},
+			"AZUREML_RUN_ID": "j1", "AZUREML_EXPERIMENT_NAME": "exp", "MLFLOW_TRACKING_TOKEN": "cmlf_j1.tag"},
 		Inputs: map[string]string{"data": "d1"}, Grace: JobGrace, Outputs: []string{"logs", "model"}, GPUs: []int{0, 1},
 		InstanceIndex: 1, NodeIPs: []string{"10.0.0.1", "10.0.0.2"}, Checkpoint: true, Identity: true, DefaultClientID: "cid",
 		Distribution: &agentapi.Distribution{Type: "pytorch", ProcessesPerNode: 4, MasterPort: MasterPort(j.Seq)}}

@@ -47,6 +47,9 @@ type Service struct {
 	// LaunchToken is the secret of one attempt of a job that its nodes
 	// share to launch MPI daemons on each other; nil: none.
 	LaunchToken func(uid string, attempt int) string
+	// TrackingToken is the bearer token a job's MLflow calls carry
+	// (server.TrackingToken); nil: jobs get none.
+	TrackingToken func(uid string) string
 	// Changed, when set, is told that jobs or nodes changed.
 	Changed func()
 	// Prices price node time for jobs' cost limits; nil: limits are not

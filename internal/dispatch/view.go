@@ -74,6 +74,9 @@ func (s *Service) work(ctx context.Context, q store.Querier, j store.Job) (Work,
 	if s.LaunchToken != nil {
 		w.LaunchToken = s.LaunchToken(j.UID, j.Attempt)
 	}
+	if s.TrackingToken != nil {
+		w.TrackingToken = s.TrackingToken(j.UID)
+	}
 	if s.ClientID == nil {
 		return w, nil
 	}

@@ -174,6 +174,9 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 		r.nodes[nc.State] += nc.N
 	}
 	for _, jc := range jobCounts {
+		if jc.Compute == "" { // sweeps: their trials count on their compute
+			continue
+		}
 		r := byKey[jc.Compute]
 		if r == nil { // jobs of a deleted compute
 			r = rowOf(labels(jc.Compute))

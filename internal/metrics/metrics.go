@@ -153,7 +153,7 @@ func (m *Metrics) TxDone(d time.Duration, committed bool) {
 
 // JobTransition records a job's status change (store.Observer).
 func (m *Metrics) JobTransition(t store.JobTransition) {
-	if m == nil {
+	if m == nil || t.Compute == "" { // a sweep: its trials are the jobs that queue and run
 		return
 	}
 	m.jobTransitions.WithLabelValues(t.To).Inc()

@@ -11,7 +11,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/files"
-	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -24,6 +23,7 @@ func (s *Server) jobRoutes() {
 	r.handle("DELETE", ws+"/jobs/{name}", s.deleteJob)
 	r.handle("POST", ws+"/jobs/{name}/cancel", s.cancelJob)
 	r.handle("GET", ws+"/jobs/{name}/logs", s.jobLogs)
+	r.handle("GET", ws+"/jobs/{name}/metrics", s.jobMetrics)
 	r.handle("GET", ws+"/jobs/{name}/outputs/{output}", s.jobOutput)
 }
 
@@ -94,6 +94,10 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := api.PrepareJob(&j, name); err != nil {
 		return err
 	}
+	if j.IsSweep() {
+		return s.putSweep(w, r, sc, name, j)
+	}
+	j.Properties.ParentJobName, j.Properties.Parameters = "", nil // set on trials only
 	csc, cname, err := api.ParseComputeID(j.Properties.ComputeID, sc)
 	if err != nil {
 		return api.BadRequest(api.CodeValidationError, "computeId: %s", err)
@@ -183,7 +187,11 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.jobView(r, j, nil))
+	v := s.jobView(r, j, nil)
+	if v.Properties.Metrics, err = s.latestMetrics(r.Context(), j.UID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, v)
 	return nil
 }
 
@@ -191,6 +199,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 	sc := scopeOf(p)
 	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
+	}
+	if parent := r.URL.Query().Get("parentJobName"); parent != "" {
+		return s.listTrials(w, r, sc, parent)
 	}
 	status := r.URL.Query().Get("status")
 	if status != "" {
@@ -238,7 +249,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) err
 		if api.JobTerminal(j.Doc.Properties.Status) {
 			return api.Conflict(api.CodeConflict, "job %s already ended (%s); there is nothing to cancel", j.Doc.Name, j.Doc.Properties.Status)
 		}
-		if err := lifecycle.RequestCancel(r.Context(), q, j, now); err != nil {
+		if err := requestCancel(r.Context(), q, j, now); err != nil {
 			return err
 		}
 		opID = secret.NewID()

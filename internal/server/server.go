@@ -194,6 +194,7 @@ func New(cfg Config, d Deps) *Server {
 		s.dispatch.LaunchToken = func(uid string, attempt int) string {
 			return d.Box.Tag("mpi-launch/" + uid + "/" + strconv.Itoa(attempt))
 		}
+		s.dispatch.TrackingToken = s.trackingToken
 	}
 	s.routes()
 	s.agentRoutes()
@@ -261,6 +262,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
+	if strings.HasPrefix(r.URL.Path, mlflowPrefix) {
+		route = mlflowPrefix
+		s.serveMLflow(rec, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/cumulus/") || strings.HasPrefix(r.URL.Path, "/.well-known/") {
 		s.serveCumulus(rec, r, &route)
 		return

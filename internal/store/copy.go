@@ -31,6 +31,8 @@ var copied = []struct {
 	{"node_ledger", []string{"node", "compute", "vm_size", "priority", "created", "removed"}},
 	{"job_runs", []string{"job", "attempt", "name", "compute", "nodes", "started", "ended"}},
 	{"locks", []string{"scope", "name", "level", "body", "created"}},
+	{"job_metrics", []string{"job", "name", "step", "time", "value"}},
+	{"job_params", []string{"job", "kind", "name", "value"}},
 }
 
 // ErrNotEmpty: the destination of a copy already holds state.

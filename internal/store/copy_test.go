@@ -45,6 +45,8 @@ func fill(t *testing.T, db *DB) {
 	must(PutBlobOwner(ctx, db.W(), BlobOwner{Digest: "d1", Workspace: "/ws", Size: 3, Uploaded: now, Principal: "alice"}))
 	_, err = PutLock(ctx, db.W(), "/ws", api.Lock{ID: api.LockID("/ws", "l"), Name: "l", Properties: api.LockProperties{Level: api.LockReadOnly}}, now)
 	must(err)
+	must(PutMetrics(ctx, db.W(), "uj1", []Metric{{Name: "loss", Value: 0.5, Step: 1, Time: now}}))
+	must(PutParams(ctx, db.W(), "uj1", []RunValue{{Name: "lr", Value: "0.1"}}))
 }
 
 // TestCopySQLiteToPostgres: every kind of state arrives, the counts agree,
@@ -69,7 +71,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	for _, tb := range copied {
 		want := 1
-		if tb.table == "jobs" {
+		if tb.table == "jobs" || tb.table == "job_params" { // job_params: a param and the metric count
 			want = 2
 		}
 		if report[tb.table] != want {

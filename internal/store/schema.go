@@ -226,6 +226,25 @@ var migrations = []string{
 		PRIMARY KEY (scope, name)
 	);
 	CREATE TRIGGER locks_resource_deleted AFTER DELETE ON resources WHEN OLD.kind IN ('workspace', 'compute') BEGIN DELETE FROM locks WHERE scope = (CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) OR substr(scope, 1, length(CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) + 1) = (CASE OLD.kind WHEN 'compute' THEN OLD.parent || '/computes/' || OLD.name ELSE OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name END) || '/'; END`,
+	// 15: what jobs log the MLflow way (see metrics.go): every metric
+	// value by job uid, name, step and time; params and tags by name. They
+	// go with their job.
+	`CREATE TABLE job_metrics (
+		job   TEXT NOT NULL,
+		name  TEXT NOT NULL,
+		step  INTEGER NOT NULL,
+		time  INTEGER NOT NULL,
+		value REAL NOT NULL,
+		PRIMARY KEY (job, name, step, time, value)
+	);
+	CREATE TABLE job_params (
+		job   TEXT NOT NULL,
+		kind  TEXT NOT NULL,
+		name  TEXT NOT NULL,
+		value TEXT NOT NULL,
+		PRIMARY KEY (job, kind, name)
+	);
+	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; END`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

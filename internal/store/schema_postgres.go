@@ -209,4 +209,22 @@ var pgMigrations = []string{
 	);
 	CREATE FUNCTION delete_resource_locks() RETURNS trigger LANGUAGE plpgsql AS $$ DECLARE id TEXT; BEGIN IF OLD.kind = 'compute' THEN id := OLD.parent || '/computes/' || OLD.name; ELSIF OLD.kind = 'workspace' THEN id := OLD.parent || '/providers/microsoft.machinelearningservices/workspaces/' || OLD.name; ELSE RETURN NULL; END IF; IF EXISTS (SELECT 1 FROM locks WHERE scope = id OR substr(scope, 1, length(id) + 1) = id || '/') THEN DELETE FROM locks WHERE scope = id OR substr(scope, 1, length(id) + 1) = id || '/'; END IF; RETURN NULL; END $$;
 	CREATE TRIGGER locks_resource_deleted AFTER DELETE ON resources FOR EACH ROW EXECUTE FUNCTION delete_resource_locks()`,
+	// SQLite's 15: job metrics, params and tags, removed with their job.
+	`CREATE TABLE job_metrics (
+		job   TEXT COLLATE "C" NOT NULL,
+		name  TEXT COLLATE "C" NOT NULL,
+		step  BIGINT NOT NULL,
+		time  BIGINT NOT NULL,
+		value DOUBLE PRECISION NOT NULL,
+		PRIMARY KEY (job, name, step, time, value)
+	);
+	CREATE TABLE job_params (
+		job   TEXT COLLATE "C" NOT NULL,
+		kind  TEXT COLLATE "C" NOT NULL,
+		name  TEXT COLLATE "C" NOT NULL,
+		value TEXT NOT NULL,
+		PRIMARY KEY (job, kind, name)
+	);
+	CREATE FUNCTION delete_job_metrics() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; RETURN NULL; END $$;
+	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION delete_job_metrics()`,
 }

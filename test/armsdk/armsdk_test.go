@@ -53,6 +53,7 @@ type env struct {
 	usages   *ml.UsagesClient
 	sizes    *ml.VirtualMachineSizesClient
 	quotas   *ml.QuotasClient
+	jobs     *ml.JobsClient
 }
 
 var poll = &runtime.PollUntilDoneOptions{Frequency: time.Second}
@@ -106,7 +107,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{d: d, http: hc, computes: f.NewComputeClient(), ws: f.NewWorkspacesClient(), usages: f.NewUsagesClient(),
-		sizes: f.NewVirtualMachineSizesClient(), quotas: f.NewQuotasClient()}
+		sizes: f.NewVirtualMachineSizesClient(), quotas: f.NewQuotasClient(), jobs: f.NewJobsClient()}
 }
 
 func amlOf(t *testing.T, r ml.ComputeResource) *ml.AmlCompute {

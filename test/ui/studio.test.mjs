@@ -915,6 +915,63 @@ test('the studio, end to end in Chromium', async (t) => {
     await assert.rejects(cli('compute', 'show', '-n', CLUSTER));
   });
 
+  await step(t, 'a sweep shows its trials, the best highlighted, and a chart of the metric per trial', async () => {
+    // The trial logs acc = x·(k+1)/3 at steps k = 0, 1, 2 through MLflow's
+    // REST API, as mlflow.log_metric does, with the variables every job gets.
+    const code = path.join(dataDir, 'sweep-code');
+    fs.mkdirSync(code, { recursive: true });
+    fs.writeFileSync(path.join(code, 'trial.mjs'), `
+const x = Number(process.argv[2]);
+const env = process.env;
+for (let k = 0; k < 3; k++) {
+  const r = await fetch(env.MLFLOW_TRACKING_URI + '/api/2.0/mlflow/runs/log-metric', {
+    method: 'POST', headers: { Authorization: 'Bearer ' + env.MLFLOW_TRACKING_TOKEN, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ run_id: env.MLFLOW_RUN_ID, key: 'acc', value: x * (k + 1) / 3, step: k, timestamp: Date.now() }) });
+  if (!r.ok) { console.error(r.status, await r.text()); process.exit(1); }
+}
+`);
+    fs.writeFileSync(path.join(dataDir, 'sweep.yml'), `$schema: https://azuremlschemas.azureedge.net/latest/sweepJob.schema.json
+type: sweep
+name: ui-sweep
+trial:
+  code: ./sweep-code
+  command: node trial.mjs \${{search_space.x}}
+compute: azureml:sweep-cpu
+sampling_algorithm: grid
+search_space:
+  x:
+    type: choice
+    values: [0.2, 0.9, 0.5]
+objective:
+  goal: maximize
+  primary_metric: acc
+limits:
+  max_total_trials: 3
+  max_concurrent_trials: 2
+`);
+    await cli('compute', 'create', '-n', 'sweep-cpu', '--max-instances', '2', '--idle-time-before-scale-down', '5');
+    await cli('job', 'create', '--file', path.join(dataDir, 'sweep.yml'));
+    await page.goto(base + '/#/jobs/ui-sweep');
+    await page.getByRole('heading', { name: 'Trials' }).waitFor();
+    await page.locator('#sweep-best', { hasText: 'Best: ui-sweep_1, acc 0.9' }).waitFor({ timeout: 90000 });
+    const rows = page.locator('table.trials tbody tr');
+    await waitFor('three completed trials', async () => (await rows.filter({ hasText: 'Completed' }).count()) === 3, 60000);
+    assert.equal(await page.locator('tr.best-row').getAttribute('data-key'), 'ui-sweep_1');
+    assert.match(await page.locator('tr.best-row').textContent(), /0\.9.*0\.9/);
+    assert.equal(await page.locator('#sweep-chart circle').count(), 3);
+    assert.equal(await page.locator('#sweep-chart circle.best').count(), 1);
+    const trials = await cli('job', 'list', '--parent', 'ui-sweep', '-o', 'table');
+    assert.match(trials, /ui-sweep_1\s+Completed\s+0\.9\s+0\.9\s+\*/);
+    await shot('sweep', { fullPage: true });
+    // A trial's page charts its metric over steps.
+    await page.getByRole('link', { name: 'ui-sweep_1', exact: true }).click();
+    await page.getByRole('heading', { name: 'Metrics' }).waitFor();
+    assert.equal(await page.locator('#job-metrics circle').count(), 3);
+    await cli('compute', 'delete', '-n', 'sweep-cpu', '--yes', '--no-wait').catch(() => {});
+    await page.goto(base + '/#/computes');
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+  });
+
   await step(t, 'switches workspaces', async () => {
     await cli('workspace', 'create', '-n', 'team-b');
     await cli('compute', 'create', '-n', 'team-b-cpu', '-w', 'team-b', '--max-instances', '1');

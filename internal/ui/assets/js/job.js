@@ -5,6 +5,7 @@ import { h, replace, badge, pageHeader, errorBanner, syncTable, table, duration,
 import { terminal, jobDuration } from './jobs.js';
 import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
+import { metricsPanel, sweepPanel } from './sweep.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
@@ -21,6 +22,8 @@ export function render(main, [name]) {
   const attemptsT = table('Attempts of the job', ['Attempt', 'Nodes', 'Started', 'Ended', 'Exit code', 'Reason']);
   const outputsBox = h('div', { id: 'job-outputs' });
   const usage = usagePanel('job', name);
+  const sweep = sweepPanel(name);
+  const metrics = metricsPanel(name);
 
   // Log viewer.
   const attemptSel = h('select', { id: 'log-attempt' }, h('option', { value: '' }, 'Latest'));
@@ -38,6 +41,7 @@ export function render(main, [name]) {
       h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
       h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
+    sweep.el, metrics.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
     usage.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
@@ -140,6 +144,13 @@ export function render(main, [name]) {
     await renderHistory(p);
     renderAttempts(p);
     renderOutputs(j);
+    await sweep.update(j).catch((e) => banner.set(e.message));
+    // A sweep runs no command of its own: its trials have the attempts,
+    // utilization and logs.
+    const isSweep = (p.jobType || '').toLowerCase() === 'sweep';
+    main.querySelectorAll('section[aria-labelledby="sec-attempts"], section[aria-labelledby="sec-log"]').forEach((el) => { el.hidden = isSweep; });
+    if (isSweep) usage.el.hidden = true;
+    await metrics.update(j).catch((e) => banner.set(e.message));
     if (p.startTime && !usage.done) {
       await jobUsage(name).then(usage.update).catch(() => {});
       // Samples come while the job runs, and its node reports the last
@@ -161,7 +172,7 @@ export function render(main, [name]) {
     replace(params,
       fact('Display name', p.displayName),
       fact('Compute', h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute)),
-      fact('Command', h('pre', { class: 'command' }, p.command)),
+      fact(p.trial ? 'Trial command' : 'Command', h('pre', { class: 'command' }, p.command || (p.trial || {}).command)),
       fact('Environment', p.environmentId),
       fact('Code', p.codeId ? h('code', { title: p.codeId }, nameFromId(p.codeId).slice(0, 12) + '…') : null),
       fact('Nodes', String((p.resources || {}).instanceCount || 1)),

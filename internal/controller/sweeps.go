@@ -1,0 +1,343 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/secret"
+	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/sweep"
+)
+
+// SweepInterval is how often every running sweep is driven even when
+// nothing wakes the controller.
+const SweepInterval = 5 * time.Second
+
+// sweepWakeGap is the least time between two passes asked for by Notify.
+const sweepWakeGap = time.Second
+
+// Sweeps drives sweep jobs: it creates their trials (command jobs on the
+// sweep's compute, which the scheduler and autoscaler run like any other)
+// up to maxConcurrentTrials at a time and maxTotalTrials in all, with the
+// parameters the sampling algorithm picks from the results so far; stops
+// trials the early termination policy names; keeps the best trial; and
+// ends the sweep when its trials are done or its timeout passes. Each
+// sweep's pass is one transaction that writes the sweep back under its
+// version, so a pass that raced a cancel leaves no trial behind.
+type Sweeps struct {
+	DB    *store.DB
+	Clock clock.Clock
+	Log   *slog.Logger
+	// Changed is told when trials were created or canceled (wakes the
+	// clusters); Wake wakes a node's poll (a canceled trial's nodes).
+	Changed func()
+	Wake    func(node string)
+
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+func (c *Sweeps) wakeCh() chan struct{} {
+	c.wakeOnce.Do(func() { c.wake = make(chan struct{}, 1) })
+	return c.wake
+}
+
+// Notify asks for a pass soon (jobs changed).
+func (c *Sweeps) Notify() {
+	select {
+	case c.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// Run drives the sweeps every SweepInterval and soon after Notify, until
+// ctx ends.
+func (c *Sweeps) Run(ctx context.Context) {
+	for {
+		if err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			c.Log.Error("drive sweeps", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.Clock.After(SweepInterval):
+		case <-c.wakeCh():
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.Clock.After(sweepWakeGap):
+			}
+		}
+	}
+}
+
+// activeSweep lists the statuses of a sweep that is not over.
+var activeSweep = []string{api.JobNotStarted, api.JobQueued, api.JobRunning, api.JobCancelRequested, api.JobFinalizing}
+
+// RunOnce drives every sweep that is not over once.
+func (c *Sweeps) RunOnce(ctx context.Context) error {
+	sweeps, err := store.JobsByStatus(ctx, c.DB.Q(), "", activeSweep...)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sw := range sweeps {
+		if !sw.Doc.IsSweep() {
+			continue
+		}
+		var res passResult
+		err := c.DB.Tx(ctx, func(q store.Querier) error {
+			var err error
+			res, err = c.drive(ctx, q, sw.UID, c.Clock.Now().UTC())
+			return err
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep %s: %w", sw.Doc.Name, err))
+			continue
+		}
+		if c.Wake != nil {
+			for _, n := range res.wake {
+				c.Wake(n)
+			}
+		}
+		if res.changed && c.Changed != nil {
+			c.Changed()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type passResult struct {
+	changed bool     // trials created or canceled
+	wake    []string // nodes of canceled trials
+}
+
+// trial is one trial of a sweep with its primary metric so far.
+type trial struct {
+	job    store.Job
+	values []float64 // the primary metric, by step
+}
+
+func (t trial) active() bool { return !api.JobTerminal(t.job.Doc.Properties.Status) }
+
+// drive is one pass over one sweep, inside the caller's transaction.
+func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now time.Time) (passResult, error) {
+	var res passResult
+	sw, err := store.GetJobByUID(ctx, q, uid)
+	if err != nil || api.JobTerminal(sw.Doc.Properties.Status) {
+		return res, ignoreNotFound(err)
+	}
+	p := &sw.Doc.Properties
+	if p.Sweep == nil {
+		p.Sweep = &api.SweepStatus{}
+	}
+	st := p.Sweep
+	space, err := sw.Doc.SweepSpace()
+	if err != nil { // checked at submission; a stored sweep that no longer parses fails
+		sw.Doc.SetStatus(api.JobFailed, now, "searchSpace: "+err.Error())
+		return res, store.UpdateJob(ctx, q, &sw)
+	}
+	trials, err := c.trials(ctx, q, sw)
+	if err != nil {
+		return res, err
+	}
+	maximize := p.Objective.Goal == api.GoalMaximize
+	cancel := func(t *trial, reason string) error {
+		nodes, err := cancelTrial(ctx, q, &t.job, now, reason)
+		res.changed = true
+		res.wake = append(res.wake, nodes...)
+		return err
+	}
+
+	// A canceled sweep (CancelRequested: see the server) or one past its
+	// timeout stops its trials.
+	timedOut := false
+	if d := sw.Doc.Timeout(); d > 0 && p.StartTime != nil && !now.Before(p.StartTime.Add(d)) {
+		timedOut = true
+	}
+	if p.Status == api.JobCancelRequested || timedOut {
+		reason := "the sweep was canceled"
+		if timedOut {
+			reason = "the sweep reached its limits.timeout (" + p.Limits.Timeout + ")"
+		}
+		for i := range trials {
+			if trials[i].active() {
+				if err := cancel(&trials[i], reason); err != nil {
+					return res, err
+				}
+			}
+		}
+		best(p, trials)
+		sw.Doc.SetStatus(api.JobCanceled, now, reason)
+		return res, store.UpdateJob(ctx, q, &sw)
+	}
+
+	// Early termination.
+	if e := p.EarlyTermination; e != nil {
+		var series []sweep.TrialSeries
+		for _, t := range trials {
+			series = append(series, sweep.TrialSeries{Name: t.job.Doc.Name, Values: t.values,
+				Running: t.active() && t.job.Doc.Properties.Status != api.JobCancelRequested})
+		}
+		stop := sweep.Terminate(e.SweepPolicy(), maximize, series)
+		for i := range trials {
+			t := &trials[i]
+			for _, name := range stop {
+				if t.job.Doc.Name != name {
+					continue
+				}
+				reason := fmt.Sprintf("stopped early by the sweep's %s policy: %s %g at interval %d is behind", e.PolicyType,
+					p.Objective.PrimaryMetric, t.values[len(t.values)-1], len(t.values))
+				if err := cancel(t, reason); err != nil {
+					return res, err
+				}
+				st.StoppedEarly = append(st.StoppedEarly, name)
+			}
+		}
+	}
+
+	// New trials, as many as the limits allow.
+	alg := strings.ToLower(p.SamplingAlgorithm.SamplingAlgorithmType)
+	total := sw.Doc.MaxTotalTrials()
+	if alg == sweep.Grid {
+		total = min(total, sweep.GridSize(space))
+	}
+	active := 0
+	var done []sweep.Observation
+	var pending []sweep.Params
+	for _, t := range trials {
+		if t.active() {
+			active++
+			pending = append(pending, t.job.Doc.Properties.Parameters)
+		} else if len(t.values) > 0 {
+			done = append(done, sweep.Observation{Params: t.job.Doc.Properties.Parameters, Value: t.values[len(t.values)-1]})
+		}
+	}
+	n := min(sw.Doc.MaxConcurrentTrials()-active, total-st.TrialsCreated)
+	if n > 0 {
+		next := sweep.Next(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
+			Done: done, Pending: pending, Issued: st.TrialsCreated, N: n})
+		for _, params := range next {
+			name := api.TrialName(sw.Doc.Name, st.TrialsCreated)
+			t := store.Job{UID: secret.NewID(), Parent: sw.Parent, Compute: store.Key(p.ComputeID), Created: now, Doc: sw.Doc.Trial(name, params)}
+			d := &t.Doc
+			d.ID, d.Type = strings.TrimSuffix(sw.Doc.ID, "/"+sw.Doc.Name)+"/"+name, sw.Doc.Type
+			d.SystemData = sw.Doc.SystemData
+			d.SetStatus(api.JobNotStarted, now, "")
+			d.SetStatus(api.JobQueued, now, "")
+			if err := store.InsertJob(ctx, q, &t); errors.Is(err, store.ErrExists) {
+				sw.Doc.SetStatus(api.JobFailed, now, "a job named "+name+" already exists, so the sweep cannot create its trial "+name)
+				return res, store.UpdateJob(ctx, q, &sw)
+			} else if err != nil {
+				return res, err
+			}
+			st.TrialsCreated++
+			active++
+			res.changed = true
+		}
+		if len(next) > 0 && p.Status != api.JobRunning {
+			sw.Doc.SetStatus(api.JobRunning, now, "")
+			if p.StartTime == nil {
+				p.StartTime = &now
+			}
+		}
+	}
+	best(p, trials)
+	if active == 0 && st.TrialsCreated >= total {
+		status, reason := api.JobCompleted, ""
+		if p.Sweep.BestTrial == nil {
+			status, reason = api.JobFailed, "no trial logged the primary metric "+p.Objective.PrimaryMetric
+		}
+		sw.Doc.SetStatus(status, now, reason)
+	}
+	return res, store.UpdateJob(ctx, q, &sw)
+}
+
+// trials reads a sweep's trials and the primary metric each has logged.
+func (c *Sweeps) trials(ctx context.Context, q store.Querier, sw store.Job) ([]trial, error) {
+	var out []trial
+	metric := sw.Doc.Properties.Objective.PrimaryMetric
+	for i := range sw.Doc.Properties.Sweep.TrialsCreated {
+		j, err := store.GetJob(ctx, q, sw.Parent, api.TrialName(sw.Doc.Name, i))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return nil, err
+		}
+		if j.Doc.Properties.ParentJobName != sw.Doc.Name {
+			continue
+		}
+		ms, err := store.Metrics(ctx, q, j.UID, metric)
+		if err != nil {
+			return nil, err
+		}
+		t := trial{job: j}
+		for k, m := range ms { // the last value logged at each step
+			if k+1 < len(ms) && ms[k+1].Step == m.Step {
+				continue
+			}
+			t.values = append(t.values, m.Value)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// best records the sweep's best trial: the best latest value of the
+// primary metric; also in properties as Azure ML's sweeps do
+// (best_child_run_id, score).
+func best(p *api.JobProperties, trials []trial) {
+	maximize := p.Objective.Goal == api.GoalMaximize
+	var b *trial
+	for i := range trials {
+		t := &trials[i]
+		if len(t.values) == 0 {
+			continue
+		}
+		v := t.values[len(t.values)-1]
+		if b == nil || (maximize && v > b.values[len(b.values)-1]) || (!maximize && v < b.values[len(b.values)-1]) {
+			b = t
+		}
+	}
+	if b == nil {
+		return
+	}
+	v := b.values[len(b.values)-1]
+	p.Sweep.BestTrial = &api.BestTrial{Name: b.job.Doc.Name, Parameters: b.job.Doc.Properties.Parameters, Metric: p.Objective.PrimaryMetric, Value: v}
+	if p.Properties == nil {
+		p.Properties = map[string]string{}
+	}
+	p.Properties["best_child_run_id"] = b.job.Doc.Name
+	p.Properties["score"] = fmt.Sprint(v)
+}
+
+// cancelTrial cancels a trial with a reason: at once when it holds no
+// node, else by asking its nodes to stop (their names are returned to be
+// woken).
+func cancelTrial(ctx context.Context, q store.Querier, j *store.Job, now time.Time, reason string) ([]string, error) {
+	p := &j.Doc.Properties
+	if api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested {
+		return nil, nil
+	}
+	if len(j.Nodes) == 0 {
+		j.Doc.SetStatus(api.JobCanceled, now, reason)
+	} else {
+		j.Doc.SetStatus(api.JobCancelRequested, now, reason)
+	}
+	return j.Nodes, store.UpdateJob(ctx, q, j)
+}
+
+func ignoreNotFound(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
+}
