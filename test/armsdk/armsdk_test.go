@@ -152,18 +152,19 @@ func TestComputeLifecycleWithSDK(t *testing.T) {
 					MaxNodeCount: to.Ptr[int32](3), MinNodeCount: to.Ptr[int32](0), NodeIdleTimeBeforeScaleDown: to.Ptr("PT3M"),
 				},
 				RemoteLoginPortPublicAccess: to.Ptr(ml.RemoteLoginPortPublicAccessDisabled),
-				EnableNodePublicIP:          to.Ptr(false),
+				EnableNodePublicIP:          to.Ptr(true),
+				IsolatedNetwork:             to.Ptr(true),
 			},
 		},
 	}
-	// The local provider cannot cut nodes off from other networks: the
-	// SDK sees the refusal as an ARM error naming the field.
+	// No provider isolates networks (isolatedNetwork): the SDK sees the
+	// refusal as an ARM error naming the field.
 	_, err := e.computes.BeginCreateOrUpdate(ctx, rg, ws, name, params, nil)
 	var re *azcore.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "ValidationError" || !strings.Contains(err.Error(), "enableNodePublicIp") {
-		t.Fatalf("create with enableNodePublicIp false on the local provider: %v, want a 400 ValidationError", err)
+	if !errors.As(err, &re) || re.StatusCode != 400 || re.ErrorCode != "ValidationError" || !strings.Contains(err.Error(), "isolatedNetwork") {
+		t.Fatalf("create with isolatedNetwork true: %v, want a 400 ValidationError", err)
 	}
-	params.Properties.(*ml.AmlCompute).Properties.EnableNodePublicIP = to.Ptr(true)
+	params.Properties.(*ml.AmlCompute).Properties.IsolatedNetwork = nil
 	poller, err := e.computes.BeginCreateOrUpdate(ctx, rg, ws, name, params, nil)
 	if err != nil {
 		t.Fatal(err)
