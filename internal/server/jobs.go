@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -117,16 +118,9 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	status := http.StatusCreated
 	var out store.Job
 	err = s.tx(r, func(q store.Querier) error {
-		cd, err := s.compute(r.Context(), q, sc, cname)
+		c, err := s.computeFor(r.Context(), q, sc, cname, j.InstanceCount(), "resources.instanceCount")
 		if err != nil {
-			return api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
-		}
-		c := cd.Value
-		if c.Properties.ProvisioningState == api.StateDeleting {
-			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
-		}
-		if max := c.LargestMax(); j.InstanceCount() > max {
-			return api.BadRequest(api.CodeValidationError, "resources.instanceCount %d is more than compute %s can ever have (maxNodeCount %d)", j.InstanceCount(), c.Name, max)
+			return err
 		}
 		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)
 		if err == nil {
@@ -365,4 +359,22 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 		s.log.Warn("output download interrupted", "job", j.Doc.Name, "err", err)
 	}
 	return nil
+}
+
+// computeFor is the compute a new job (or sweep trial, field naming its
+// node count) runs on: it exists, is not being deleted, and can ever have
+// the job's nodes.
+func (s *Server) computeFor(ctx context.Context, q store.Querier, sc api.Scope, cname string, instances int, field string) (api.Compute, error) {
+	cd, err := s.compute(ctx, q, sc, cname)
+	if err != nil {
+		return api.Compute{}, api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
+	}
+	c := cd.Value
+	if c.Properties.ProvisioningState == api.StateDeleting {
+		return c, api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
+	}
+	if max := c.LargestMax(); instances > max {
+		return c, api.BadRequest(api.CodeValidationError, "%s %d is more than compute %s can ever have (maxNodeCount %d)", field, instances, c.Name, max)
+	}
+	return c, nil
 }

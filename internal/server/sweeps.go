@@ -46,16 +46,9 @@ func (s *Server) putSweep(w http.ResponseWriter, r *http.Request, sc api.Scope, 
 	status := http.StatusCreated
 	var out store.Job
 	err = s.tx(r, func(q store.Querier) error {
-		cd, err := s.compute(r.Context(), q, sc, cname)
+		c, err := s.computeFor(r.Context(), q, sc, cname, trial.InstanceCount(), "trial.resources.instanceCount")
 		if err != nil {
-			return api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
-		}
-		c := cd.Value
-		if c.Properties.ProvisioningState == api.StateDeleting {
-			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
-		}
-		if max := c.LargestMax(); trial.InstanceCount() > max {
-			return api.BadRequest(api.CodeValidationError, "trial.resources.instanceCount %d is more than compute %s can ever have (maxNodeCount %d)", trial.InstanceCount(), c.Name, max)
+			return err
 		}
 		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)
 		if err == nil {
