@@ -92,18 +92,7 @@ func Metrics(ctx context.Context, q Querier, job, name string) ([]Metric, error)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	defer rows.Close()
-	var out []Metric
-	for rows.Next() {
-		var m Metric
-		var ms int64
-		if err := rows.Scan(&m.Name, &m.Value, &m.Step, &ms); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-		m.Time = time.UnixMilli(ms).UTC()
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return scanMetrics(rows, "metrics")
 }
 
 // LatestMetrics is each metric's latest value, as MLflow picks it: the
@@ -117,18 +106,7 @@ func LatestMetrics(ctx context.Context, q Querier, job string) ([]Metric, error)
 	if err != nil {
 		return nil, fmt.Errorf("latest metrics: %w", err)
 	}
-	defer rows.Close()
-	var out []Metric
-	for rows.Next() {
-		var m Metric
-		var ms int64
-		if err := rows.Scan(&m.Name, &m.Value, &m.Step, &ms); err != nil {
-			return nil, fmt.Errorf("latest metrics: %w", err)
-		}
-		m.Time = time.UnixMilli(ms).UTC()
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return scanMetrics(rows, "latest metrics")
 }
 
 // PutParams stores params of job. A param logged again with the same
@@ -185,4 +163,24 @@ func RunData(ctx context.Context, q Querier, job string) (params, tags []RunValu
 		}
 	}
 	return params, tags, rows.Err()
+}
+
+// scanMetrics reads rows of name, value, step, time (ms); what names the
+// query in errors. It closes rows.
+func scanMetrics(rows *sql.Rows, what string) ([]Metric, error) {
+	defer rows.Close()
+	var out []Metric
+	for rows.Next() {
+		var m Metric
+		var ms int64
+		if err := rows.Scan(&m.Name, &m.Value, &m.Step, &ms); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		m.Time = time.UnixMilli(ms).UTC()
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
 }
