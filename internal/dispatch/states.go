@@ -56,13 +56,21 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 			break // accepted, still preparing (code, inputs, image): the job stays Preparing
 		}
 		before := j.Doc.Properties.Status
-		if err := lifecycle.Started(ctx, q, j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
+		if err := lifecycle.StartedIn(ctx, q, &j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
 			return Outcome{}, err
 		}
 		out.Changed = before != api.JobRunning
 	case agentapi.PhaseExited:
 		at := orNow(st.Ended, now)
 		out.Changed = true
+		if !st.Started.IsZero() {
+			// A job that ended before its agent told it running (a short
+			// job whose start and end one poll carries) ran all the same:
+			// its history shows Running before it ends.
+			if err := lifecycle.StartedIn(ctx, q, &j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
+				return Outcome{}, err
+			}
+		}
 		n, err := store.GetNode(ctx, q, nodeID)
 		current := err == nil && n.JobID == j.UID && st.Attempt == j.Attempt
 		switch {

@@ -53,7 +53,13 @@ func rankOf(j store.Job, node string) int { return slices.Index(j.Nodes, node) }
 
 // Started records that a node began running its part of the job.
 func Started(ctx context.Context, q store.Querier, j store.Job, node string, attempt int, at time.Time) error {
-	if attempt != j.Attempt || rankOf(j, node) < 0 {
+	return StartedIn(ctx, q, &j, node, attempt, at)
+}
+
+// StartedIn is Started updating j in place (its new status and version),
+// for a caller that writes the job again in the same transaction.
+func StartedIn(ctx context.Context, q store.Querier, j *store.Job, node string, attempt int, at time.Time) error {
+	if attempt != j.Attempt || rankOf(*j, node) < 0 {
 		return nil // a report of an older attempt: ignore
 	}
 	p := &j.Doc.Properties
@@ -68,7 +74,7 @@ func Started(ctx context.Context, q store.Querier, j store.Job, node string, att
 		p.StartTime = &at
 	}
 	j.Doc.SetStatus(api.JobRunning, at, "")
-	return store.UpdateJob(ctx, q, &j)
+	return store.UpdateJob(ctx, q, j)
 }
 
 // Exited records that a node's part of the job ended. The job ends when
