@@ -142,7 +142,10 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// middle of the transaction. As the only writer, its cache also stays
 	// valid from one transaction to the next (a reader's is dropped at
 	// every commit in WAL mode, so the readers keep the default).
-	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-32768)")
+	// Temporary storage in memory keeps statement journals (the pages a
+	// statement with triggers may have to undo on its own) out of a
+	// temporary file: they were a write system call per page.
+	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-32768)&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
