@@ -2,6 +2,7 @@ package scale
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -177,9 +178,10 @@ func BenchmarkQueuedToScaleUp(b *testing.B) {
 
 // BenchmarkAPILatencyUnderLoad: a store holding SCALE_STORE_JOBS
 // (1,000,000) finished jobs and SCALE_STORE_NODES (10,000) nodes; 64
-// concurrent clients mix job submits, job gets and compute lists for
-// 20 s. Also reports the process's RSS and Go heap with that store
-// open (the control plane and the benchmark share the process).
+// concurrent clients mix job submits, job gets, compute lists and pages
+// of the job list (a quarter each) for 20 s. Also reports the process's
+// RSS and Go heap with that store open (the control plane and the
+// benchmark share the process).
 //
 //	go test ./test/scale/ -run '^$' -bench APILatencyUnderLoad -benchtime 1x -timeout 30m
 func BenchmarkAPILatencyUnderLoad(b *testing.B) {
@@ -214,7 +216,7 @@ func BenchmarkAPILatencyUnderLoad(b *testing.B) {
 				var kind string
 				var err error
 				t := time.Now()
-				switch i % 3 {
+				switch i % 4 {
 				case 0:
 					kind = "submit"
 					_, err = p.c.PutJob(bctx, api.Job{Name: fmt.Sprintf("load-%d-%d", c, i),
@@ -225,6 +227,14 @@ func BenchmarkAPILatencyUnderLoad(b *testing.B) {
 				case 2:
 					kind = "list-computes"
 					_, err = p.c.ListComputes(bctx)
+				case 3:
+					// One page of the workspace's job list (a million
+					// finished jobs and the new ones), as the studio asks.
+					kind = "list-jobs"
+					var page struct {
+						Value []api.Job `json:"value"`
+					}
+					_, err = p.c.Do(bctx, http.MethodGet, p.c.Scope.WorkspaceID()+"/jobs", nil, &page)
 				}
 				d := time.Since(t)
 				mu.Lock()
@@ -239,7 +249,7 @@ func BenchmarkAPILatencyUnderLoad(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	for _, k := range []string{"submit", "get", "list-computes"} {
+	for _, k := range []string{"submit", "get", "list-computes", "list-jobs"} {
 		if len(lat[k]) > 0 {
 			reportLatency(b, k+"-", lat[k])
 			b.ReportMetric(float64(len(lat[k]))/dur.Seconds(), k+"/s")
