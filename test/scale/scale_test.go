@@ -58,6 +58,7 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.DataDir = b.TempDir()
 	o.Provider = "sim"
 	o.SimJobDuration = simJob
+	o.SimHTTP2 = os.Getenv("SCALE_HTTP2") != "" // needed past about 9,000 nodes where descriptors are limited to 20,000
 	o.Quotas = daemonQuotas(o)
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second

@@ -43,7 +43,11 @@ type Options struct {
 	Client *http.Client
 	// CAFile is trusted for https server URLs when Client is nil.
 	CAFile string
-	Log    *slog.Logger
+	// HTTP2: when Client is nil, the nodes share HTTP/2 connections (an
+	// http:// server must accept HTTP/2 without TLS) instead of holding an
+	// HTTP/1.1 connection each.
+	HTTP2 bool
+	Log   *slog.Logger
 }
 
 // Provider runs simulated nodes.
@@ -67,6 +71,12 @@ func New(o Options) (*Provider, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = 4096
+		if o.HTTP2 {
+			var p http.Protocols
+			p.SetHTTP2(true)
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols = &p
+		}
 		if o.CAFile != "" {
 			pool, err := tlsutil.Pool(o.CAFile)
 			if err != nil {
