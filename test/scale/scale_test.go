@@ -63,6 +63,9 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SCALE_LOG") != "" { // the control plane's warnings and errors, to see why a run stalls
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	if os.Getenv("SCALE_STORE") == "postgres" {
 		o.Store = pgtest.DSN(b) // the same benchmarks on PostgreSQL
 	}
