@@ -52,25 +52,7 @@ func (s *Service) ReportAll(ctx context.Context, nodeID string, states []agentap
 		lead = !<-r.ready
 	}
 	if lead {
-		g.mu.Lock()
-		batch := g.queue
-		g.queue = nil
-		g.mu.Unlock()
-		// The batch holds other callers' reports: it is written even
-		// when this caller goes away.
-		s.writeBatch(context.WithoutCancel(ctx), batch)
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			g.queue[0].ready <- false // it writes the next batch
-		} else {
-			g.busy = false
-		}
-		g.mu.Unlock()
-		for _, o := range batch {
-			if o != r {
-				o.ready <- true
-			}
-		}
+		s.lead(ctx, r)
 	}
 	if r.err != nil {
 		return r.err
@@ -84,10 +66,50 @@ func (s *Service) ReportAll(ctx context.Context, nodeID string, states []agentap
 	return nil
 }
 
+// lead writes the reports queued now (r's among them) in one batch, then
+// hands the writing on to the first report queued meanwhile and tells the
+// batch's other callers theirs is done. A panic while writing fails the
+// batch's reports and still hands on, so no caller waits for ever.
+func (s *Service) lead(ctx context.Context, r *report) {
+	g := &s.group
+	g.mu.Lock()
+	batch := g.queue
+	g.queue = nil
+	g.mu.Unlock()
+	defer func() {
+		p := recover()
+		g.mu.Lock()
+		if len(g.queue) > 0 {
+			g.queue[0].ready <- false // it writes the next batch
+		} else {
+			g.busy = false
+		}
+		g.mu.Unlock()
+		for _, o := range batch {
+			if p != nil {
+				o.err = fmt.Errorf("write job reports: %v", p)
+			}
+			if o != r {
+				o.ready <- true
+			}
+		}
+		if p != nil {
+			panic(p)
+		}
+	}()
+	// The batch holds other callers' reports: it is written even when
+	// this caller goes away.
+	s.writeBatch(context.WithoutCancel(ctx), batch)
+}
+
 // writeBatch writes every report of the batch in one transaction. When
 // one of them fails, none is kept from it: each report is written again
 // in a transaction of its own, so that one report's error is its own.
 func (s *Service) writeBatch(ctx context.Context, batch []*report) {
+	// Ended on return, a panic's too: an open transaction is rolled back
+	// when its context ends, so the writer is never left held.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	now := s.now()
 	err := s.DB.Tx(ctx, func(q store.Querier) error {
 		for _, r := range batch {

@@ -5,9 +5,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/hub"
 )
 
 func TestConcurrentReportsAreAllWritten(t *testing.T) {
@@ -64,5 +67,26 @@ func TestAFailingReportFailsOnlyItself(t *testing.T) {
 	}
 	if st := f.getJob("j1").Doc.Properties.Status; st != api.JobCompleted {
 		t.Errorf("job j1 %s, want Completed", st)
+	}
+}
+
+func TestAPanicWhileWritingHandsOn(t *testing.T) {
+	s := &Service{Clock: clock.NewFake(t0), Hub: hub.New()} // no store: writing panics
+	report := func() (p any) {
+		defer func() { p = recover() }()
+		_ = s.Report(t.Context(), "n1", exited("j1", 1))
+		return nil
+	}
+	for i := range 2 { // the second waits for ever if the first left the writing held
+		done := make(chan any, 1)
+		go func() { done <- report() }()
+		select {
+		case p := <-done:
+			if p == nil {
+				t.Fatalf("report %d: no panic", i)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("report %d waits for a batch that panicked", i)
+		}
 	}
 }
