@@ -6,7 +6,11 @@
 //	go test ./test/scale/ -run '^$' -bench . -benchtime 1x -timeout 30m
 //
 // Sizes can be lowered for a quick look: SCALE_NODES, SCALE_JOBS,
-// SCALE_STORE_JOBS, SCALE_STORE_NODES.
+// SCALE_STORE_JOBS, SCALE_STORE_NODES. SCALE_STORE=postgres runs them on
+// PostgreSQL; SCALE_HTTP2=1 has the simulated agents share HTTP/2
+// connections (needed past about 9,000 nodes, where one connection per
+// held poll runs out of descriptors); SCALE_LOG=1 prints the control
+// plane's warnings.
 package scale
 
 import (
