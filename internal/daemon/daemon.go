@@ -102,6 +102,7 @@ type Options struct {
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
+	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -415,6 +416,17 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
+	if o.Provider == "sim" && o.SimHTTP2 {
+		// Tens of thousands of simulated agents each hold a poll: over
+		// HTTP/1.1 that is a connection (two descriptors in this process)
+		// each. HTTP/2 carries a thousand polls on one connection.
+		var p http.Protocols
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		d.srv.Protocols = &p
+		d.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1000}
+	}
 	if nw != nil {
 		for _, ip := range nw.BridgeAddrs() { // nodes in subnets from before a restart
 			if _, err := controlPlane(ip); err != nil {
@@ -602,7 +614,7 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 		if o.TLSSelfSigned {
 			ca = filepath.Join(o.DataDir, "tls.crt") // written by Start before the provider is made
 		}
-		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, Log: log})
+		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, HTTP2: o.SimHTTP2, Log: log})
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
 }

@@ -55,6 +55,8 @@ type Service struct {
 	// Prices price node time for jobs' cost limits; nil: limits are not
 	// enforced.
 	Prices *cost.Prices
+
+	group group // agents' reports written together
 }
 
 func (s *Service) changed() {
@@ -99,10 +101,8 @@ func (s *Service) Poll(ctx context.Context, nodeID string, reported []agentapi.J
 // PollHeld is Poll holding the answer at most hold.
 func (s *Service) PollHeld(ctx context.Context, nodeID string, reported []agentapi.JobState, hold time.Duration) (agentapi.PollResponse, error) {
 	s.Hub.Seen(nodeID, s.Clock.Now())
-	for _, st := range reported {
-		if err := s.Report(ctx, nodeID, st); err != nil {
-			return agentapi.PollResponse{}, err
-		}
+	if err := s.ReportAll(ctx, nodeID, reported); err != nil {
+		return agentapi.PollResponse{}, err
 	}
 	deadline := time.Now().Add(hold)
 	for last := false; ; {
@@ -142,25 +142,7 @@ func (s *Service) Instructions(ctx context.Context, nodeID string, reported []ag
 
 // Report records a phase an agent reports for one of its jobs.
 func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) error {
-	for {
-		var out Outcome
-		err := s.DB.Tx(ctx, func(q store.Querier) error {
-			var err error
-			out, err = ApplyJobState(ctx, q, nodeID, st, s.Retries, s.now())
-			return err
-		})
-		if errors.Is(err, store.ErrETagMismatch) {
-			continue // raced with another writer: read again
-		}
-		if err != nil {
-			return fmt.Errorf("job %s on node %s: %w", st.UID, nodeID, err)
-		}
-		if out.Changed {
-			s.changed()
-			s.wake(out.Wake)
-		}
-		return nil
-	}
+	return s.ReportAll(ctx, nodeID, []agentapi.JobState{st})
 }
 
 // Leaving handles a node's agent telling that its machine is going away

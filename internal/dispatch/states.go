@@ -56,7 +56,7 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 			break // accepted, still preparing (code, inputs, image): the job stays Preparing
 		}
 		before := j.Doc.Properties.Status
-		if err := lifecycle.Started(ctx, q, j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
+		if err := lifecycle.StartedIn(ctx, q, &j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
 			return Outcome{}, err
 		}
 		out.Changed = before != api.JobRunning
@@ -65,13 +65,26 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 		out.Changed = true
 		n, err := store.GetNode(ctx, q, nodeID)
 		current := err == nil && n.JobID == j.UID && st.Attempt == j.Attempt
+		evicted, gone := current && !n.Evicted.IsZero(), current && st.NodeStopped
+		// A job that ended before its agent told it running (a short job
+		// whose start and end one poll carries) ran all the same: its
+		// history shows Running before it ends.
+		started := !st.Started.IsZero()
+		if started && (evicted || gone) {
+			// Written first: a preemption and a requeue read the job again.
+			if err := lifecycle.StartedIn(ctx, q, &j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
+				return Outcome{}, err
+			}
+		}
 		switch {
-		case current && !n.Evicted.IsZero():
+		case evicted:
 			err = lifecycle.Preempted(ctx, q, nodeID, r.MaxPreemptions, at)
-		case current && st.NodeStopped:
+		case gone:
 			// The machine went away under the job (its leaving notice may
 			// not have reached a server that was down): requeue, not fail.
 			err = lifecycle.MachineGone(ctx, q, n, "the node was stopped while the job ran", r.MaxAttempts, r.MaxPreemptions, at)
+		case started:
+			err = lifecycle.StartedExited(ctx, q, j, nodeID, st.Attempt, st.Started.UTC(), st.ExitCode, st.Reason, at) // one write
 		default:
 			err = lifecycle.Exited(ctx, q, j, nodeID, st.Attempt, st.ExitCode, st.Reason, at)
 		}

@@ -67,6 +67,24 @@ func TestApplyJobState(t *testing.T) {
 			t.Errorf("node %s with %q idle since %v, want idle since %v", n.State, n.JobID, n.IdleSince, later)
 		}
 	})
+	t.Run("an exit that carries its start runs the job before it ends", func(t *testing.T) {
+		f := newFixture(t)
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobPreparing, "n1")
+		f.apply("n1", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseExited, Started: t0, Ended: later}, later)
+		j := f.getJob("j1")
+		var seen []string
+		for _, h := range j.Doc.Properties.History {
+			seen = append(seen, h.Status)
+		}
+		if p := j.Doc.Properties; p.Status != api.JobCompleted || p.StartTime == nil || !p.StartTime.Equal(t0) ||
+			!slices.Contains(seen, api.JobRunning) {
+			t.Errorf("job %s from %v through %v, want Completed, started at %v, Running on the way", p.Status, p.StartTime, seen, t0)
+		}
+		if n := f.getNode("n1"); n.State != api.NodeIdle || n.JobID != "" {
+			t.Errorf("node %s with %q, want idle", n.State, n.JobID)
+		}
+	})
 	t.Run("exit on an evicted node is a preemption", func(t *testing.T) {
 		f := newFixture(t)
 		n := f.node("n1", api.NodeRunning, "j1")

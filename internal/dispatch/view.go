@@ -47,17 +47,22 @@ func (s *Service) view(ctx context.Context, q store.Querier, nodeID string, repo
 		}
 	}
 	if j, ok := pending(v, reported); ok {
-		if v.Work, err = s.work(ctx, q, j); err != nil {
+		if v.Work, err = s.work(ctx, q, j, n); err != nil {
 			return v, err
 		}
 	}
 	return v, nil
 }
 
-// work reads what an assignment of job j needs beyond the job and node.
-func (s *Service) work(ctx context.Context, q store.Querier, j store.Job) (Work, error) {
+// work reads what an assignment of job j to node self needs beyond the job
+// and node.
+func (s *Service) work(ctx context.Context, q store.Querier, j store.Job, self store.Node) (Work, error) {
 	w := Work{NodeIPs: make([]string, len(j.Nodes))}
 	for i, id := range j.Nodes {
+		if id == self.ID {
+			w.NodeIPs[i] = self.Address // read already
+			continue
+		}
 		n, err := store.GetNode(ctx, q, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue

@@ -53,12 +53,27 @@ func rankOf(j store.Job, node string) int { return slices.Index(j.Nodes, node) }
 
 // Started records that a node began running its part of the job.
 func Started(ctx context.Context, q store.Querier, j store.Job, node string, attempt int, at time.Time) error {
-	if attempt != j.Attempt || rankOf(j, node) < 0 {
-		return nil // a report of an older attempt: ignore
+	return StartedIn(ctx, q, &j, node, attempt, at)
+}
+
+// StartedIn is Started updating j in place (its new status and version),
+// for a caller that writes the job again in the same transaction.
+func StartedIn(ctx context.Context, q store.Querier, j *store.Job, node string, attempt int, at time.Time) error {
+	if !markStarted(j, node, attempt, at) {
+		return nil
+	}
+	return store.UpdateJob(ctx, q, j)
+}
+
+// markStarted is Started's change to j, not written; it reports whether
+// it changed j.
+func markStarted(j *store.Job, node string, attempt int, at time.Time) bool {
+	if attempt != j.Attempt || rankOf(*j, node) < 0 {
+		return false // a report of an older attempt: ignore
 	}
 	p := &j.Doc.Properties
 	if p.Status != api.JobPreparing && p.Status != api.JobStarting {
-		return nil
+		return false
 	}
 	a := &p.Attempts[len(p.Attempts)-1]
 	if a.Started == nil {
@@ -68,7 +83,7 @@ func Started(ctx context.Context, q store.Querier, j store.Job, node string, att
 		p.StartTime = &at
 	}
 	j.Doc.SetStatus(api.JobRunning, at, "")
-	return store.UpdateJob(ctx, q, &j)
+	return true
 }
 
 // Exited records that a node's part of the job ended. The job ends when
@@ -78,6 +93,18 @@ func Started(ctx context.Context, q store.Querier, j store.Job, node string, att
 // node that holds the current attempt's rank changes nothing: that rank
 // still runs there.
 func Exited(ctx context.Context, q store.Querier, j store.Job, node string, attempt, code int, reason string, at time.Time) error {
+	return exited(ctx, q, j, false, node, attempt, code, reason, at)
+}
+
+// StartedExited records both that a node began its part of the job at
+// started and that the part ended, writing the job once: a short job's
+// start and end that one agent report carries.
+func StartedExited(ctx context.Context, q store.Querier, j store.Job, node string, attempt int, started time.Time, code int, reason string, at time.Time) error {
+	return exited(ctx, q, j, markStarted(&j, node, attempt, started), node, attempt, code, reason, at)
+}
+
+// exited is Exited; dirty says j holds a change not yet written.
+func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, node string, attempt, code int, reason string, at time.Time) error {
 	current := attempt == j.Attempt
 	if current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
 		if err := release(ctx, q, node, j.UID, at); err != nil {
@@ -85,13 +112,13 @@ func Exited(ctx context.Context, q store.Querier, j store.Job, node string, atte
 		}
 	}
 	if !current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
-		return nil
+		return writeIf(ctx, q, &j, dirty)
 	}
 	if j.Exits == nil {
 		j.Exits = map[string]int{}
 	}
 	if _, done := j.Exits[node]; done {
-		return nil
+		return writeIf(ctx, q, &j, dirty)
 	}
 	j.Exits[node] = code
 	p := &j.Doc.Properties
@@ -117,6 +144,14 @@ func Exited(ctx context.Context, q store.Querier, j store.Job, node string, atte
 		j.Doc.SetStatus(api.JobCompleted, at, "")
 	}
 	return store.UpdateJob(ctx, q, &j)
+}
+
+// writeIf writes j when it changed.
+func writeIf(ctx context.Context, q store.Querier, j *store.Job, changed bool) error {
+	if !changed {
+		return nil
+	}
+	return store.UpdateJob(ctx, q, j)
 }
 
 func endAttempt(a *api.Attempt, code int, reason string, at time.Time) {

@@ -136,7 +136,16 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	// The writer's page cache is 32 MiB (the default is 2 MiB): a
+	// scheduling pass or a batch of agent reports touches more pages
+	// than 2 MiB holds, and SQLite spilled them to the WAL file in the
+	// middle of the transaction. As the only writer, its cache also stays
+	// valid from one transaction to the next (a reader's is dropped at
+	// every commit in WAL mode, so the readers keep the default).
+	// Temporary storage in memory keeps statement journals (the pages a
+	// statement with triggers may have to undo on its own) out of a
+	// temporary file: they were a write system call per page.
+	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-32768)&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}

@@ -6,7 +6,11 @@
 //	go test ./test/scale/ -run '^$' -bench . -benchtime 1x -timeout 30m
 //
 // Sizes can be lowered for a quick look: SCALE_NODES, SCALE_JOBS,
-// SCALE_STORE_JOBS, SCALE_STORE_NODES.
+// SCALE_STORE_JOBS, SCALE_STORE_NODES. SCALE_STORE=postgres runs them on
+// PostgreSQL; SCALE_HTTP2=1 has the simulated agents share HTTP/2
+// connections (needed past about 9,000 nodes, where one connection per
+// held poll runs out of descriptors); SCALE_LOG=1 prints the control
+// plane's warnings.
 package scale
 
 import (
@@ -58,10 +62,14 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.DataDir = b.TempDir()
 	o.Provider = "sim"
 	o.SimJobDuration = simJob
+	o.SimHTTP2 = os.Getenv("SCALE_HTTP2") != "" // needed past about 9,000 nodes where descriptors are limited to 20,000
 	o.Quotas = daemonQuotas(o)
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SCALE_LOG") != "" { // the control plane's warnings and errors, to see why a run stalls
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	if os.Getenv("SCALE_STORE") == "postgres" {
 		o.Store = pgtest.DSN(b) // the same benchmarks on PostgreSQL
 	}

@@ -43,7 +43,11 @@ type Options struct {
 	Client *http.Client
 	// CAFile is trusted for https server URLs when Client is nil.
 	CAFile string
-	Log    *slog.Logger
+	// HTTP2: when Client is nil, the nodes share HTTP/2 connections (an
+	// http:// server must accept HTTP/2 without TLS) instead of holding an
+	// HTTP/1.1 connection each.
+	HTTP2 bool
+	Log   *slog.Logger
 }
 
 // Provider runs simulated nodes.
@@ -67,6 +71,12 @@ func New(o Options) (*Provider, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = 4096
+		if o.HTTP2 {
+			var p http.Protocols
+			p.SetHTTP2(true)
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols = &p
+		}
 		if o.CAFile != "" {
 			pool, err := tlsutil.Pool(o.CAFile)
 			if err != nil {
@@ -208,13 +218,13 @@ func (n *node) run(ctx context.Context) {
 			n.stopAll("shutdown")
 			return
 		}
+		n.forgetReported(req.Jobs)
 		for _, uid := range append(resp.Cancel, resp.Preempt...) {
 			n.stop(uid)
 		}
 		if a := resp.Assign; a != nil {
 			n.start(ctx, &wg, *a)
 		}
-		n.forgetReported()
 	}
 	n.stopAll("shutdown")
 }
@@ -226,18 +236,28 @@ func (n *node) start(ctx context.Context, wg *sync.WaitGroup, a agentapi.Assignm
 		n.mu.Unlock()
 		return
 	}
-	jctx, cancel := context.WithCancel(ctx)
-	j := &simJob{cancel: cancel, state: agentapi.JobState{UID: a.UID, Attempt: a.Attempt, Phase: agentapi.PhaseRunning,
-		Started: time.Now().UTC()}}
-	n.jobs[a.UID] = j
-	st := j.state
-	n.mu.Unlock()
 	d := n.p.o.JobDuration
 	if v, ok := a.Env[DurationEnv]; ok {
 		if pd, err := time.ParseDuration(v); err == nil {
 			d = pd
 		}
 	}
+	now := time.Now().UTC()
+	if d <= 0 {
+		// A job that takes no time has ended before anyone could be told
+		// it runs: the next poll carries its start and its end, and that
+		// one round trip also brings the next assignment (no events).
+		n.jobs[a.UID] = &simJob{cancel: func() {}, state: agentapi.JobState{UID: a.UID, Attempt: a.Attempt,
+			Phase: agentapi.PhaseExited, Started: now, Ended: now}}
+		n.mu.Unlock()
+		return
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	j := &simJob{cancel: cancel, state: agentapi.JobState{UID: a.UID, Attempt: a.Attempt, Phase: agentapi.PhaseRunning,
+		Started: now}}
+	n.jobs[a.UID] = j
+	st := j.state
+	n.mu.Unlock()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -273,13 +293,13 @@ func (n *node) stopAll(string) {
 	}
 }
 
-// forgetReported drops exited jobs once a poll has carried their state.
-func (n *node) forgetReported() {
+// forgetReported drops the exited jobs whose end a poll has carried.
+func (n *node) forgetReported(carried []agentapi.JobState) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for uid, j := range n.jobs {
-		if j.state.Phase == agentapi.PhaseExited {
-			delete(n.jobs, uid)
+	for _, st := range carried {
+		if j, ok := n.jobs[st.UID]; ok && st.Phase == agentapi.PhaseExited && j.state.Attempt == st.Attempt {
+			delete(n.jobs, st.UID)
 		}
 	}
 }

@@ -2,6 +2,11 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,5 +49,78 @@ func TestRunsAssignmentForItsDuration(t *testing.T) {
 	}
 	if d := ev.Ended.Sub(ev.Started); d < 50*time.Millisecond {
 		t.Errorf("the job ran %s; want at least 50ms", d)
+	}
+}
+
+// A job that takes no time is reported by the next poll (its start and
+// its end), with no events, and only once.
+func TestZeroLengthJobRidesOnTheNextPoll(t *testing.T) {
+	var mu sync.Mutex
+	var polls [][]agentapi.JobState
+	events := 0
+	assigned := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == agentapi.Prefix+"/register":
+			json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: "n1", NodeToken: "node-token", PollTimeout: time.Second})
+		case r.URL.Path == agentapi.Prefix+"/poll":
+			var req agentapi.PollRequest
+			json.NewDecoder(r.Body).Decode(&req)
+			var resp agentapi.PollResponse
+			mu.Lock()
+			polls = append(polls, req.Jobs)
+			if !assigned {
+				assigned = true
+				resp.Assign = &agentapi.Assignment{UID: "j1", Attempt: 1, Env: map[string]string{DurationEnv: "0s"}}
+			}
+			mu.Unlock()
+			if resp.Assign == nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			json.NewEncoder(w).Encode(resp)
+		case strings.HasSuffix(r.URL.Path, "/events"):
+			mu.Lock()
+			events++
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p := newTestProvider(t, time.Hour)
+	if _, err := p.Create(context.Background(), provider.NodeSpec{NodeID: "n1", ServerURL: srv.URL, JoinToken: "join"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(polls)
+		mu.Unlock()
+		if n >= 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(polls) < 5 {
+		t.Fatalf("%d polls in 10s", len(polls))
+	}
+	if events != 0 {
+		t.Errorf("%d events sent; want none", events)
+	}
+	carried := 0
+	for _, jobs := range polls {
+		for _, st := range jobs {
+			carried++
+			if st.UID != "j1" || st.Phase != agentapi.PhaseExited || st.ExitCode != 0 || st.Started.IsZero() || st.Ended.IsZero() {
+				t.Errorf("poll carried %+v; want j1 exited 0 with its start and end", st)
+			}
+		}
+	}
+	if carried != 1 {
+		t.Errorf("j1's end carried by %d polls; want exactly 1", carried)
 	}
 }
