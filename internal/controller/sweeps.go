@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/sweep"
@@ -150,10 +152,9 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 	}
 	maximize := p.Objective.Goal == api.GoalMaximize
 	cancel := func(t *trial, reason string) error {
-		nodes, err := cancelTrial(ctx, q, &t.job, now, reason)
 		res.changed = true
-		res.wake = append(res.wake, nodes...)
-		return err
+		res.wake = append(res.wake, t.job.Nodes...)
+		return lifecycle.CancelBecause(ctx, q, &t.job, reason, now)
 	}
 
 	// A canceled sweep (CancelRequested: see the server) or one past its
@@ -189,17 +190,15 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 		stop := sweep.Terminate(e.SweepPolicy(), maximize, series)
 		for i := range trials {
 			t := &trials[i]
-			for _, name := range stop {
-				if t.job.Doc.Name != name {
-					continue
-				}
-				reason := fmt.Sprintf("stopped early by the sweep's %s policy: %s %g at interval %d is behind", e.PolicyType,
-					p.Objective.PrimaryMetric, t.values[len(t.values)-1], len(t.values))
-				if err := cancel(t, reason); err != nil {
-					return res, err
-				}
-				st.StoppedEarly = append(st.StoppedEarly, name)
+			if !slices.Contains(stop, t.job.Doc.Name) {
+				continue
 			}
+			reason := fmt.Sprintf("stopped early by the sweep's %s policy: %s %g at interval %d is behind", e.PolicyType,
+				p.Objective.PrimaryMetric, t.values[len(t.values)-1], len(t.values))
+			if err := cancel(t, reason); err != nil {
+				return res, err
+			}
+			st.StoppedEarly = append(st.StoppedEarly, t.job.Doc.Name)
 		}
 	}
 
@@ -317,22 +316,6 @@ func best(p *api.JobProperties, trials []trial) {
 	}
 	p.Properties["best_child_run_id"] = b.job.Doc.Name
 	p.Properties["score"] = fmt.Sprint(v)
-}
-
-// cancelTrial cancels a trial with a reason: at once when it holds no
-// node, else by asking its nodes to stop (their names are returned to be
-// woken).
-func cancelTrial(ctx context.Context, q store.Querier, j *store.Job, now time.Time, reason string) ([]string, error) {
-	p := &j.Doc.Properties
-	if api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested {
-		return nil, nil
-	}
-	if len(j.Nodes) == 0 {
-		j.Doc.SetStatus(api.JobCanceled, now, reason)
-	} else {
-		j.Doc.SetStatus(api.JobCancelRequested, now, reason)
-	}
-	return j.Nodes, store.UpdateJob(ctx, q, j)
 }
 
 func ignoreNotFound(err error) error {

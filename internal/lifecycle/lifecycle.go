@@ -235,17 +235,28 @@ func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, m
 	return store.UpdateJob(ctx, q, &j)
 }
 
-// RequestCancel cancels a job: at once when it holds no node, otherwise
-// by asking its nodes to stop (CancelRequested until they report).
+// RequestCancel cancels a job by request (see CancelBecause).
 func RequestCancel(ctx context.Context, q store.Querier, j store.Job, at time.Time) error {
+	return CancelBecause(ctx, q, &j, "", at)
+}
+
+// CancelBecause cancels a job, saying why ("": by request): at once when
+// it holds no node, otherwise by asking its nodes to stop (CancelRequested
+// until they report). A sweep, which holds no node, becomes
+// CancelRequested: its controller cancels its trials, then it. j is
+// updated as written.
+func CancelBecause(ctx context.Context, q store.Querier, j *store.Job, reason string, at time.Time) error {
 	p := &j.Doc.Properties
 	switch {
 	case api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested:
 		return nil
-	case len(j.Nodes) == 0:
-		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request before it started")
+	case len(j.Nodes) == 0 && !j.Doc.IsSweep():
+		if reason == "" {
+			reason = "canceled by request before it started"
+		}
+		j.Doc.SetStatus(api.JobCanceled, at, reason)
 	default:
-		j.Doc.SetStatus(api.JobCancelRequested, at, "")
+		j.Doc.SetStatus(api.JobCancelRequested, at, reason)
 	}
-	return store.UpdateJob(ctx, q, &j)
+	return store.UpdateJob(ctx, q, j)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -243,7 +244,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) err
 		if api.JobTerminal(j.Doc.Properties.Status) {
 			return api.Conflict(api.CodeConflict, "job %s already ended (%s); there is nothing to cancel", j.Doc.Name, j.Doc.Properties.Status)
 		}
-		if err := requestCancel(r.Context(), q, j, now); err != nil {
+		if err := lifecycle.RequestCancel(r.Context(), q, j, now); err != nil {
 			return err
 		}
 		opID = secret.NewID()

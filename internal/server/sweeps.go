@@ -1,15 +1,12 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -119,17 +116,4 @@ func (s *Server) listTrials(w http.ResponseWriter, r *http.Request, sc api.Scope
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil
-}
-
-// requestCancel cancels a job; a sweep becomes CancelRequested, and the
-// sweep controller cancels its trials, then it.
-func requestCancel(ctx context.Context, q store.Querier, j store.Job, now time.Time) error {
-	if !j.Doc.IsSweep() {
-		return lifecycle.RequestCancel(ctx, q, j, now)
-	}
-	if j.Doc.Properties.Status == api.JobCancelRequested {
-		return nil
-	}
-	j.Doc.SetStatus(api.JobCancelRequested, now, "")
-	return store.UpdateJob(ctx, q, &j)
 }
