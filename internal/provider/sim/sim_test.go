@@ -75,7 +75,7 @@ func TestZeroLengthJobRidesOnTheNextPoll(t *testing.T) {
 			}
 			mu.Unlock()
 			if resp.Assign == nil {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // a held poll, briefly: the agent's loop is not a busy one
 			}
 			json.NewEncoder(w).Encode(resp)
 		case strings.HasSuffix(r.URL.Path, "/events"):
@@ -100,7 +100,7 @@ func TestZeroLengthJobRidesOnTheNextPoll(t *testing.T) {
 		if n >= 5 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // polling what the simulated agent sent; no timing is asserted
 	}
 	p.Close()
 	mu.Lock()
