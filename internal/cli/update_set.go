@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,7 +44,7 @@ func setPaths[T any](v T, sets []string, allowed map[string]string) (T, error) {
 		if why, refused := allowed[segs[0]]; refused {
 			return zero, fmt.Errorf("--set %s: %s", path, why)
 		}
-		if !contains(top, segs[0]) {
+		if !slices.Contains(top, segs[0]) {
 			msg := fmt.Sprintf("--set %s: unknown key %s", path, segs[0])
 			if c := closest(segs[0], top); c != "" {
 				msg += "; did you mean " + c + "?"
@@ -72,15 +73,6 @@ func setPaths[T any](v T, sets []string, allowed map[string]string) (T, error) {
 		return zero, fmt.Errorf("--set: %w", keys.explain("--set", out, err))
 	}
 	return next, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // putPath sets val at segs in a YAML document of maps and lists, making
