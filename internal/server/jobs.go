@@ -216,7 +216,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 		return err
 	}
 	size := s.pageSize(r)
-	jobs, err := store.ListJobs(r.Context(), s.db.Q(), sc.WorkspaceID(), status, after, size+1)
+	jobs, err := store.ListJobsCached(r.Context(), s.db.Q(), s.jobPages, sc.WorkspaceID(), status, after, size+1)
 	if err != nil {
 		return err
 	}

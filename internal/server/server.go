@@ -109,6 +109,7 @@ type Server struct {
 	dispatch *dispatch.Service // the agent protocol
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
 	usage    *dispatch.UsageRecorder
+	jobPages *store.JobCache // decoded jobs of the job list's pages
 }
 
 // Deps are the server's collaborators.
@@ -178,7 +179,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics,
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(),
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},

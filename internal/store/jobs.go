@@ -249,6 +249,12 @@ func RecentJobs(ctx context.Context, q Querier, compute string, limit int) ([]Jo
 // ListJobs pages a workspace's jobs by name after the cursor, optionally
 // only those in one status.
 func ListJobs(ctx context.Context, q Querier, parent, status, after string, limit int) ([]Job, error) {
+	query, args := listJobsQuery(parent, status, after, limit)
+	return queryJobs(ctx, q, query, args...)
+}
+
+// listJobsQuery is the query of a page of a workspace's jobs by name.
+func listJobsQuery(parent, status, after string, limit int) (string, []any) {
 	query := `SELECT ` + jobCols + ` FROM jobs WHERE parent = ? AND name > ?`
 	args := []any{Key(parent), Key(after)}
 	if status != "" {
@@ -256,8 +262,7 @@ func ListJobs(ctx context.Context, q Querier, parent, status, after string, limi
 		args = append(args, status)
 	}
 	query += ` ORDER BY name LIMIT ?`
-	args = append(args, limit)
-	return queryJobs(ctx, q, query, args...)
+	return query, append(args, limit)
 }
 
 // CountJobs counts a compute's jobs in the given statuses.
@@ -294,18 +299,14 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 	var out []Job
 	for rows.Next() {
 		var j Job
-		var body string
+		var body sql.RawBytes
 		var created int64
 		if err := rows.Scan(&j.UID, &j.Parent, &j.Compute, &j.Seq, &j.Version, &body, &created); err != nil {
 			return nil, fmt.Errorf("scan job: %w", err)
 		}
-		var b jobBody
-		if err := json.Unmarshal([]byte(body), &b); err != nil {
-			return nil, fmt.Errorf("decode job %s: %w", j.UID, err)
+		if err := decodeJobBody(&j, body, created); err != nil {
+			return nil, err
 		}
-		j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
-		j.Created = time.UnixMilli(created).UTC()
-		j.ran = markOf(&j)
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {

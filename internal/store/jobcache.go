@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// JobCache keeps decoded job documents between reads of pages of the job
+// list: a job read again unchanged (the same stored body) is not decoded
+// again. A page is 100 documents; decoding them was most of what a page
+// cost, and the pages people look at (the newest, the first) are read
+// again and again while few of their jobs change.
+//
+// The cache holds at most JobCacheSize jobs; past that it forgets half of
+// them, whichever the map yields first (no order is kept: keeping one
+// would cost every hit a write under the lock).
+type JobCache struct {
+	mu  sync.Mutex
+	max int
+	by  map[string]cachedJob // uid → last read
+}
+
+type cachedJob struct {
+	body string
+	job  Job
+}
+
+// JobCacheSize is how many decoded jobs a JobCache keeps.
+const JobCacheSize = 8192
+
+// NewJobCache returns an empty cache of at most JobCacheSize jobs.
+func NewJobCache() *JobCache { return &JobCache{max: JobCacheSize, by: map[string]cachedJob{}} }
+
+// ListJobsCached is ListJobs through the cache. The jobs share their
+// slices and maps (history, nodes, variables…) with the cache: a caller
+// may assign fields of its copy, never change a slice's or map's
+// elements in place.
+func ListJobsCached(ctx context.Context, q Querier, c *JobCache, parent, status, after string, limit int) ([]Job, error) {
+	query, args := listJobsQuery(parent, status, after, limit)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		var j Job
+		var body sql.RawBytes
+		var created int64
+		if err := rows.Scan(&j.UID, &j.Parent, &j.Compute, &j.Seq, &j.Version, &body, &created); err != nil {
+			return nil, fmt.Errorf("scan job: %w", err)
+		}
+		if hit, ok := c.get(j.UID, body); ok {
+			out = append(out, hit)
+			continue
+		}
+		if err := decodeJobBody(&j, body, created); err != nil {
+			return nil, err
+		}
+		c.put(j, string(body))
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("scan jobs: %w", err)
+	}
+	return out, nil
+}
+
+func (c *JobCache) get(uid string, body []byte) (Job, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.by[uid]
+	if !ok || e.body != string(body) { // compared without a copy
+		return Job{}, false
+	}
+	return e.job, true
+}
+
+func (c *JobCache) put(j Job, body string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.by) >= c.max {
+		for uid := range c.by {
+			delete(c.by, uid)
+			if len(c.by) <= c.max/2 {
+				break
+			}
+		}
+	}
+	c.by[j.UID] = cachedJob{body: body, job: j}
+}
+
+// decodeJobBody fills j from its stored body and creation time.
+func decodeJobBody(j *Job, body []byte, created int64) error {
+	var b jobBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return fmt.Errorf("decode job %s: %w", j.UID, err)
+	}
+	j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
+	j.Created = time.UnixMilli(created).UTC()
+	j.ran = markOf(j)
+	return nil
+}
