@@ -125,7 +125,9 @@ func (c *Clusters) Notify() {
 // Resync, or earlier when a plan asks to be woken (an idle timeout).
 func (c *Clusters) Run(ctx context.Context) {
 	for {
+		start := time.Now()
 		wakeAt, err := c.RunOnce(ctx)
+		took := time.Since(start)
 		if err != nil && ctx.Err() == nil {
 			c.Log.Error("cluster pass failed", "err", err)
 		}
@@ -141,6 +143,32 @@ func (c *Clusters) Run(ctx context.Context) {
 		case <-c.wake:
 		case <-c.Clock.After(wait):
 		}
+		rest(ctx, min(took, maxRest)-time.Since(start.Add(took)))
+	}
+}
+
+// maxRest bounds the loop's rest after a pass: a long pass (thousands of
+// nodes registering, a first wave of placements) must not hold back the
+// next one by as long.
+const maxRest = 25 * time.Millisecond
+
+// rest waits d (nothing when d ≤ 0) or until ctx ends. The loop rests
+// after a pass as long as the pass took (at most maxRest), whatever woke
+// it: under a stream of changes (submits, agents' reports) short passes
+// take at most half of the time, and each acts on everything that arrived
+// meanwhile, rather than one pass after another, each for a few changes,
+// taking the CPU the API and the agents need. A change after a quiet
+// spell is acted on at once. It is wall time, not the Clock: it shares
+// out the machine.
+func rest(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
