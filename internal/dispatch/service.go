@@ -100,16 +100,37 @@ func (s *Service) Poll(ctx context.Context, nodeID string, reported []agentapi.J
 
 // PollHeld is Poll holding the answer at most hold.
 func (s *Service) PollHeld(ctx context.Context, nodeID string, reported []agentapi.JobState, hold time.Duration) (agentapi.PollResponse, error) {
+	return s.poll(ctx, nodeID, nil, reported, hold)
+}
+
+// PollNode is PollHeld for a node its caller has just read (authenticating
+// the poll). A poll that reports nothing writes nothing before its first
+// look, so that look decides from the node as read rather than reading it
+// again: an idle node's poll reads it once, not twice. A change to the
+// node after that read wakes the poll (the wake waits for it), which then
+// reads it again.
+func (s *Service) PollNode(ctx context.Context, node store.Node, reported []agentapi.JobState, hold time.Duration) (agentapi.PollResponse, error) {
+	var known *store.Node
+	if len(reported) == 0 {
+		known = &node
+	}
+	return s.poll(ctx, node.ID, known, reported, hold)
+}
+
+// poll records the reported states, then answers, holding the answer while
+// there is nothing to say. known, when set, is the node as just read.
+func (s *Service) poll(ctx context.Context, nodeID string, known *store.Node, reported []agentapi.JobState, hold time.Duration) (agentapi.PollResponse, error) {
 	s.Hub.Seen(nodeID, s.Clock.Now())
 	if err := s.ReportAll(ctx, nodeID, reported); err != nil {
 		return agentapi.PollResponse{}, err
 	}
 	deadline := time.Now().Add(hold)
 	for last := false; ; {
-		resp, err := s.Instructions(ctx, nodeID, reported)
+		resp, err := s.instructions(ctx, nodeID, known, reported)
 		if err != nil {
 			return resp, err
 		}
+		known = nil // read again after a wait
 		left := time.Until(deadline)
 		if news(resp) || left <= 0 || last {
 			return resp, nil
@@ -127,7 +148,11 @@ func (s *Service) PollHeld(ctx context.Context, nodeID string, reported []agenta
 // Instructions decides what a polling agent should do now and makes the
 // write the decision asks for.
 func (s *Service) Instructions(ctx context.Context, nodeID string, reported []agentapi.JobState) (agentapi.PollResponse, error) {
-	v, err := s.view(ctx, s.DB.Q(), nodeID, reported)
+	return s.instructions(ctx, nodeID, nil, reported)
+}
+
+func (s *Service) instructions(ctx context.Context, nodeID string, known *store.Node, reported []agentapi.JobState) (agentapi.PollResponse, error) {
+	v, err := s.view(ctx, s.DB.Q(), nodeID, known, reported)
 	if err != nil {
 		return agentapi.PollResponse{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/hub"
+	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // checkpoints is an Outputs that holds the checkpoints of the listed jobs.
@@ -101,5 +102,41 @@ func TestPollOfAnUnknownNode(t *testing.T) {
 	resp, err := s.Poll(f.ctx, "gone", nil)
 	if err != nil || !resp.Unknown {
 		t.Errorf("Poll = %+v, %v; want Unknown", resp, err)
+	}
+}
+
+// A poll that reports nothing decides first from the node as its caller
+// read it; when the node was given a job after that read (the controller
+// wakes the node's poll), the poll reads it again and hands the job over
+// rather than holding on a stale look.
+func TestPollNodeLooksAgainAfterAChangeItDidNotRead(t *testing.T) {
+	f := newFixture(t)
+	idle := f.node("n1", api.NodeIdle, "")
+	f.node("n1", api.NodeRunning, "j1") // assigned after the caller's read
+	f.job("j1", api.JobPreparing, "n1")
+	s, _ := f.service()
+	s.Hub.Wake("n1") // as the controller does after it assigns
+	resp, err := s.PollNode(f.ctx, idle, nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Assign == nil || resp.Assign.UID != "j1" {
+		t.Fatalf("response %+v, want j1 assigned", resp)
+	}
+}
+
+// From the node as read, an answer is given without reading it again:
+// a node marked leaving (in the read) is told to shut down at once.
+func TestPollNodeAnswersFromTheNodeAsRead(t *testing.T) {
+	f := newFixture(t)
+	f.node("n1", api.NodeIdle, "")
+	leaving := store.Node{ID: "n1", State: api.NodeLeaving}
+	s, _ := f.service()
+	resp, err := s.PollNode(f.ctx, leaving, nil, 0) // not held: the answer is the first look's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Shutdown {
+		t.Fatalf("response %+v, want shutdown", resp)
 	}
 }

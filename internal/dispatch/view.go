@@ -10,17 +10,25 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// view reads what Instructions decides from for one node's poll. It reads
-// an assignment's Work only when the node's job is pending for the agent,
-// so a poll of a node busy with its job costs a few reads.
-func (s *Service) view(ctx context.Context, q store.Querier, nodeID string, reported []agentapi.JobState) (View, error) {
-	n, err := store.GetNode(ctx, q, nodeID)
-	if errors.Is(err, store.ErrNotFound) {
-		return View{}, nil
+// view reads what Instructions decides from for one node's poll: the
+// node itself unless known is the node as just read. It reads an
+// assignment's Work only when the node's job is pending for the agent, so
+// a poll of a node busy with its job costs a few reads.
+func (s *Service) view(ctx context.Context, q store.Querier, nodeID string, known *store.Node, reported []agentapi.JobState) (View, error) {
+	var n store.Node
+	if known != nil {
+		n = *known
+	} else {
+		var err error
+		n, err = store.GetNode(ctx, q, nodeID)
+		if errors.Is(err, store.ErrNotFound) {
+			return View{}, nil
+		}
+		if err != nil {
+			return View{}, err
+		}
 	}
-	if err != nil {
-		return View{}, err
-	}
+	var err error
 	v := View{Known: true, Node: n, Jobs: map[string]store.Job{}}
 	uids := []string{n.JobID}
 	for _, st := range reported {

@@ -116,7 +116,7 @@ func (s *Server) agentPoll(w http.ResponseWriter, r *http.Request, _ params) err
 		s.usage.Record(node, req.Usage)
 		hold = s.usage.HoldFor(hold, req.Usage)
 	}
-	resp, err := s.dispatch.PollHeld(r.Context(), node.ID, req.Jobs, hold)
+	resp, err := s.dispatch.PollNode(r.Context(), node, req.Jobs, hold)
 	if r.Context().Err() != nil {
 		return nil // the agent is gone: nobody reads an answer
 	}
