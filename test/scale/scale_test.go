@@ -9,7 +9,8 @@
 // SCALE_STORE_JOBS, SCALE_STORE_NODES. SCALE_STORE=postgres runs them on
 // PostgreSQL; SCALE_HTTP2=1 has the simulated agents share HTTP/2
 // connections (needed past about 9,000 nodes, where one connection per
-// held poll runs out of descriptors); SCALE_LOG=1 prints the control
+// held poll runs out of descriptors); SCALE_POLL_HOLD (20s) is how long
+// the server holds an idle node's poll; SCALE_LOG=1 prints the control
 // plane's warnings.
 package scale
 
@@ -66,6 +67,9 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.Quotas = daemonQuotas(o)
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("SCALE_POLL_HOLD")); err == nil && v > 0 {
+		o.PollTimeout = v // how long an idle node's poll is held: the idle nodes' load is nodes / hold
+	}
 	o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("SCALE_LOG") != "" { // the control plane's warnings and errors, to see why a run stalls
 		o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
