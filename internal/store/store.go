@@ -39,6 +39,8 @@ type DB struct {
 	obs atomic.Pointer[observerBox] // told what the store did (metrics)
 
 	fence *Fence // when set, every transaction first checks this lease (see Fenced)
+
+	group txGroup // SQLite: transactions waiting for the writer, written together
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -191,6 +193,11 @@ func (s *DB) Tx(ctx context.Context, fn func(q Querier) error) (err error) {
 	if s.engine == postgresEngine {
 		return s.pgTx(ctx, fn)
 	}
+	return s.groupTx(ctx, fn)
+}
+
+// soloTx runs fn in a transaction of its own on the writer.
+func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	obs := s.observer()
 	var ts *txStmts
 	if obs != nil {
