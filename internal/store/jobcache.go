@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -42,36 +40,15 @@ func NewJobCache() *JobCache { return &JobCache{max: JobCacheSize, by: map[strin
 // elements in place.
 func ListJobsCached(ctx context.Context, q Querier, c *JobCache, parent, status, after string, limit int) ([]Job, error) {
 	query, args := listJobsQuery(parent, status, after, limit)
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query jobs: %w", err)
-	}
-	defer rows.Close()
-	var out []Job
-	for rows.Next() {
-		var j Job
-		var body sql.RawBytes
-		var created int64
-		if err := rows.Scan(&j.UID, &j.Parent, &j.Compute, &j.Seq, &j.Version, &body, &created); err != nil {
-			return nil, fmt.Errorf("scan job: %w", err)
-		}
-		if hit, ok := c.get(j.UID, body); ok {
-			out = append(out, hit)
-			continue
-		}
-		if err := decodeJobBody(&j, body, created); err != nil {
-			return nil, err
-		}
-		c.put(j, string(body))
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("scan jobs: %w", err)
-	}
-	return out, nil
+	return queryJobsVia(ctx, q, c, query, args...)
 }
 
+// get returns the cached job uid when its stored body is still body (a nil
+// cache holds nothing).
 func (c *JobCache) get(uid string, body []byte) (Job, bool) {
+	if c == nil {
+		return Job{}, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.by[uid]
@@ -81,7 +58,11 @@ func (c *JobCache) get(uid string, body []byte) (Job, bool) {
 	return e.job, true
 }
 
+// put keeps j as decoded from body (a nil cache keeps nothing).
 func (c *JobCache) put(j Job, body string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.by) >= c.max {

@@ -291,6 +291,12 @@ func oneJob(ctx context.Context, q Querier, query string, args ...any) (Job, err
 }
 
 func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job, error) {
+	return queryJobsVia(ctx, q, nil, query, args...)
+}
+
+// queryJobsVia is queryJobs taking the decoded jobs the cache c holds
+// unchanged (no cache: nil).
+func queryJobsVia(ctx context.Context, q Querier, c *JobCache, query string, args ...any) ([]Job, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query jobs: %w", err)
@@ -304,9 +310,14 @@ func queryJobs(ctx context.Context, q Querier, query string, args ...any) ([]Job
 		if err := rows.Scan(&j.UID, &j.Parent, &j.Compute, &j.Seq, &j.Version, &body, &created); err != nil {
 			return nil, fmt.Errorf("scan job: %w", err)
 		}
+		if hit, ok := c.get(j.UID, body); ok {
+			out = append(out, hit)
+			continue
+		}
 		if err := decodeJobBody(&j, body, created); err != nil {
 			return nil, err
 		}
+		c.put(j, string(body))
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil && !errors.Is(err, sql.ErrNoRows) {
