@@ -204,14 +204,22 @@ type agent struct {
 	limitsOnce sync.Once
 	noCgroups  atomic.Bool // cgroups failed once: do not try again
 	dockerOnce sync.Once
-	docker     bool          // a container engine answers
-	wake       chan struct{} // a job changed state: poll again soon
-	sshOnce    sync.Once
-	ssh        *sshServer // under mu
-	msiOnce    sync.Once
-	msiURL     string
-	msiErr     error
-	msiJobs    map[string]*job // managed-identity secret → running job (under mu)
+	docker     bool // a container engine answers
+	// The container prepared for the next job (prepared.go).
+	prepMu      sync.Mutex
+	prep        *preparedContainer // under prepMu
+	prepStopped bool               // under prepMu: the agent stops, prepare no more
+	prepWG      sync.WaitGroup     // preparing and removing containers
+	launchOnce  sync.Once
+	launchBin   string // the launcher's executable
+	launchErr   error
+	wake        chan struct{} // a job changed state: poll again soon
+	sshOnce     sync.Once
+	ssh         *sshServer // under mu
+	msiOnce     sync.Once
+	msiURL      string
+	msiErr      error
+	msiJobs     map[string]*job // managed-identity secret → running job (under mu)
 
 	mu          sync.Mutex
 	log         *slog.Logger
@@ -265,7 +273,9 @@ func (a *agent) run(ctx context.Context) error {
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
 	a.life = life
+	defer a.stopPreparing() // after the jobs: none takes a prepared container then
 
+	a.removeLeftoverPrepared(ctx)
 	recovered := a.recoverJobs()
 	if err := a.register(ctx); err != nil {
 		a.stopAll(agentapi.ReasonNodeStopped)
