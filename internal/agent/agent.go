@@ -207,9 +207,9 @@ type agent struct {
 	docker     bool // a container engine answers
 	// The container prepared for the next job (prepared.go).
 	prepMu      sync.Mutex
-	prep        *preparedContainer // under prepMu
-	prepStopped bool               // under prepMu: the agent stops, prepare no more
-	prepWG      sync.WaitGroup     // preparing and removing containers
+	prep        []*preparedContainer // under prepMu: the pool, oldest first, all of one image
+	prepStopped bool                 // under prepMu: the agent stops, prepare no more
+	prepWG      sync.WaitGroup       // preparing and removing containers
 	launchOnce  sync.Once
 	launchBin   string // the launcher's executable
 	launchErr   error

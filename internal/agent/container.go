@@ -130,8 +130,21 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 
 // removeContainers removes the job's containers (they are normally gone
 // with --rm; this catches a killed client or an agent stopping).
+//
+// A prepared container is removed in the background: its launcher killed
+// every process in it before the job's client ended (or when the client
+// was killed), so nothing of the job runs on while it goes.
 func (j *job) removeContainers() {
 	if len(j.containers) == 0 {
+		return
+	}
+	if pc := j.prep; pc != nil {
+		a := j.a
+		a.prepWG.Add(1)
+		go func() {
+			defer a.prepWG.Done()
+			removeContainer(a.cfg.Docker, pc.name)
+		}()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

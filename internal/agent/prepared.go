@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"debug/elf"
@@ -13,7 +14,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
@@ -53,6 +57,10 @@ const (
 	// preparedLabel marks a prepared container; its value is the agent's
 	// work dir, which names this node's agent on the machine.
 	preparedLabel = "cumulus.prepared"
+	// preparedDepth is how many containers are prepared for the next jobs
+	// of an image: two, so that jobs that come one right after the other
+	// each find one ready (preparing one takes longer than a short job).
+	preparedDepth = 2
 	// preparedIdle is how long a prepared container waits for a job.
 	preparedIdle = 10 * time.Minute
 	// preparedWait bounds how long a job waits for a container that is
@@ -77,7 +85,7 @@ type preparedContainer struct {
 	ready   chan struct{} // closed when it is ready (conn) or failed (err)
 	conn    *net.UnixConn // the agent's connection to its launcher
 	err     error
-	claimed chan struct{} // closed when a job takes it or the agent drops it
+	claimed chan struct{} // closed when it leaves the pool (taken or dropped)
 
 	file *os.File // the connection, handed to the job's client (taken)
 }
@@ -115,23 +123,25 @@ func (a *agent) fitsPrepared(asg agentapi.Assignment) bool {
 	return err == nil && len(procs) == 1
 }
 
-// takePrepared gives asg the prepared container when it fits one that is
-// alive, waiting for one on its way (until stop closes); nil when the job
-// must start a container of its own.
+// takePrepared gives asg a prepared container when it fits them and one
+// is alive: a ready one, else the oldest on its way (waited for until stop
+// closes). It returns nil when the job must start a container of its own.
 func (a *agent) takePrepared(asg agentapi.Assignment, stop <-chan struct{}) *preparedContainer {
 	if !a.fitsPrepared(asg) {
 		return nil
 	}
 	key := a.containerKey(asg.Image)
 	a.prepMu.Lock()
-	pc := a.prep
-	if pc == nil || pc.key != key {
-		a.prepMu.Unlock()
+	var pc *preparedContainer
+	if len(a.prep) > 0 && a.prep[0].key == key {
+		i := slices.IndexFunc(a.prep, func(pc *preparedContainer) bool { return isClosed(pc.ready) })
+		pc = a.prep[max(i, 0)]
+		a.claimLocked(pc)
+	}
+	a.prepMu.Unlock()
+	if pc == nil {
 		return nil
 	}
-	a.prep = nil
-	close(pc.claimed)
-	a.prepMu.Unlock()
 	select {
 	case <-pc.ready:
 	case <-stop:
@@ -150,6 +160,18 @@ func (a *agent) takePrepared(asg agentapi.Assignment, stop <-chan struct{}) *pre
 	pc.file = f
 	os.RemoveAll(pc.sockDir) // the launcher removed its socket when the agent connected
 	return pc
+}
+
+// claimLocked takes pc out of the pool (the caller holds prepMu); false
+// when it was not there any more.
+func (a *agent) claimLocked(pc *preparedContainer) bool {
+	i := slices.Index(a.prep, pc)
+	if i < 0 {
+		return false
+	}
+	a.prep = slices.Delete(a.prep, i, i+1)
+	close(pc.claimed)
+	return true
 }
 
 func isClosed(c chan struct{}) bool {
@@ -183,55 +205,63 @@ func (pc *preparedContainer) handedOver() {
 	}
 }
 
-// prepare starts, in the background, the container the next job of image
-// would get, unless one is there already; a prepared container of another
-// image is dropped.
+// prepare tops the pool up, in the background, with the containers the
+// next jobs of image would get; prepared containers of another image (or
+// other flags) are dropped.
 func (a *agent) prepare(image string) {
 	key := a.containerKey(image)
 	a.prepMu.Lock()
-	if a.prepStopped || (a.prep != nil && a.prep.key == key) {
+	if a.prepStopped {
 		a.prepMu.Unlock()
 		return
 	}
-	old := a.prep
-	pc := &preparedContainer{key: key, ready: make(chan struct{}), claimed: make(chan struct{})}
-	a.prep = pc
-	a.prepWG.Add(1)
-	a.prepMu.Unlock()
-	if old != nil {
-		close(old.claimed)
-		a.dropPrepared(old)
-	}
-	go func() {
-		defer a.prepWG.Done()
-		pc.err = a.startPrepared(pc, image)
-		close(pc.ready)
-		if pc.err != nil {
-			a.logger().Info("could not prepare a container for the next job; it starts its own", "image", image, "err", pc.err)
-			a.prepMu.Lock()
-			if a.prep == pc {
-				a.prep = nil
-				close(pc.claimed)
-			}
-			a.prepMu.Unlock()
-			a.removePrepared(pc)
-			return
+	var old []*preparedContainer
+	if len(a.prep) > 0 && a.prep[0].key != key {
+		old = slices.Clone(a.prep)
+		for _, pc := range old {
+			a.claimLocked(pc)
 		}
+	}
+	var add []*preparedContainer
+	for len(a.prep) < preparedDepth {
+		pc := &preparedContainer{key: key, ready: make(chan struct{}), claimed: make(chan struct{})}
+		a.prep = append(a.prep, pc)
+		add = append(add, pc)
+	}
+	a.prepWG.Add(len(add))
+	a.prepMu.Unlock()
+	for _, pc := range old {
+		a.dropPrepared(pc)
+	}
+	for _, pc := range add {
+		go func() {
+			defer a.prepWG.Done()
+			a.runPrepared(pc, image)
+		}()
+	}
+}
+
+// runPrepared starts pc and keeps it until a job takes it, the agent drops
+// it, or it has waited preparedIdle.
+func (a *agent) runPrepared(pc *preparedContainer, image string) {
+	pc.err = a.startPrepared(pc, image)
+	close(pc.ready)
+	if pc.err != nil {
+		a.logger().Info("could not prepare a container for the next job; it starts its own", "image", image, "err", pc.err)
+	}
+	if pc.err == nil {
 		select {
 		case <-pc.claimed:
+			return // taken, or dropped by whoever claimed it
 		case <-a.clk.After(preparedIdle):
-			a.prepMu.Lock()
-			idle := a.prep == pc
-			if idle {
-				a.prep = nil
-				close(pc.claimed)
-			}
-			a.prepMu.Unlock()
-			if idle {
-				a.removePrepared(pc)
-			}
 		}
-	}()
+	}
+	a.prepMu.Lock()
+	mine := a.claimLocked(pc)
+	a.prepMu.Unlock()
+	if mine {
+		a.removePrepared(pc)
+	}
 }
 
 // startPrepared starts pc's container and connects to its launcher.
@@ -240,7 +270,7 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	if err != nil {
 		return err
 	}
-	pc.entrypoint, err = a.entrypoint(image)
+	id, err := a.inspectEntrypoint(image, pc)
 	if err != nil {
 		return err
 	}
@@ -267,17 +297,32 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	args = append(args, "-v", dir+":"+dir, "-w", dir,
 		"-v", bin+":"+inContainer+"/"+launcherName+":ro", "-v", pc.sockDir+":"+inContainer+"/launch",
 		"--entrypoint", inContainer+"/"+launcherName,
-		image, launcherKillAll, inContainer+"/launch/s")
+		id, launcherKillAll, inContainer+"/launch/s")
 	ctx, cancel := context.WithTimeout(a.life, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, a.cfg.Docker, args...)
-	cmd.Env = agentEnvWithoutSecrets()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	// The docker client runs under a job init (sandbox.go), which removes
+	// the container if the agent dies while the engine makes it: nothing
+	// else would (a job's own container is its job init's to remove).
+	cmd := exec.CommandContext(ctx, "/proc/self/exe", append([]string{"-", "-", "-", "-", a.cfg.WorkDir, a.cfg.Docker}, args...)...)
+	cmd.Args[0] = jobInitName
+	cmd.Env = append(agentEnvWithoutSecrets(), envJobContainer+"="+pc.name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Setpgid: true}
+	runtime.LockOSThread() // the init's parent-death signal follows this thread
+	out, err := cmd.CombinedOutput()
+	runtime.UnlockOSThread()
+	if err != nil {
 		return fmt.Errorf("docker run: %v: %s", err, lastLine(string(out)))
 	}
 	// The launcher listens a few milliseconds after the container starts,
-	// for launcherAcceptTimeout.
-	sock := filepath.Join(pc.sockDir, "s")
+	// for launcherAcceptTimeout. A socket's path is limited to 108 bytes,
+	// which a work dir's may pass: it is reached through a descriptor of
+	// its directory.
+	d, err := os.Open(pc.sockDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	sock := fmt.Sprintf("/proc/self/fd/%d/s", d.Fd())
 	deadline := time.After(launcherAcceptTimeout)
 	for {
 		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
@@ -326,13 +371,12 @@ func (a *agent) removePrepared(pc *preparedContainer) {
 func (a *agent) stopPreparing() {
 	a.prepMu.Lock()
 	a.prepStopped = true
-	pc := a.prep
-	a.prep = nil
-	if pc != nil {
-		close(pc.claimed)
+	pool := slices.Clone(a.prep)
+	for _, pc := range pool {
+		a.claimLocked(pc)
 	}
 	a.prepMu.Unlock()
-	if pc != nil {
+	for _, pc := range pool {
 		a.dropPrepared(pc)
 	}
 	a.prepWG.Wait()
@@ -418,19 +462,24 @@ func copyExecutable(dir string) (string, error) {
 	return dst, nil
 }
 
-// entrypoint is the image's entrypoint, which `docker run IMAGE COMMAND`
-// would put before the command (the prepared container's own is the
-// launcher).
-func (a *agent) entrypoint(image string) ([]string, error) {
+// inspectEntrypoint sets pc's entrypoint to image's, which `docker run
+// IMAGE COMMAND` puts before the command (the prepared container's own is
+// the launcher), and returns the image's id: the container is made of
+// that image, whatever the name points to later.
+func (a *agent) inspectEntrypoint(image string, pc *preparedContainer) (string, error) {
 	ctx, cancel := context.WithTimeout(a.life, 15*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, a.cfg.Docker, "image", "inspect", "--format", "{{json .Config.Entrypoint}}", image).Output()
+	out, err := exec.CommandContext(ctx, a.cfg.Docker, "image", "inspect", "--format", "{{json .Id}} {{json .Config.Entrypoint}}", image).Output()
 	if err != nil {
-		return nil, fmt.Errorf("docker image inspect: %w", err)
+		return "", fmt.Errorf("docker image inspect: %w", err)
 	}
-	var ep []string
-	if err := json.Unmarshal(out, &ep); err != nil {
-		return nil, fmt.Errorf("the image's entrypoint: %w", err)
+	var id string
+	d := json.NewDecoder(bytes.NewReader(out))
+	if err := d.Decode(&id); err != nil {
+		return "", fmt.Errorf("the image's id: %w", err)
 	}
-	return ep, nil
+	if err := d.Decode(&pc.entrypoint); err != nil {
+		return "", fmt.Errorf("the image's entrypoint: %w", err)
+	}
+	return id, nil
 }

@@ -251,6 +251,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		j.prep, j.dir = pc, pc.dir
 		j.containers = append(j.containers, pc.name)
 		defer pc.handedOver()
+		j.a.prepare(j.asg.Image) // the next job's, at once: it takes a while
 	} else {
 		if err := os.RemoveAll(j.dir); err != nil {
 			return exitNotRun, "prepare the working directory: " + err.Error()
@@ -320,7 +321,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if j.prep != nil {
 		j.prep.handedOver()
 	}
-	if j.image != "" {
+	if j.image != "" && j.prep == nil {
 		j.a.prepare(j.image) // for the next job
 	}
 	if err != nil {
