@@ -27,9 +27,11 @@ import (
 // Prepared containers: starting a container costs more than a job that
 // names an image may wait (docker run is ~120 ms, most of it runc), so
 // after a node has run a job in image I, the agent starts in the
-// background the container the next job of I would get — same network,
-// CPU and memory flags, same --init, no GPUs — with a launcher as its main
-// process (launch.go) instead of the job's command. A job that fits it
+// background the containers the next jobs of I would get — same network,
+// CPU and memory flags, same --init, no GPUs — with a launcher as their
+// main process (launch.go) instead of the job's command. It keeps
+// preparedDepth of them: jobs that come one right after the other come
+// faster than a container starts. A job that fits it
 // exactly (same image and flags, one process on this node, not MPI, no
 // GPUs) takes it and runs through the launcher; any other job, or one that
 // comes while none is ready or after it died, gets `docker run` as before.
@@ -39,7 +41,9 @@ import (
 // taken goes away when the agent stops, after preparedIdle, when a job of
 // another image comes (that image is prepared instead), and when the agent
 // dies: the agent holds the launcher's connection until a job takes it,
-// and the launcher exits when that connection drops.
+// and the launcher exits when that connection drops. (A container the
+// engine was still making when the agent was killed is removed by the job
+// init that ran its docker client, or by the agent's next start.)
 //
 // The job's directory must be at the same path in the container as on the
 // host (its variables, checkpoint and output paths are host paths), and a
@@ -411,10 +415,11 @@ func (a *agent) removeLeftoverPrepared(ctx context.Context) {
 	os.RemoveAll(filepath.Join(a.cfg.WorkDir, launchDir))
 }
 
-// launchBinary is the launcher's executable: a copy of this one in the
-// work dir, made once per agent process (the file the agent started from
-// may be replaced while it runs; the work dir is where the container
-// engine finds the job's files). It must be static: it runs in any image.
+// launchBinary is the launcher's executable: this one, linked or copied
+// into the work dir once per agent process (the work dir is where the
+// container engine finds the job's files; an upgrade that replaces the
+// agent's file leaves the link to the running version). It must be
+// static: it runs in any image.
 func (a *agent) launchBinary() (string, error) {
 	a.launchOnce.Do(func() {
 		a.launchBin, a.launchErr = copyExecutable(filepath.Join(a.cfg.WorkDir, launchDir))
@@ -441,6 +446,12 @@ func copyExecutable(dir string) (string, error) {
 		}
 	}
 	dst := filepath.Join(dir, launcherName)
+	os.Remove(dst)
+	// A hard link when the executable is on the work dir's file system
+	// (no copy of a large file per node); a copy otherwise.
+	if exe, err := os.Executable(); err == nil && os.Link(exe, dst) == nil {
+		return dst, nil
+	}
 	tmp, err := os.CreateTemp(dir, launcherName+".*")
 	if err != nil {
 		return "", err
