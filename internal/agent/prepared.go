@@ -278,7 +278,11 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(filepath.Join(a.cfg.WorkDir, "jobs"), preparedPrefix)
+	work, err := filepath.Abs(a.cfg.WorkDir) // docker takes a relative -v source for a volume's name
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(work, "jobs"), preparedPrefix)
 	if err != nil {
 		return err
 	}
@@ -287,16 +291,16 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 		return err
 	}
 	n := strings.TrimPrefix(filepath.Base(dir), preparedPrefix)
-	pc.sockDir = filepath.Join(a.cfg.WorkDir, launchDir, n)
+	pc.sockDir = filepath.Join(work, launchDir, n)
 	if err := os.Mkdir(pc.sockDir, 0o700); err != nil {
 		return err
 	}
 	if strings.ContainsAny(dir+pc.sockDir, ":,") {
-		return fmt.Errorf("the work dir %s has a ':' or ',' in its path", a.cfg.WorkDir)
+		return fmt.Errorf("the work dir %s has a ':' or ',' in its path", work)
 	}
 	pc.name = "cumulus-prepared-" + a.node() + "-" + n
 	args := append([]string{"run", "-d", "--rm", "--name", pc.name, "--init",
-		"--label", preparedLabel + "=" + a.cfg.WorkDir, "--label", labelJobNode + "=" + a.node()},
+		"--label", preparedLabel + "=" + work, "--label", labelJobNode + "=" + a.node()},
 		a.containerFlags()...)
 	args = append(args, "-v", dir+":"+dir, "-w", dir,
 		"-v", bin+":"+inContainer+"/"+launcherName+":ro", "-v", pc.sockDir+":"+inContainer+"/launch",
@@ -390,21 +394,26 @@ func (a *agent) stopPreparing() {
 // work dir left of its prepared containers: directories no job took
 // (no state.json) and containers labelled with the work dir.
 func (a *agent) removeLeftoverPrepared(ctx context.Context) {
-	dirs, _ := filepath.Glob(filepath.Join(a.cfg.WorkDir, "jobs", preparedPrefix+"*"))
+	work, err := filepath.Abs(a.cfg.WorkDir)
+	if err != nil {
+		a.logger().Warn("could not look for prepared containers a previous agent left", "err", err)
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(work, "jobs", preparedPrefix+"*"))
 	var left []string
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, stateFile)); errors.Is(err, fs.ErrNotExist) {
 			left = append(left, d)
 		}
 	}
-	socks, _ := os.ReadDir(filepath.Join(a.cfg.WorkDir, launchDir))
+	socks, _ := os.ReadDir(filepath.Join(work, launchDir))
 	if len(left) == 0 && len(socks) == 0 {
 		return
 	}
 	if a.cfg.Docker != "" && a.cfg.Docker != "none" {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, a.cfg.Docker, "ps", "-aq", "--filter", "label="+preparedLabel+"="+a.cfg.WorkDir).Output()
+		out, err := exec.CommandContext(ctx, a.cfg.Docker, "ps", "-aq", "--filter", "label="+preparedLabel+"="+work).Output()
 		if ids := strings.Fields(string(out)); err == nil && len(ids) > 0 {
 			_ = exec.CommandContext(ctx, a.cfg.Docker, append([]string{"rm", "-f"}, ids...)...).Run()
 		}
@@ -412,7 +421,7 @@ func (a *agent) removeLeftoverPrepared(ctx context.Context) {
 	for _, d := range left {
 		os.RemoveAll(d)
 	}
-	os.RemoveAll(filepath.Join(a.cfg.WorkDir, launchDir))
+	os.RemoveAll(filepath.Join(work, launchDir))
 }
 
 // launchBinary is the launcher's executable: this one, linked or copied
@@ -422,7 +431,12 @@ func (a *agent) removeLeftoverPrepared(ctx context.Context) {
 // static: it runs in any image.
 func (a *agent) launchBinary() (string, error) {
 	a.launchOnce.Do(func() {
-		a.launchBin, a.launchErr = copyExecutable(filepath.Join(a.cfg.WorkDir, launchDir))
+		work, err := filepath.Abs(a.cfg.WorkDir)
+		if err != nil {
+			a.launchErr = err
+			return
+		}
+		a.launchBin, a.launchErr = copyExecutable(filepath.Join(work, launchDir))
 	})
 	return a.launchBin, a.launchErr
 }

@@ -321,8 +321,10 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if j.prep != nil {
 		j.prep.handedOver()
 	}
-	if j.image != "" && j.prep == nil {
-		j.a.prepare(j.image) // for the next job
+	if j.image != "" && j.prep == nil && j.a.fitsPrepared(j.asg) {
+		// For the next job, when it is like this one (a node whose jobs get
+		// GPUs, say, would prepare containers none of them takes).
+		j.a.prepare(j.image)
 	}
 	if err != nil {
 		return exitNotRun, "start the command: " + err.Error()
