@@ -208,6 +208,7 @@ type agent struct {
 	// The container prepared for the next job (prepared.go).
 	prepMu      sync.Mutex
 	prep        []*preparedContainer // under prepMu: the pool, oldest first, all of one image
+	prepDepth   int                  // under prepMu: how many to keep prepared (0: 1)
 	prepStopped bool                 // under prepMu: the agent stops, prepare no more
 	prepWG      sync.WaitGroup       // preparing and removing containers
 	launchOnce  sync.Once

@@ -29,9 +29,10 @@ import (
 // after a node has run a job in image I, the agent starts in the
 // background the containers the next jobs of I would get — same network,
 // CPU and memory flags, same --init, no GPUs — with a launcher as their
-// main process (launch.go) instead of the job's command. It keeps
-// preparedDepth of them: jobs that come one right after the other come
-// faster than a container starts. A job that fits it
+// main process (launch.go) instead of the job's command. It keeps one
+// ready, or more while jobs come faster than a container starts: a job
+// that finds none ready deepens the pool (up to maxPreparedDepth), a
+// container that waited preparedIdle for a job makes it shallower. A job that fits it
 // exactly (same image and flags, one process on this node, not MPI, no
 // GPUs) takes it and runs through the launcher; any other job, or one that
 // comes while none is ready or after it died, gets `docker run` as before.
@@ -61,10 +62,8 @@ const (
 	// preparedLabel marks a prepared container; its value is the agent's
 	// work dir, which names this node's agent on the machine.
 	preparedLabel = "cumulus.prepared"
-	// preparedDepth is how many containers are prepared for the next jobs
-	// of an image: two, so that jobs that come one right after the other
-	// each find one ready (preparing one takes longer than a short job).
-	preparedDepth = 2
+	// maxPreparedDepth bounds how many containers are prepared at once.
+	maxPreparedDepth = 4
 	// preparedIdle is how long a prepared container waits for a job.
 	preparedIdle = 10 * time.Minute
 	// preparedWait bounds how long a job waits for a container that is
@@ -139,6 +138,10 @@ func (a *agent) takePrepared(asg agentapi.Assignment, stop <-chan struct{}) *pre
 	var pc *preparedContainer
 	if len(a.prep) > 0 && a.prep[0].key == key {
 		i := slices.IndexFunc(a.prep, func(pc *preparedContainer) bool { return isClosed(pc.ready) })
+		if i < 0 {
+			// None is ready: the jobs come faster than containers start.
+			a.prepDepth = min(max(a.prepDepth, 1)+1, maxPreparedDepth)
+		}
 		pc = a.prep[max(i, 0)]
 		a.claimLocked(pc)
 	}
@@ -227,7 +230,7 @@ func (a *agent) prepare(image string) {
 		}
 	}
 	var add []*preparedContainer
-	for len(a.prep) < preparedDepth {
+	for len(a.prep) < max(a.prepDepth, 1) {
 		pc := &preparedContainer{key: key, ready: make(chan struct{}), claimed: make(chan struct{})}
 		a.prep = append(a.prep, pc)
 		add = append(add, pc)
@@ -262,6 +265,9 @@ func (a *agent) runPrepared(pc *preparedContainer, image string) {
 	}
 	a.prepMu.Lock()
 	mine := a.claimLocked(pc)
+	if mine && pc.err == nil {
+		a.prepDepth = max(a.prepDepth-1, 1) // it waited for a job in vain
+	}
 	a.prepMu.Unlock()
 	if mine {
 		a.removePrepared(pc)
