@@ -32,10 +32,11 @@ import (
 // main process (launch.go) instead of the job's command. It keeps one
 // ready, or more while jobs come faster than a container starts: a job
 // that finds none ready deepens the pool (up to maxPreparedDepth), a
-// container that waited preparedIdle for a job makes it shallower. A job that fits it
-// exactly (same image and flags, one process on this node, not MPI, no
-// GPUs) takes it and runs through the launcher; any other job, or one that
-// comes while none is ready or after it died, gets `docker run` as before.
+// container that waited preparedIdle for a job makes it shallower. A job
+// that fits exactly (same image and flags, one process on this node, not
+// MPI, no GPUs) takes one and runs through its launcher, waiting for one
+// on its way if none is ready; any other job, or one that finds them dead,
+// gets `docker run` as before.
 //
 // A prepared container serves one job and is never reused: the launcher
 // exits with the job's process, and the container (--rm) with it. One not
@@ -253,7 +254,16 @@ func (a *agent) prepare(image string) {
 func (a *agent) runPrepared(pc *preparedContainer, image string) {
 	pc.err = a.startPrepared(pc, image)
 	close(pc.ready)
-	if pc.err != nil {
+	if _, err := a.launchBinary(); err != nil {
+		// No launcher for any container: prepare none (and say so once).
+		a.prepMu.Lock()
+		off := !a.prepStopped
+		a.prepStopped = true
+		a.prepMu.Unlock()
+		if off {
+			a.logger().Info("containers are not prepared ahead on this node: every job that names an image starts its own", "err", err)
+		}
+	} else if pc.err != nil {
 		a.logger().Info("could not prepare a container for the next job; it starts its own", "image", image, "err", pc.err)
 	}
 	if pc.err == nil {
