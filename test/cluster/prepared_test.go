@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,4 +160,70 @@ func TestPreparedContainersDieWithTheirAgent(t *testing.T) {
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cumulus.job-node="+node).Output()
 		return strings.TrimSpace(string(out)) == ""
 	})
+}
+
+// What a killed agent may leave of its prepared containers (one the engine
+// was still making: made by hand here) is removed when an agent starts
+// again on the same work dir, found by its label.
+func TestLeftoverPreparedContainerRemovedAtAgentStart(t *testing.T) {
+	s, node := warmImageNode(t, "prepl")
+	pids := agents(s.dataDir)
+	if len(pids) != 1 {
+		t.Fatalf("%d agents, want 1", len(pids))
+	}
+	proc := filepath.Join("/proc", strconv.Itoa(pids[0]))
+	cmdline, err1 := os.ReadFile(filepath.Join(proc, "cmdline"))
+	environ, err2 := os.ReadFile(filepath.Join(proc, "environ"))
+	cwd, err3 := os.Readlink(filepath.Join(proc, "cwd"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	work := ""
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--work-dir="); ok {
+			work = v
+		} else if a == "--work-dir" && i+1 < len(args) {
+			work = args[i+1]
+		}
+	}
+	if work == "" {
+		t.Fatalf("no --work-dir in the agent's command line %q", args)
+	}
+	if !filepath.IsAbs(work) {
+		work = filepath.Join(cwd, work)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the prepared containers to go with their agent", 30*time.Second, func() bool { return len(preparedOf(node)) == 0 })
+
+	left := filepath.Join(work, "jobs", "prepared-left")
+	if err := os.MkdirAll(left, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("docker", "create", "--label", "cumulus.prepared="+work, "--label", "cumulus.job-node="+node, testImage, "true").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
+
+	agent := exec.Command(args[0], args[1:]...)
+	agent.Env = strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
+	agent.Dir = cwd
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = agent.Process.Kill()
+		_ = agent.Wait()
+	})
+	waitFor(t, "the leftover container removed", 30*time.Second, func() bool {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "id="+id).Output()
+		return strings.TrimSpace(string(out)) == ""
+	})
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Errorf("the leftover directory %s is still there (%v)", left, err)
+	}
 }
