@@ -205,7 +205,7 @@ type agent struct {
 	noCgroups  atomic.Bool // cgroups failed once: do not try again
 	dockerOnce sync.Once
 	docker     bool // a container engine answers
-	// The container prepared for the next job (prepared.go).
+	// The containers prepared for the next jobs (prepared.go).
 	prepMu      sync.Mutex
 	prep        []*preparedContainer // under prepMu: the pool, oldest first, all of one image
 	prepDepth   int                  // under prepMu: how many to keep prepared (0: 1)
