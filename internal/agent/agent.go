@@ -211,16 +211,19 @@ type agent struct {
 	prepDepth   int                  // under prepMu: how many to keep prepared (0: 1)
 	prepStopped bool                 // under prepMu: the agent stops, prepare no more
 	prepWG      sync.WaitGroup       // preparing and removing containers
-	launchOnce  sync.Once
-	launchBin   string // the launcher's executable
-	launchErr   error
-	wake        chan struct{} // a job changed state: poll again soon
-	sshOnce     sync.Once
-	ssh         *sshServer // under mu
-	msiOnce     sync.Once
-	msiURL      string
-	msiErr      error
-	msiJobs     map[string]*job // managed-identity secret → running job (under mu)
+	// startContainer starts a prepared container: startPrepared, or a
+	// test's double.
+	startContainer func(pc *preparedContainer, image string) error
+	launchOnce     sync.Once
+	launchBin      string // the launcher's executable
+	launchErr      error
+	wake           chan struct{} // a job changed state: poll again soon
+	sshOnce        sync.Once
+	ssh            *sshServer // under mu
+	msiOnce        sync.Once
+	msiURL         string
+	msiErr         error
+	msiJobs        map[string]*job // managed-identity secret → running job (under mu)
 
 	mu          sync.Mutex
 	log         *slog.Logger

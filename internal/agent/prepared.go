@@ -78,6 +78,9 @@ const (
 	inContainer = "/.cumulus"
 )
 
+// errNoLauncher says that no container can be prepared on this node.
+var errNoLauncher = errors.New("no launcher")
+
 // preparedContainer is a container started ahead of the job that takes it.
 type preparedContainer struct {
 	key        string // the image and flags it was started with (containerKey)
@@ -252,16 +255,20 @@ func (a *agent) prepare(image string) {
 // runPrepared starts pc and keeps it until a job takes it, the agent drops
 // it, or it has waited preparedIdle.
 func (a *agent) runPrepared(pc *preparedContainer, image string) {
-	pc.err = a.startPrepared(pc, image)
+	start := a.startContainer
+	if start == nil {
+		start = a.startPrepared
+	}
+	pc.err = start(pc, image)
 	close(pc.ready)
-	if _, err := a.launchBinary(); err != nil {
+	if errors.Is(pc.err, errNoLauncher) {
 		// No launcher for any container: prepare none (and say so once).
 		a.prepMu.Lock()
 		off := !a.prepStopped
 		a.prepStopped = true
 		a.prepMu.Unlock()
 		if off {
-			a.logger().Info("containers are not prepared ahead on this node: every job that names an image starts its own", "err", err)
+			a.logger().Info("containers are not prepared ahead on this node: every job that names an image starts its own", "err", pc.err)
 		}
 	} else if pc.err != nil {
 		a.logger().Info("could not prepare a container for the next job; it starts its own", "image", image, "err", pc.err)
@@ -288,7 +295,7 @@ func (a *agent) runPrepared(pc *preparedContainer, image string) {
 func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	bin, err := a.launchBinary()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errNoLauncher, err)
 	}
 	id, err := a.inspectEntrypoint(image, pc)
 	if err != nil {
