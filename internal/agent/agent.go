@@ -204,14 +204,26 @@ type agent struct {
 	limitsOnce sync.Once
 	noCgroups  atomic.Bool // cgroups failed once: do not try again
 	dockerOnce sync.Once
-	docker     bool          // a container engine answers
-	wake       chan struct{} // a job changed state: poll again soon
-	sshOnce    sync.Once
-	ssh        *sshServer // under mu
-	msiOnce    sync.Once
-	msiURL     string
-	msiErr     error
-	msiJobs    map[string]*job // managed-identity secret → running job (under mu)
+	docker     bool // a container engine answers
+	// The containers prepared for the next jobs (prepared.go).
+	prepMu      sync.Mutex
+	prep        []*preparedContainer // under prepMu: the pool, oldest first, all of one image
+	prepDepth   int                  // under prepMu: how many to keep prepared (0: 1)
+	prepStopped bool                 // under prepMu: the agent stops, prepare no more
+	prepWG      sync.WaitGroup       // preparing and removing containers
+	// startContainer starts a prepared container: startPrepared, or a
+	// test's double.
+	startContainer func(pc *preparedContainer, image string) error
+	launchOnce     sync.Once
+	launchBin      string // the launcher's executable
+	launchErr      error
+	wake           chan struct{} // a job changed state: poll again soon
+	sshOnce        sync.Once
+	ssh            *sshServer // under mu
+	msiOnce        sync.Once
+	msiURL         string
+	msiErr         error
+	msiJobs        map[string]*job // managed-identity secret → running job (under mu)
 
 	mu          sync.Mutex
 	log         *slog.Logger
@@ -265,7 +277,9 @@ func (a *agent) run(ctx context.Context) error {
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
 	a.life = life
+	defer a.stopPreparing() // after the jobs: none takes a prepared container then
 
+	a.removeLeftoverPrepared(ctx)
 	recovered := a.recoverJobs()
 	if err := a.register(ctx); err != nil {
 		a.stopAll(agentapi.ReasonNodeStopped)

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -585,4 +587,70 @@ func TestLimitsNeverFailAJob(t *testing.T) {
 	}
 	ra.cancel()
 	ra.wait(t, 5*time.Second)
+}
+
+// A job that ran in a prepared container has the container's directory,
+// jobs/prepared-<n>, whose state.json names it: a restarted agent reports
+// it from there, and removes what it left of containers no job took.
+func TestRestartReportsLostJobInAPreparedDir(t *testing.T) {
+	t.Parallel()
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	jobDir := filepath.Join(dir, "jobs", preparedPrefix+"123")
+	os.MkdirAll(jobDir, 0o755)
+	os.WriteFile(filepath.Join(jobDir, logFile), []byte("partial\n"), 0o644)
+	os.WriteFile(filepath.Join(jobDir, stateFile), []byte(`{"uid":"lost-p","attempt":1,"state":{"uid":"lost-p","attempt":1,"phase":"running"}}`), 0o600)
+	// Not taken by a job: no state.json.
+	unused := filepath.Join(dir, "jobs", preparedPrefix+"456")
+	os.MkdirAll(unused, 0o755)
+	os.MkdirAll(filepath.Join(dir, launchDir, "456"), 0o700)
+	// A job's own directory must carry its own uid.
+	other := filepath.Join(dir, "jobs", "other")
+	os.MkdirAll(other, 0o755)
+	os.WriteFile(filepath.Join(other, stateFile), []byte(`{"uid":"not-other","attempt":1,"state":{"phase":"running"}}`), 0o600)
+
+	startAgent(t, f, func(c *Config) { c.WorkDir = dir })
+	ev := f.exited("lost-p", 10*time.Second)
+	if ev.ExitCode != exitNotRun || !strings.HasPrefix(ev.Reason, "lost") {
+		t.Errorf("event = %+v", ev)
+	}
+	if got := f.logOf("lost-p"); got != "partial\n" {
+		t.Errorf("log = %q", got)
+	}
+	for _, d := range []string{unused, filepath.Join(dir, launchDir)} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("%s is left (%v)", d, err)
+		}
+	}
+	if evs := f.eventsOf("not-other"); len(evs) != 0 {
+		t.Errorf("a directory whose state names another job was reported: %+v", evs)
+	}
+}
+
+// KillJobs finds the uid of a job in a prepared container's directory in
+// its state.json.
+func TestKillJobsInAPreparedDir(t *testing.T) {
+	dir := t.TempDir()
+	jobDir := filepath.Join(dir, "jobs", preparedPrefix+"1")
+	os.MkdirAll(jobDir, 0o755)
+	os.WriteFile(filepath.Join(jobDir, stateFile), []byte(`{"uid":"u1","attempt":1}`), 0o600)
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"CUMULUS_JOB_UID=u1"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	os.WriteFile(filepath.Join(jobDir, pgidFile), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	if n := KillJobs(dir); n != 1 {
+		t.Errorf("KillJobs = %d, want 1", n)
+	}
+	if exitCode(waitState(cmd)) != 128+int(syscall.SIGKILL) {
+		t.Error("the job's process was not killed")
+	}
+}
+
+func waitState(cmd *exec.Cmd) *os.ProcessState {
+	_ = cmd.Wait()
+	return cmd.ProcessState
 }

@@ -1,13 +1,13 @@
 package agent
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +52,10 @@ func (j *job) chooseRuntime(ctx context.Context, logf io.Writer) error {
 		fmt.Fprintf(logf, "[cumulus] running in image %s: this node runs in it\n", img)
 		return nil
 	}
+	if j.prep != nil {
+		j.image = img // its prepared container shows the image is here
+		return nil
+	}
 	if !j.a.dockerAvailable(ctx) {
 		fmt.Fprintf(logf, "[cumulus] this node has no container runtime; running without image %s\n", img)
 		return nil
@@ -81,21 +85,30 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// containerCommand is `docker run` for one process of the job. The job's
-// variables are passed by name (-e NAME) with their values in the docker
-// client's environment, so they are not on any command line.
+// labelJobNode marks the containers of a node's jobs (the docker
+// provider removes them with the node).
+const labelJobNode = "cumulus.job-node"
+
+// containerCommand is `docker run` for one process of the job, or, when the
+// job took a prepared container (prepared.go), the launcher's client. The
+// job's variables are passed by name (-e NAME) with their values in the
+// docker client's environment, or sent over the launcher's socket: they
+// are on no command line.
 func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
+	if pc := j.prep; pc != nil {
+		// The container is the job's (j.containers names it); when the
+		// agent dies the init kills the client and the launcher ends the
+		// container, so the init has no container to remove.
+		args := append([]string{containerExecName, "3"}, pc.entrypoint...)
+		return &exec.Cmd{Path: containerExecName, Args: append(args, "/bin/sh", "-c", j.asg.Command),
+			Env: slices.Clone(env[j.hostEnv:]), ExtraFiles: []*os.File{pc.file}}
+	}
 	name := fmt.Sprintf("cumulus-job-%s-%d-%d", j.asg.UID, j.asg.Attempt, p.Rank)
 	j.containers = append(j.containers, name)
 	args := []string{"run", "--rm", "--name", name, "--init",
-		"--label", "cumulus.job=" + j.asg.UID, "--label", "cumulus.job-node=" + j.a.node(),
-		"--network", cmp.Or(j.a.cfg.JobNetwork, "host"), "-v", j.dir + ":" + j.dir, "-w", j.dir}
-	if c := j.a.cfg.VCPUs; c > 0 {
-		args = append(args, "--cpus", strconv.Itoa(min(c, hostCPUs())))
-	}
-	if m := j.a.cfg.MemoryMB; m > 0 {
-		args = append(args, "--memory", strconv.Itoa(min(m, hostMemoryMB()))+"m")
-	}
+		"--label", "cumulus.job=" + j.asg.UID, "--label", labelJobNode + "=" + j.a.node()}
+	args = append(args, j.a.containerFlags()...)
+	args = append(args, "-v", j.dir+":"+j.dir, "-w", j.dir)
 	if len(j.asg.GPUs) > 0 {
 		ids := make([]string, len(j.asg.GPUs))
 		for i, g := range j.asg.GPUs {
@@ -117,8 +130,21 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 
 // removeContainers removes the job's containers (they are normally gone
 // with --rm; this catches a killed client or an agent stopping).
+//
+// A prepared container is removed in the background: its launcher killed
+// every process in it before the job's client ended (or when the client
+// was killed), so nothing of the job runs on while it goes.
 func (j *job) removeContainers() {
 	if len(j.containers) == 0 {
+		return
+	}
+	if pc := j.prep; pc != nil {
+		a := j.a
+		a.prepWG.Add(1)
+		go func() {
+			defer a.prepWG.Done()
+			removeContainer(a.cfg.Docker, pc.name)
+		}()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

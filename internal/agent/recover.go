@@ -49,10 +49,11 @@ func (a *agent) recoverJobs() (start func()) {
 			continue
 		}
 		var s savedJob
-		if json.Unmarshal(b, &s) != nil || s.Acked || s.UID != e.Name() {
+		if json.Unmarshal(b, &s) != nil || s.Acked || s.UID != dirUID(e.Name(), s) {
 			continue
 		}
 		j := newJob(a, agentapi.Assignment{UID: s.UID, Attempt: s.Attempt, Outputs: s.Outputs}, a.logger())
+		j.dir = filepath.Join(jobsDir, e.Name())
 		j.processGone()
 		j.state = s.State
 		if j.state.Phase != agentapi.PhaseExited {
@@ -68,6 +69,16 @@ func (a *agent) recoverJobs() (start func()) {
 		found = append(found, j)
 	}
 	return start
+}
+
+// dirUID is the uid of the job whose directory is jobs/name, with s its
+// state.json: the name itself, or for a directory a prepared container
+// mounted (prepared.go) the uid its state.json gives.
+func dirUID(name string, s savedJob) string {
+	if strings.HasPrefix(name, preparedPrefix) {
+		return s.UID
+	}
+	return name
 }
 
 // KillJobs kills the process groups of jobs that an agent with workDir left
@@ -87,7 +98,12 @@ func KillJobs(workDir string) int {
 		if err != nil || pgid <= 1 {
 			continue
 		}
-		uid := filepath.Base(filepath.Dir(f))
+		dir := filepath.Dir(f)
+		var s savedJob
+		if b, err := os.ReadFile(filepath.Join(dir, stateFile)); err == nil {
+			_ = json.Unmarshal(b, &s) // a job's own dir needs none
+		}
+		uid := dirUID(filepath.Base(dir), s)
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/environ")
 		switch {
 		case errors.Is(err, fs.ErrNotExist):

@@ -50,8 +50,9 @@ type job struct {
 	logSent int64        // bytes of std.log the server holds; owned by the log shipper
 	pgid    atomic.Int64 // the process group of its processes while they run; 0 before and after
 
-	image      string   // the job's image when it runs in containers
-	containers []string // names of its containers
+	image      string             // the job's image when it runs in containers
+	containers []string           // names of its containers
+	prep       *preparedContainer // the prepared container it took, if any
 
 	mu         sync.Mutex
 	state      agentapi.JobState
@@ -242,11 +243,22 @@ func (j *job) sendEvent(ctx context.Context, ev agentapi.JobEvent) error {
 func (j *job) execute(ctx context.Context) (int, string) {
 	defer j.processGone()
 	defer j.a.msiRevoke(j)
-	if err := os.RemoveAll(j.dir); err != nil {
-		return exitNotRun, "prepare the working directory: " + err.Error()
-	}
-	if err := os.MkdirAll(j.dir, 0o755); err != nil {
-		return exitNotRun, "prepare the working directory: " + err.Error()
+	defer j.removeContainers()
+	if pc := j.a.takePrepared(j.asg, j.stopCh); pc != nil {
+		// The prepared container mounts an empty directory of its own at
+		// the same path: that is this job's directory (prepared.go). It
+		// must not be recreated, or the container would not see it.
+		j.prep, j.dir = pc, pc.dir
+		j.containers = append(j.containers, pc.name)
+		defer pc.handedOver()
+		j.a.prepare(j.asg.Image) // the next job's, at once: it takes a while
+	} else {
+		if err := os.RemoveAll(j.dir); err != nil {
+			return exitNotRun, "prepare the working directory: " + err.Error()
+		}
+		if err := os.MkdirAll(j.dir, 0o755); err != nil {
+			return exitNotRun, "prepare the working directory: " + err.Error()
+		}
 	}
 	j.save(false)
 
@@ -305,8 +317,15 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	// (the thread then exits with it), so that the signal fires when the
 	// agent dies, not when the Go runtime moves on.
 	runtime.LockOSThread()
-	defer j.removeContainers()
 	group, cg, err := j.start(env, procs, logf)
+	if j.prep != nil {
+		j.prep.handedOver()
+	}
+	if j.image != "" && j.prep == nil && j.a.fitsPrepared(j.asg) {
+		// For the next job, when it is like this one (a node whose jobs get
+		// GPUs, say, would prepare containers none of them takes).
+		j.a.prepare(j.image)
+	}
 	if err != nil {
 		return exitNotRun, "start the command: " + err.Error()
 	}

@@ -68,6 +68,10 @@ func init() {
 		os.Exit(mpiRsh(os.Args[1:]))
 	case mpiLaunchdName:
 		os.Exit(mpiLaunchd())
+	case launcherName:
+		os.Exit(launcherMain(os.Args[1:]))
+	case containerExecName:
+		os.Exit(containerExecMain(os.Args[1:]))
 	case killAllName:
 		_ = syscall.Kill(-1, syscall.SIGKILL) // not this process itself
 		os.Exit(0)
@@ -245,7 +249,8 @@ func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) *exec.Cmd {
 	dir, _ := filepath.Abs(cmd.Dir)
 	args := append([]string{jobInitName, readyFD, uid, gid, mask, dir, cmd.Path}, cmd.Args[1:]...)
 	c := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: cmd.Env, Dir: cmd.Dir,
-		Stdout: cmd.Stdout, Stderr: cmd.Stderr, WaitDelay: cmd.WaitDelay, Err: cmd.Err}
+		Stdout: cmd.Stdout, Stderr: cmd.Stderr, WaitDelay: cmd.WaitDelay, Err: cmd.Err,
+		ExtraFiles: cmd.ExtraFiles}
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal}
 	if cred != nil && mask != "-" {
 		c.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
@@ -270,6 +275,11 @@ func removeContainer(docker, name string) {
 // (startInit passes it).
 const readyFD = "3"
 
+// launcherFD is, in a job init, the connection to a prepared container's
+// launcher that the init hands to its command, the launcher's client
+// (the command's ExtraFiles come after readyFD).
+const launcherFD = 4
+
 // startInit starts a job init (initCommand) and waits until it has
 // started the command, or failed to: the job's timeout and signals then
 // reach the command, not an init that is still starting.
@@ -279,7 +289,7 @@ func startInit(c *exec.Cmd) error {
 		return err
 	}
 	defer r.Close()
-	c.ExtraFiles = []*os.File{w} // descriptor 3 in the init: readyFD
+	c.ExtraFiles = append([]*os.File{w}, c.ExtraFiles...) // descriptor 3 in the init: readyFD
 	err = c.Start()
 	w.Close()
 	if err != nil {
@@ -335,6 +345,15 @@ func jobInit(args []string) int {
 	}
 	name := os.Getenv(envJobContainer)
 	cmd := exec.Command(args[4], args[5:]...)
+	var launcher *os.File
+	if args[4] == containerExecName {
+		// The client of a prepared container: this executable, with the
+		// connection to the launcher as its descriptor 3, held by it alone
+		// (the launcher ends the job when the client is gone).
+		launcher = os.NewFile(launcherFD, "launcher")
+		syscall.CloseOnExec(launcherFD)
+		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: args[4:], ExtraFiles: []*os.File{launcher}}
+	}
 	cmd.Dir = dir
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envJobContainer+"=") })
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
@@ -346,7 +365,11 @@ func jobInit(args []string) int {
 		}
 		cmd.SysProcAttr.Credential = cred
 	}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if launcher != nil {
+		launcher.Close()
+	}
+	if err != nil {
 		return fail(err)
 	}
 	if ready != nil {

@@ -173,9 +173,41 @@ func agents(dataDir string) []int {
 }
 
 func killAgents(dataDir string) {
-	for _, pid := range agents(dataDir) {
+	pids := agents(dataDir)
+	for _, pid := range pids {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if len(pids) > 0 {
+		waitPreparedGone(dataDir)
+	}
+}
+
+// waitPreparedGone waits (a while) until the containers that the killed
+// agents of dataDir's nodes had prepared have stopped — a launcher exits
+// when its agent dies — and removes any left created but never started
+// (an agent killed while the engine made one): they hold no files of the
+// nodes' work dirs, which the test then removes.
+func waitPreparedGone(dataDir string) {
+	mine := func(all bool) []string {
+		args := []string{"ps", "--filter", "label=cumulus.prepared", "--format", `{{.ID}} {{.Label "cumulus.prepared"}}`}
+		if all {
+			args = append(args, "-a")
+		}
+		out, _ := exec.Command("docker", args...).Output()
+		var ids []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if id, dir, ok := strings.Cut(line, " "); ok && strings.HasPrefix(dir, dataDir+"-nodes/") {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(mine(false)) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ids := mine(true); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
 	}
 }
 
