@@ -49,7 +49,7 @@ func benchServer(b *testing.B) *server { return startServerTB(b, "--log-level", 
 // idle node; Queued→Running as recorded by the server.
 //
 //	go test ./test/cluster/ -run '^$' -bench SubmitToRunningWarm -benchtime 100x
-func BenchmarkSubmitToRunningWarm(b *testing.B) { benchWarm(b, "") }
+func BenchmarkSubmitToRunningWarm(b *testing.B) { benchWarm(b, "", 0) }
 
 // BenchmarkSubmitToRunningWarmContainer: the same with the job in a
 // container of a local image (docker run on the node), to show the
@@ -61,10 +61,26 @@ func BenchmarkSubmitToRunningWarmContainer(b *testing.B) {
 	if dockerErr != nil {
 		b.Skipf("no Docker engine: %v", dockerErr)
 	}
-	benchWarm(b, "image:"+testImage)
+	benchWarm(b, "image:"+testImage, 0)
 }
 
-func benchWarm(b *testing.B, env string) {
+// BenchmarkSubmitToRunningWarmContainerPaced: the same with a pause of
+// half a second between jobs, as jobs that do not come back to back: the
+// node's next prepared container is ready when the job comes, so the
+// figure is what a job pays over a process when its container is ready.
+//
+//	go test ./test/cluster/ -run '^$' -bench SubmitToRunningWarmContainerPaced -benchtime 20x
+func BenchmarkSubmitToRunningWarmContainerPaced(b *testing.B) {
+	dockerOnce.Do(func() { dockerErr = buildTestImage() })
+	if dockerErr != nil {
+		b.Skipf("no Docker engine: %v", dockerErr)
+	}
+	benchWarm(b, "image:"+testImage, 500*time.Millisecond)
+}
+
+// benchWarm submits b.N jobs of `true` one after another to one warm node,
+// each once the node is idle again and pause has passed.
+func benchWarm(b *testing.B, env string, pause time.Duration) {
 	s := benchServer(b)
 	s.createCompute("warm", 1, 1, "PT10M")
 	waitFor(b, "the warm node", 30*time.Second, func() bool {
@@ -84,6 +100,11 @@ func benchWarm(b *testing.B, env string) {
 			n, err := s.c.ListNodes(bctx, "warm")
 			return err == nil && len(n) == 1 && n[0].NodeState == api.NodeIdle
 		})
+		if pause > 0 {
+			b.StopTimer()
+			time.Sleep(pause) // a pause between jobs, not a wait for anything
+			b.StartTimer()
+		}
 	}
 	b.StopTimer()
 	report(b, ds)
