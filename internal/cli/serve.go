@@ -60,6 +60,9 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 			if o.EventRetention < time.Hour {
 				return fmt.Errorf("--event-retention %s is too short: keep events at least 1h", o.EventRetention)
 			}
+			if o.PollTimeout < time.Second || o.PollTimeout >= o.HeartbeatTimeout {
+				return fmt.Errorf("--poll-timeout %s must be at least 1s and shorter than --heartbeat-timeout (%s)", o.PollTimeout, o.HeartbeatTimeout)
+			}
 			log, err := newLogger(g, logLevel, logFormat)
 			if err != nil {
 				return err
@@ -122,6 +125,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --provider kubernetes: kubeconfig file (env CUMULUS_KUBECONFIG; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&o.KubeNamespace, "kube-namespace", "", "with --provider kubernetes: namespace of the node pods (env CUMULUS_KUBE_NAMESPACE; default: the kubeconfig's)")
 	fl.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a node not heard from for this long becomes unusable and its job is requeued")
+	fl.DurationVar(&o.PollTimeout, "poll-timeout", o.PollTimeout, "how long an agent's poll is held while there is nothing to tell it: every idle node polls once per this, so a large fleet wants it longer (raise --heartbeat-timeout above it too)")
 	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
 	fl.IntVar(&o.MaxAttempts, "max-attempts", o.MaxAttempts, "times a job is started before a node failure makes it fail")
 	fl.Float64Var(&o.EvictionRate, "eviction-rate", 0, "preempt low-priority nodes at random, this many times per node-hour (chaos testing)")

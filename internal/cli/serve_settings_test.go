@@ -1,6 +1,10 @@
 package cli
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestByteSize(t *testing.T) {
 	for in, want := range map[string]int64{"1GiB": 1 << 30, "512MiB": 512 << 20, "1048576": 1 << 20, "2 KiB": 2048, "1GB": 1e9, "0": 0, "10B": 10} {
@@ -26,5 +30,26 @@ func TestSettingValue(t *testing.T) {
 	}
 	if got := splitList(" local, westeurope ,,"); len(got) != 2 || got[0] != "local" || got[1] != "westeurope" {
 		t.Errorf("splitList: %q", got)
+	}
+}
+
+// A poll hold that is not shorter than the heartbeat timeout would make
+// every idle node look dead: serve refuses it in one line, before it
+// starts anything.
+func TestServeRefusesAPollTimeoutPastTheHeartbeat(t *testing.T) {
+	for _, args := range [][]string{
+		{"--poll-timeout", "2m"},
+		{"--poll-timeout", "90s", "--heartbeat-timeout", "90s"},
+		{"--poll-timeout", "0s"},
+	} {
+		var out, errb strings.Builder
+		dir := t.TempDir()
+		code := Main(t.Context(), append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0"}, args...), &out, &errb)
+		if code == 0 || !strings.Contains(errb.String(), "--poll-timeout") {
+			t.Errorf("serve %v: exit %d, %q", args, code, errb.String())
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("serve %v wrote %d files in its data dir before refusing", args, len(ents))
+		}
 	}
 }
