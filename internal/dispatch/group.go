@@ -4,23 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// group commits the job states that agents report concurrently: the
-// reports that arrive while a transaction is being written wait, and the
-// next transaction writes all of them (group commit). Every caller still
-// returns only after its report is committed, so an answered report is
-// never lost; what is saved is a transaction, a commit and its WAL write
-// per report (with thousands of nodes, most of a report's cost).
-type group struct {
-	mu    sync.Mutex
-	queue []*report
-	busy  bool // a caller is writing a batch
-}
+// Agents' reports are written in batches (batch.Group): the reports that
+// arrive while a transaction is being written wait, and the next
+// transaction writes all of them, however many (group commit). Every
+// caller still returns only after its report is committed, so an answered
+// report is never lost; what is saved is a transaction, a commit and its
+// WAL write per report (with thousands of nodes, most of a report's cost).
+// The batch is one transaction, not one per report as the store's own
+// group commit would make it: its size is not bounded, and a report that
+// fails is rewritten alone without rewriting the others.
 
 // report is one caller's states, waiting for a batch to write them.
 type report struct {
@@ -28,9 +25,6 @@ type report struct {
 	states []agentapi.JobState
 	outs   []Outcome
 	err    error
-	// ready is told true when the report was written (or failed), false
-	// when its caller is to write the next batch.
-	ready chan bool
 }
 
 // ReportAll records the phases an agent reports for its jobs, in one
@@ -39,21 +33,10 @@ func (s *Service) ReportAll(ctx context.Context, nodeID string, states []agentap
 	if len(states) == 0 {
 		return nil
 	}
-	r := &report{node: nodeID, states: states, ready: make(chan bool, 1)}
-	g := &s.group
-	g.mu.Lock()
-	g.queue = append(g.queue, r)
-	lead := !g.busy
-	g.busy = true
-	g.mu.Unlock()
-	if !lead {
-		// No giving up on ctx here: the report may be asked to write the
-		// next batch, which other callers wait for.
-		lead = !<-r.ready
-	}
-	if lead {
-		s.lead(ctx, r)
-	}
+	r := &report{node: nodeID, states: states}
+	// The batch holds other callers' reports: it is written even when
+	// this caller goes away.
+	s.group.Do(r, func(batch []*report) { s.writeReports(context.WithoutCancel(ctx), batch) })
 	if r.err != nil {
 		return r.err
 	}
@@ -66,40 +49,18 @@ func (s *Service) ReportAll(ctx context.Context, nodeID string, states []agentap
 	return nil
 }
 
-// lead writes the reports queued now (r's among them) in one batch, then
-// hands the writing on to the first report queued meanwhile and tells the
-// batch's other callers theirs is done. A panic while writing fails the
-// batch's reports and still hands on, so no caller waits for ever.
-func (s *Service) lead(ctx context.Context, r *report) {
-	g := &s.group
-	g.mu.Lock()
-	batch := g.queue
-	g.queue = nil
-	g.mu.Unlock()
+// writeReports writes a batch; a panic while writing fails the batch's
+// reports (and goes on in the caller that wrote).
+func (s *Service) writeReports(ctx context.Context, batch []*report) {
 	defer func() {
-		p := recover()
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			g.queue[0].ready <- false // it writes the next batch
-		} else {
-			g.busy = false
-		}
-		g.mu.Unlock()
-		for _, o := range batch {
-			if p != nil {
+		if p := recover(); p != nil {
+			for _, o := range batch {
 				o.err = fmt.Errorf("write job reports: %v", p)
 			}
-			if o != r {
-				o.ready <- true
-			}
-		}
-		if p != nil {
 			panic(p)
 		}
 	}()
-	// The batch holds other callers' reports: it is written even when
-	// this caller goes away.
-	s.writeBatch(context.WithoutCancel(ctx), batch)
+	s.writeBatch(ctx, batch)
 }
 
 // writeBatch writes every report of the batch in one transaction. When

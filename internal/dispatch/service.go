@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cumulus-ml/cumulus/internal/batch"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
@@ -56,7 +57,7 @@ type Service struct {
 	// enforced.
 	Prices *cost.Prices
 
-	group group // agents' reports written together
+	group batch.Group[*report] // agents' reports written together
 }
 
 func (s *Service) changed() {

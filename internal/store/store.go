@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/cumulus-ml/cumulus/internal/batch"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ type DB struct {
 
 	fence *Fence // when set, every transaction first checks this lease (see Fenced)
 
-	group txGroup // SQLite: transactions waiting for the writer, written together
+	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -154,7 +155,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// One writer connection: SQLite has one writer anyway, and a single
 	// connection makes every transaction serial without busy retries.
 	db.SetMaxOpenConns(1)
-	s := &DB{db: db, engine: sqliteEngine}
+	s := &DB{db: db, engine: sqliteEngine, group: &batch.Group[*txCall]{Max: maxTxBatch}}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

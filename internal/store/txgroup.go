@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -31,21 +29,12 @@ import (
 // batch waits for the whole batch.
 const maxTxBatch = 64
 
-type txGroup struct {
-	mu    sync.Mutex
-	queue []*txCall
-	busy  bool // a caller is writing a batch
-}
-
-// txCall is one caller of Tx waiting for a batch.
+// txCall is one caller of Tx.
 type txCall struct {
 	ctx      context.Context
 	fn       func(Querier) error
 	err      error
 	panicked any // what fn panicked with, panicked again in its caller
-	// ready is told true when the call was written (or failed), false
-	// when its caller is to write the next batch.
-	ready chan bool
 }
 
 // errPanicked stands for a panic of fn inside the transaction, which is
@@ -70,51 +59,17 @@ func (s *DB) groupTx(ctx context.Context, fn func(Querier) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	c := &txCall{ctx: ctx, fn: fn, ready: make(chan bool, 1)}
-	g := &s.group
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	lead := !g.busy
-	g.busy = true
-	g.mu.Unlock()
-	if !lead {
-		// No giving up on ctx here: the call may be asked to write the
-		// next batch, which other callers wait for.
-		lead = !<-c.ready
-	}
-	if lead {
-		s.leadTxs(c)
-	}
+	c := &txCall{ctx: ctx, fn: fn}
+	s.group.Do(c, s.writeBatch)
 	if c.panicked != nil {
 		panic(c.panicked)
 	}
 	return c.err
 }
 
-// leadTxs writes the calls queued now (me first among them), then hands
-// the writing on to the first call queued meanwhile and tells the batch's
-// other callers theirs is done.
-func (s *DB) leadTxs(me *txCall) {
-	g := &s.group
-	g.mu.Lock()
-	n := min(len(g.queue), maxTxBatch)
-	batch := slices.Clone(g.queue[:n])
-	g.queue = g.queue[n:]
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		if len(g.queue) > 0 {
-			g.queue[0].ready <- false // it writes the next batch
-		} else {
-			g.busy = false
-		}
-		g.mu.Unlock()
-		for _, c := range batch {
-			if c != me {
-				c.ready <- true
-			}
-		}
-	}()
+// writeBatch writes the calls of a batch in one transaction, or, when
+// there is one or any of them fails, each in a transaction of its own.
+func (s *DB) writeBatch(batch []*txCall) {
 	if len(batch) > 1 && s.w != nil && s.writeTxs(batch) { // s.w is nil while migrating
 		return
 	}

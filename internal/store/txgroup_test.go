@@ -38,9 +38,7 @@ func queueWhileBusyCtx(t *testing.T, db *DB, n int, ctxOf func(i int) context.Co
 		}()
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		db.group.mu.Lock()
-		queued := len(db.group.queue)
-		db.group.mu.Unlock()
+		queued := db.group.Queued()
 		if queued == n {
 			break
 		}
