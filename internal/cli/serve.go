@@ -60,7 +60,9 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 			if o.EventRetention < time.Hour {
 				return fmt.Errorf("--event-retention %s is too short: keep events at least 1h", o.EventRetention)
 			}
-			if o.PollTimeout < time.Second || o.PollTimeout >= o.HeartbeatTimeout {
+			// The default hold is cut to a third of a shorter heartbeat
+			// timeout; one asked for is refused instead.
+			if o.PollTimeout < time.Second || cmd.Flags().Changed("poll-timeout") && o.PollTimeout >= o.HeartbeatTimeout {
 				return fmt.Errorf("--poll-timeout %s must be at least 1s and shorter than --heartbeat-timeout (%s)", o.PollTimeout, o.HeartbeatTimeout)
 			}
 			log, err := newLogger(g, logLevel, logFormat)

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestByteSize(t *testing.T) {
@@ -41,6 +43,7 @@ func TestServeRefusesAPollTimeoutPastTheHeartbeat(t *testing.T) {
 		{"--poll-timeout", "2m"},
 		{"--poll-timeout", "90s", "--heartbeat-timeout", "90s"},
 		{"--poll-timeout", "0s"},
+		{"--poll-timeout", "20s", "--heartbeat-timeout", "15s"},
 	} {
 		var out, errb strings.Builder
 		dir := t.TempDir()
@@ -51,5 +54,17 @@ func TestServeRefusesAPollTimeoutPastTheHeartbeat(t *testing.T) {
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("serve %v wrote %d files in its data dir before refusing", args, len(ents))
 		}
+	}
+}
+
+// A heartbeat timeout under the default hold, the hold not asked for,
+// is served (the hold is cut to a third of it), not refused.
+func TestServeCutsTheDefaultPollTimeoutToAShortHeartbeat(t *testing.T) {
+	var out, errb strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	Main(ctx, []string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--heartbeat-timeout", "15s"}, &out, &errb)
+	if strings.Contains(errb.String(), "--poll-timeout") {
+		t.Fatalf("serve refused the default hold: %q", errb.String())
 	}
 }
