@@ -80,6 +80,13 @@ func TestPreparedPool(t *testing.T) {
 	a.prepare("img")
 	taken := make(chan *preparedContainer)
 	go func() { taken <- a.takePrepared(job, nil) }()
+	// The job has claimed the container still on its way (the pool is
+	// empty) before the container is let ready: it found none ready.
+	for deadline := time.Now().Add(10 * time.Second); a.poolSize() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not claim the container on its way")
+		}
+	}
 	gate <- struct{}{} // the container on its way is ready now
 	pc := <-taken
 	first := <-made
