@@ -641,6 +641,18 @@ func TestKillJobsInAPreparedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
+	// KillJobs kills only a process that carries the job's uid in its
+	// environment: wait until the child has exec'd sleep with it (before,
+	// it is a copy of this test's process).
+	environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile(environ); strings.Contains(string(b), "CUMULUS_JOB_UID=u1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child never ran with the job's uid")
+		}
+	}
 	os.WriteFile(filepath.Join(jobDir, pgidFile), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
 	if n := KillJobs(dir); n != 1 {
 		t.Errorf("KillJobs = %d, want 1", n)
