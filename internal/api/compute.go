@@ -69,6 +69,10 @@ type AmlComputeProperties struct {
 	AllocationState               string          `json:"allocationState,omitempty"`
 	AllocationStateTransitionTime *time.Time      `json:"allocationStateTransitionTime,omitempty"`
 	Errors                        []ErrorResponse `json:"errors,omitempty"`
+	// Blocked (read-only, a Cumulus extension) is why queued jobs wait and
+	// the cluster cannot grow, as the cluster controller last decided, as
+	// values; Errors words them for Azure's clients.
+	Blocked Blocks `json:"blocked,omitempty"`
 	CurrentNodeCount              int32           `json:"currentNodeCount"`
 	TargetNodeCount               int32           `json:"targetNodeCount"`
 	NodeStateCounts               NodeStateCounts `json:"nodeStateCounts"`

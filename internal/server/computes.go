@@ -71,7 +71,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		c.Properties.IsAttachedCompute = false
 		c.Properties.ProvisioningErrors = nil
 		a := c.Aml()
-		a.Errors, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule, a.NetworkIsolation = nil, 0, api.NodeStateCounts{}, nil, ""
+		a.Errors, a.Blocked, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule, a.NetworkIsolation = nil, nil, 0, api.NodeStateCounts{}, nil, ""
 		if existing == nil {
 			created = true
 			c.Name = name
@@ -93,7 +93,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			c.Properties.ProvisioningState = existing.Properties.ProvisioningState
 			ea := existing.Aml()
 			a.AllocationState, a.AllocationStateTransitionTime, a.TargetNodeCount = ea.AllocationState, ea.AllocationStateTransitionTime, ea.TargetNodeCount
-			a.Errors, a.ActiveSchedule = ea.Errors, ea.ActiveSchedule
+			a.Errors, a.Blocked, a.ActiveSchedule = ea.Errors, ea.Blocked, ea.ActiveSchedule
 			c.SystemData = touch(existing.SystemData, principal(r), now)
 		}
 		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, ifv, now)

@@ -67,7 +67,7 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 		c.MaxCost = &m
 	}
 	doc.Properties.Cost = c
-	if p := &doc.Properties; p.Status == api.JobQueued && p.StatusMessage == "" && jc.doc != nil {
+	if p := &doc.Properties; p.WordsWait() && jc.doc != nil {
 		if !jc.counted { // the allocation state as GET of the compute says it
 			if counts, err := store.NodeCounts(ctx, s.db.Q(), jc.doc.ID); err == nil {
 				v := computeWithCounts(*jc.doc, counts)
@@ -75,7 +75,7 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 			}
 			jc.counted = true
 		}
-		p.StatusMessage = api.QueueReason(*jc.doc, doc.Name, j.UID)
+		p.StatusMessage = api.QueueReason(*jc.doc, &doc, j.UID)
 	}
 	return doc
 }
