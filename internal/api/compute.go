@@ -72,10 +72,10 @@ type AmlComputeProperties struct {
 	// Blocked (read-only, a Cumulus extension) is why queued jobs wait and
 	// the cluster cannot grow, as the cluster controller last decided, as
 	// values; Errors words them for Azure's clients.
-	Blocked Blocks `json:"blocked,omitempty"`
-	CurrentNodeCount              int32           `json:"currentNodeCount"`
-	TargetNodeCount               int32           `json:"targetNodeCount"`
-	NodeStateCounts               NodeStateCounts `json:"nodeStateCounts"`
+	Blocked          Blocks          `json:"blocked,omitempty"`
+	CurrentNodeCount int32           `json:"currentNodeCount"`
+	TargetNodeCount  int32           `json:"targetNodeCount"`
+	NodeStateCounts  NodeStateCounts `json:"nodeStateCounts"`
 }
 
 // ResourceRef is ARM's {id} reference.
