@@ -31,7 +31,7 @@ func QueueReason(c Compute, j *Job, uid string) string {
 		if b.Kind == BlockQuota || (b.Job != "" && b.Job != uid) {
 			continue // those that wait for quota say so themselves; another job's
 		}
-		if b.Job == uid {
+		if b.Job == uid && j.Name != "" {
 			b.JobName = j.Name // as its owner spelled it
 		}
 		if b.Kind == BlockBudget {
