@@ -296,6 +296,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if err := j.chooseRuntime(ctx, logf); err != nil {
 		return exitNotRun, err.Error()
 	}
+	if err := j.checkRendezvousPorts(); err != nil {
+		return exitNotRun, err.Error()
+	}
 	if p, ok, err := j.mpiLaunch(env, logf); err != nil {
 		return exitNotRun, err.Error()
 	} else if ok {

@@ -29,6 +29,14 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+	// PortRetries counts attempts that ended because a port the job was
+	// given was in use on one of its nodes; they do not count against the
+	// failure retry limit either (the next attempt gets other ports).
+	PortRetries int
+	// MPIDone: the current attempt's node rank 0 ran mpirun over the job's
+	// nodes and it ended with 0; the other nodes' launchers are told to
+	// stop, and how they end no longer decides the job's result.
+	MPIDone bool
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -39,11 +47,18 @@ type jobBody struct {
 	Nodes   []string       `json:"nodes,omitempty"`
 	Exits   map[string]int `json:"exits,omitempty"`
 	Preempt int            `json:"preemptions,omitempty"`
+	Ports   int            `json:"portRetries,omitempty"`
+	MPIDone bool           `json:"mpiDone,omitempty"`
+}
+
+func bodyOf(j *Job) jobBody {
+	return jobBody{Doc: j.Doc, Attempt: j.Attempt, Nodes: j.Nodes, Exits: j.Exits, Preempt: j.Preemptions,
+		Ports: j.PortRetries, MPIDone: j.MPIDone}
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -82,7 +97,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
