@@ -278,6 +278,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	broken, err := c.checkGangs(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the

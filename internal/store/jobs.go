@@ -194,6 +194,35 @@ func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]Qu
 	return out, rows.Err()
 }
 
+// ActiveJob is what the cluster controller reads of a job that was given
+// nodes and has not ended (no document).
+type ActiveJob struct {
+	UID   string
+	Nodes int // instance count, at least 1
+}
+
+// ActiveJobs lists a compute's jobs between assignment and end (Preparing,
+// Starting, Running, Finalizing, CancelRequested) from an index and
+// columns only. Jobs that hold no nodes of their own (sweeps) are among
+// them.
+func ActiveJobs(ctx context.Context, q Querier, compute string) ([]ActiveJob, error) {
+	rows, err := q.QueryContext(ctx, `SELECT uid, nodes FROM jobs WHERE compute = ? AND status IN (?, ?, ?, ?, ?)`,
+		Key(compute), api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing, api.JobCancelRequested)
+	if err != nil {
+		return nil, fmt.Errorf("active jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []ActiveJob
+	for rows.Next() {
+		var j ActiveJob
+		if err := rows.Scan(&j.UID, &j.Nodes); err != nil {
+			return nil, fmt.Errorf("active jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
 // QueuedDemand counts a compute's queued jobs and the nodes they need.
 func QueuedDemand(ctx context.Context, q Querier, compute string) (jobs, nodes int, err error) {
 	err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(nodes), 0) FROM jobs WHERE compute = ? AND status = ?`,
