@@ -100,9 +100,9 @@ func TestGangNodeWhoseRankEndedIsHeldUntilTheJobEnds(t *testing.T) {
 // queued again; without attempts left it fails.
 func TestJobThatLostANodeIsRequeued(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(h *harness, n store.Node)
-		want  string
+		want   string
 	}{
 		{"the node's record is gone", func(h *harness, n store.Node) {
 			h.tx(func(q store.Querier) error { return store.DeleteNode(h.ctx, q, n.ID, h.clk.Now()) })
