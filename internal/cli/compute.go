@@ -547,6 +547,10 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list-nodes",
 		Short: "List the nodes of a compute cluster",
+		Long: "List the nodes of a compute cluster: state, address and the job each runs.\n\n" +
+			"A multi-node job holds its nodes until it ends: a node whose rank has ended while other ranks\n" +
+			"still run shows \"running (rank ended)\" (rank_ended in json and yaml); it takes no other work\n" +
+			"and is not scaled down until the job ends.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -564,19 +568,23 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 				Port             int32   `json:"port"`
 				NodeState        string  `json:"node_state"`
 				CurrentJobName   *string `json:"current_job_name"`
+				RankEnded        bool    `json:"rank_ended,omitempty"`
 			}
 			rows := make([]row, 0, len(nodes))
 			for _, n := range nodes {
-				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID})
+				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.RankEnded})
 			}
 			return g.show("table", rows, func() *table {
 				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB"}}
 				for _, r := range rows {
-					job := "-"
+					job, state := "-", r.NodeState
 					if r.CurrentJobName != nil {
 						job = *r.CurrentJobName
 					}
-					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job)
+					if r.RankEnded {
+						state += " (rank ended)" // held for its job until every rank has ended
+					}
+					t.add(r.NodeID, state, r.PrivateIPAddress, r.Port, job)
 				}
 				return t
 			})
