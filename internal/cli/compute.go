@@ -551,7 +551,7 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 			"A multi-node job holds its nodes until it ends: a node whose rank has ended while other ranks\n" +
 			"still run shows \"running (rank ended)\" (rank_ended in json and yaml); it takes no other work\n" +
 			"and is not scaled down until the job ends.",
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {

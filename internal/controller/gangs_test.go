@@ -100,9 +100,9 @@ func TestGangNodeWhoseRankEndedIsHeldUntilTheJobEnds(t *testing.T) {
 // queued again; without attempts left it fails.
 func TestJobThatLostANodeIsRequeued(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		break_ func(h *harness, n store.Node)
-		want   string
+		name    string
+		breakIt func(h *harness, n store.Node)
+		want    string
 	}{
 		{"the node's record is gone", func(h *harness, n store.Node) {
 			h.tx(func(q store.Querier) error { return store.DeleteNode(h.ctx, q, n.ID, h.clk.Now()) })
@@ -127,7 +127,7 @@ func TestJobThatLostANodeIsRequeued(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				tc.break_(h, lost)
+				tc.breakIt(h, lost)
 				h.clk.Step(time.Second) // well within the 60 s heartbeat timeout
 				h.heartbeat(c)
 				h.pass()
