@@ -23,7 +23,9 @@ func freePort(t *testing.T) int {
 
 // mpiRank1 is rank 1 of a 2-node MPI job whose launcher listens on port.
 func mpiRank1(uid string, port int) agentapi.Assignment {
-	return agentapi.Assignment{UID: uid, Name: uid, Attempt: 1, Command: "true", Grace: time.Second,
+	// The grace is long enough for a helper built with the race detector,
+	// which sleeps a second as it exits.
+	return agentapi.Assignment{UID: uid, Name: uid, Attempt: 1, Command: "true", Grace: 10 * time.Second,
 		InstanceIndex: 1, NodeIPs: []string{"127.0.0.1", "127.0.0.1"},
 		Distribution: &agentapi.Distribution{Type: "mpi", ProcessesPerNode: 1, MasterPort: port - 2, LaunchToken: "tok"}}
 }
@@ -53,7 +55,7 @@ func TestMPILauncherPartSaysWhatItIs(t *testing.T) {
 	f.send(agentapi.PollResponse{Cancel: []string{"mpi-1"}, StopReasons: map[string]string{"mpi-1": "the job's mpirun on node rank 0 ended"}})
 	ev := f.exited("mpi-1", 20*time.Second)
 	if ev.ExitCode != 0 || ev.MPIRole != agentapi.MPIRoleLauncher {
-		t.Fatalf("exit = %+v; want 0 from the launcher", ev)
+		t.Fatalf("exit = %+v; want 0 from the launcher; log:\n%s", ev, f.logOf("mpi-1"))
 	}
 }
 
