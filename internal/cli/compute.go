@@ -531,10 +531,11 @@ func newComputeDeleteCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// confirm asks a yes/no question on the terminal; without one it refuses.
+// confirm asks a yes/no question on the terminal; without one (a script,
+// a pipe) it refuses, as az does.
 func confirm(g *globals, q string) (bool, error) {
 	if !isatty.IsTerminal(os.Stdin.Fd()) {
-		return false, fmt.Errorf("refusing to delete without confirmation: pass --yes")
+		return false, fmt.Errorf("refusing to delete without confirmation: the input is not a terminal to ask on; pass --yes")
 	}
 	fmt.Fprintf(g.stderr, "%s (y/n): ", q)
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
