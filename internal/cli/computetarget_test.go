@@ -14,7 +14,9 @@ import (
 // CLI alone.
 func TestV1ComputeTargetAndIdentityCommands(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) { o.Provider = "sim" })
-	cli := func(args ...string) (string, string, int) { return run(t, append([]string{"--config", cfg}, args...)...) }
+	cli := func(args ...string) (string, string, int) {
+		return run(t, append([]string{"--config", cfg}, args...)...)
+	}
 
 	out, errOut, code := cli("computetarget", "create", "amlcompute", "--name", "cpu", "--vm-size", "STANDARD_D2_V2", "--min-nodes", "1",
 		"--max-nodes", "4", "--vm-priority", "lowpriority", "--assign-identity", "[system]")

@@ -265,10 +265,10 @@ type Daemon struct {
 	bmu       sync.Mutex
 	bridges   map[string]bool
 	bridgeIPs map[string]bool // every subnet bridge address agents reach the API at
-	msrv    *http.Server // the metrics listener, or nil
-	hub     *hub.Hub
-	ln      net.Listener
-	prov    provider.Provider
+	msrv      *http.Server    // the metrics listener, or nil
+	hub       *hub.Hub
+	ln        net.Listener
+	prov      provider.Provider
 	// replica is this process among the replicas of a PostgreSQL store
 	// (nil on SQLite).
 	replica *replica.Replica

@@ -68,7 +68,7 @@ type nodeNet struct {
 	K         int    `json:"k"` // the node is 10.231.X.K
 	Namespace string `json:"namespace"`
 	Veth      string `json:"veth"`
-	Port      int    `json:"port"` // the control plane's port on the bridge
+	Port      int    `json:"port"`             // the control plane's port on the bridge
 	Public    bool   `json:"public,omitempty"` // has a route out (a public IP)
 }
 
