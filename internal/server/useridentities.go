@@ -139,7 +139,7 @@ func hasUserIdentity(id *api.Identity, rid string) bool {
 func (s *Server) userIdentityExists(r *http.Request, q store.Querier, rid string) error {
 	p := strings.Split(strings.Trim(rid, "/"), "/")
 	missing := &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "identity.userAssignedIdentities",
-		Message: "user-assigned identity " + rid + " does not exist; create it first (PUT …/providers/Microsoft.ManagedIdentity/userAssignedIdentities/NAME)"}
+		Message: "user-assigned identity " + rid + " does not exist; create it first ('cumulus identity create -n NAME', or PUT …/providers/Microsoft.ManagedIdentity/userAssignedIdentities/NAME)"}
 	if len(p) != 8 {
 		return missing
 	}
