@@ -18,7 +18,9 @@ import (
 )
 
 func newComputeCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
+	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')",
+		Long: `Manage compute clusters, as 'az ml compute' does. The commands of az ml v1
+('az ml computetarget create amlcompute', …) work too: see 'cumulus computetarget --help'.`}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
 		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g), newComputeValidateCmd(g))

@@ -25,7 +25,10 @@ import (
 //	--tag k=v                         tags
 
 func newComputeTargetCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "computetarget", Short: "az ml v1's compute target commands (computetarget create amlcompute, …), on today's computes"}
+	// Hidden from the command list and from suggestions (a typo of
+	// "compute" should not be offered the v1 group); 'compute --help'
+	// names it.
+	cmd := &cobra.Command{Use: "computetarget", Short: "az ml v1's compute target commands (computetarget create amlcompute, …), on today's computes", Hidden: true}
 	cmd.PersistentFlags().StringVar(&g.subscription, "subscription-id", "", "subscription id (az ml v1's spelling of --subscription)")
 	create := &cobra.Command{Use: "create", Short: "Create a compute target (amlcompute)"}
 	create.AddCommand(newComputeTargetCreateAmlCmd(g))
