@@ -1117,7 +1117,7 @@ console.log('trained with lr', lr);
     await page.mouse.up();
     [z0, z1] = await zoomed(page.locator('#compare-charts figure[data-metric="acc"] svg'));
     assert.ok(z1 < 30, `the compared runs zoom together: ${z0}–${z1}`);
-    await shot('compare', { fullPage: true, doc: true });
+    await shot('compare', { fullPage: true });
     // On a phone the page does not scroll sideways and the chart fits.
     await page.setViewportSize({ width: 390, height: 844 });
     try {
