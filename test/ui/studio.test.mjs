@@ -77,8 +77,12 @@ async function shot(name, opts = {}) {
   if (docShots && opts.doc) fs.copyFileSync(file, path.join(docShots, 'studio-' + name + '.png'));
 }
 
+// nodesDir holds the local nodes' folders: <data dir>-nodes, beside the
+// data directory (the server keeps jobs away from its state).
+const nodesDir = () => dataDir + '-nodes';
+
 function agentPids() {
-  const dir = path.join(dataDir, 'nodes');
+  const dir = nodesDir();
   if (!fs.existsSync(dir)) return [];
   return fs.readdirSync(dir).map((n) => {
     try {
@@ -137,6 +141,7 @@ after(async () => {
   if (dataDir) {
     fs.copyFileSync(path.join(dataDir, 'serve.log'), path.join(shots, 'serve.log'));
     fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(nodesDir(), { recursive: true, force: true });
   }
 });
 
@@ -1146,7 +1151,7 @@ console.log('trained with lr', lr);
     await waitFor('three trial lines', async () => (await page.locator('#compare-charts figure[data-metric="acc"] path.series').count()) === 3, 20000);
     assert.equal(await page.locator('#compare-table thead th').count(), 4);
     assert.deepEqual(await page.locator('#compare-table tbody tr', { has: page.getByRole('rowheader', { name: 'x', exact: true }) }).locator('td').allTextContents(), ['0.2', '0.9', '0.5']);
-    await cli('compute', 'delete', '-n', 'runs-lp', '--yes', '--no-wait').catch(() => {});
+    await cli('compute', 'delete', '-n', 'runs-lp', '--yes');
     await page.goto(base + '/#/computes');
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
   });
