@@ -124,7 +124,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error
 	})
 }
 
-func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, p params) error {
+func (s *Server) getBlobFile(w http.ResponseWriter, r *http.Request, p params) error {
 	digest := p["digest"]
 	if dispatch.IsNodeToken(bearer(r)) {
 		node, err := s.nodeAuth(r)
@@ -186,8 +186,19 @@ func (s *Server) nodeMayRead(ctx context.Context, node store.Node, digest string
 	for _, d := range jobBlobs(j.Doc.Properties) {
 		referenced = referenced || d == digest
 	}
-	if !runs || !referenced || api.JobTerminal(j.Doc.Properties.Status) {
+	if !runs || api.JobTerminal(j.Doc.Properties.Status) {
 		return blobNotFound(digest)
+	}
+	if !referenced {
+		// a file of the job's code or inputs in the blob store
+		ok, err := s.nodeMayReadFile(ctx, j, digest)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return blobNotFound(digest)
+		}
+		return nil
 	}
 	if _, err := store.GetBlobOwner(ctx, s.db.Q(), digest, j.Parent); isNotFound(err) {
 		return blobNotFound(digest)
@@ -202,7 +213,7 @@ func (s *Server) nodeMayRead(ctx context.Context, node store.Node, digest string
 // inputs.
 func jobBlobs(p api.JobProperties) []string {
 	var out []string
-	if p.CodeID != "" {
+	if p.CodeID != "" && p.CodeBlobPath == nil {
 		out = append(out, p.CodeID[strings.LastIndex(p.CodeID, "/")+1:])
 	}
 	for _, in := range p.Inputs {
@@ -217,7 +228,7 @@ func jobBlobs(p api.JobProperties) []string {
 // blobs of its workspace: a job cannot reach another workspace's blobs by
 // naming their digests.
 func (s *Server) checkJobBlobs(ctx context.Context, sc api.Scope, p api.JobProperties) error {
-	if p.CodeID != "" {
+	if p.CodeID != "" && p.CodeBlobPath == nil {
 		d := p.CodeID[strings.LastIndex(p.CodeID, "/")+1:]
 		if !files.ValidDigest(d) || !s.ownsBlob(ctx, sc, d) {
 			return api.BadRequest(api.CodeValidationError, "codeId %q does not name a code snapshot uploaded to workspace %s (…/codes/NAME/versions/<sha256>); the CLI uploads 'code:' folders itself", p.CodeID, sc.Workspace)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -45,6 +46,15 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 	doc := j.Doc
 	doc.Properties.Services = map[string]api.JobService{
 		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
+	}
+	if sp := doc.Properties.Sweep; sp != nil && sp.BestTrial != nil {
+		// where azure-ai-ml's jobs.download of a sweep finds its best trial
+		props := maps.Clone(doc.Properties.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		props["best_child_run_id"] = sp.BestTrial.Name
+		doc.Properties.Properties = props
 	}
 	jc, ok := computes[j.Compute]
 	if !ok {
@@ -90,10 +100,14 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := decode(r, &j); err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+	wsd, err := s.workspace(r, s.db.Q(), sc)
+	if err != nil {
 		return err
 	}
 	if err := api.PrepareJob(&j, name); err != nil {
+		return err
+	}
+	if err := s.resolveJobData(r.Context(), sc, wsd.Value, name, &j.Properties); err != nil {
 		return err
 	}
 	if j.IsSweep() {
@@ -110,11 +124,11 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := s.checkJobBlobs(r.Context(), sc, j.Properties); err != nil {
 		return err
 	}
-	image, err := s.jobImage(r.Context(), sc, j.Properties.EnvironmentID)
+	image, note, err := s.jobImage(r.Context(), sc, j.Properties.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	j.Properties.Image = image
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	now := s.clock.Now().UTC()
 	status := http.StatusCreated
 	var out store.Job

@@ -26,11 +26,11 @@ func (s *Server) putSweep(w http.ResponseWriter, r *http.Request, sc api.Scope, 
 	if err := s.checkJobBlobs(r.Context(), sc, trial.Properties); err != nil {
 		return err
 	}
-	image, err := s.jobImage(r.Context(), sc, j.Properties.Trial.EnvironmentID)
+	image, note, err := s.jobImage(r.Context(), sc, j.Properties.Trial.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	j.Properties.Image = image
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	seed := uint64(0)
 	if a := j.Properties.SamplingAlgorithm; a.Seed != nil {
 		seed = uint64(*a.Seed)
