@@ -29,6 +29,10 @@ import (
 // most Config.MaxBlobSize. A blob no job of its workspace references is
 // collected Config.BlobGrace after its last upload (CollectBlobs).
 
+// uncommittedBlockLife is how long a block uploaded with Put Block waits
+// for the block list that commits it.
+const uncommittedBlockLife = 7 * 24 * time.Hour
+
 // Blob defaults (Config.MaxBlobSize, Config.BlobGrace).
 const (
 	DefaultMaxBlobSize int64 = 1 << 30
@@ -254,12 +258,17 @@ func (s *Server) ownsBlob(ctx context.Context, sc api.Scope, digest string) bool
 
 // CollectBlobs removes what uploads left that no job needs: a workspace's
 // ownership of a blob last uploaded more than Config.BlobGrace ago that no
-// job of the workspace references (each removal audited), then every
-// stored blob that no workspace owns. It returns how many blob files it
+// job, blob path or uncommitted block of the workspace references (each
+// removal audited), then every stored blob that no workspace owns. It returns how many blob files it
 // removed. Time is the server's clock.
 func (s *Server) CollectBlobs(ctx context.Context) (int, error) {
 	now := s.clock.Now().UTC()
 	cutoff := now.Add(-s.cfg.BlobGrace)
+	// Blocks never committed are dropped after a week, as Azure drops
+	// them; their blobs then go as any other unnamed blob.
+	if _, err := store.DeleteBlocksBefore(ctx, s.db.W(), now.Add(-uncommittedBlockLife)); err != nil {
+		return 0, fmt.Errorf("collect blobs: %w", err)
+	}
 	for {
 		var n int
 		err := s.db.Tx(ctx, func(q store.Querier) error {
