@@ -46,7 +46,7 @@ type fakeServer struct {
 	blobs       map[string][]byte
 	fileLists   map[string]agentapi.FileList // "<uid>/code/files", "<uid>/inputs/<name>/files"
 	down        bool                         // every agent call answers 503
-	logsDown    bool // log calls answer 503
+	logsDown    bool                         // log calls answer 503
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
