@@ -111,14 +111,14 @@ func resourceType(pattern string) string {
 // rather than act on one.
 var collections = map[string]bool{
 	"workspaces": true, "computes": true, "jobs": true, "environments": true, "versions": true,
-	"codes": true, "usages": true, "vmSizes": true, "quotas": true,
+	"codes": true, "data": true, "datastores": true, "usages": true, "vmSizes": true, "quotas": true,
 }
 
 // jobsType reports whether a resource type is part of the v2 jobs API.
 func jobsType(t string) bool {
 	switch t {
 	case "workspaces/jobs", "workspaces/environments", "workspaces/environments/versions",
-		"workspaces/codes", "workspaces/codes/versions":
+		"workspaces/codes", "workspaces/codes/versions", "workspaces/data", "workspaces/data/versions", "workspaces/datastores":
 		return true
 	}
 	return false
