@@ -274,9 +274,9 @@ func putVersion[T any](s *Server, w http.ResponseWriter, r *http.Request, p para
 			status = http.StatusOK
 			out = old.Value
 			update(&out, *v)
-			*sysData(&out) = touch(*sysData(&old.Value), principal(r), now)
+			*sysData(&out) = api.Touch(*sysData(&old.Value), principal(r), now)
 		case isNotFound(err):
-			*sysData(&out) = touch(nil, principal(r), now)
+			*sysData(&out) = api.Touch(nil, principal(r), now)
 		default:
 			return err
 		}

@@ -111,9 +111,9 @@ func (s *Server) putDatastore(w http.ResponseWriter, r *http.Request, p params) 
 		switch {
 		case err == nil:
 			status = http.StatusOK
-			d.SystemData = touch(old.Value.SystemData, principal(r), now)
+			d.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 		case isNotFound(err):
-			d.SystemData = touch(nil, principal(r), now)
+			d.SystemData = api.Touch(nil, principal(r), now)
 		default:
 			return err
 		}
