@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,44 @@ func TestBlobPaths(t *testing.T) {
 	if len(stale) != 2 {
 		t.Errorf("after the workspace's paths went: %+v", stale)
 	}
+}
+
+// BenchmarkListBlobPaths lists a folder of 10,000 blobs in pages of
+// 1,000, as a node's file list of a large input does.
+func BenchmarkListBlobPaths(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	const ws = "/subscriptions/s/resourceGroups/g/providers/P/workspaces/A"
+	t0 := time.UnixMilli(1_700_000_000_000).UTC()
+	err := db.Tx(ctx, func(q Querier) error {
+		for i := range 10000 {
+			if err := PutBlobPath(ctx, q, BlobEntry{Workspace: ws, Container: "c", Path: fmt.Sprintf("data/part-%05d.csv", i), Digest: strings.Repeat("a", 64),
+				Size: 1, MD5: "m", ContentType: "text/csv", Created: t0, Modified: t0, ETag: "e"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		n, after := 0, ""
+		for {
+			es, err := ListBlobPaths(ctx, db.Q(), ws, "c", "data/", after, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(es)
+			if len(es) < 1000 {
+				break
+			}
+			after = es[len(es)-1].Path
+		}
+		if n != 10000 {
+			b.Fatalf("listed %d", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10000, "ns/blob")
 }
