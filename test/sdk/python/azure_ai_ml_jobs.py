@@ -8,15 +8,16 @@ ContainerClient.from_container_url, and the refusals: a caller without a
 role, and another workspace's SAS. Prints one line per step; exits
 non-zero on the first failure."""
 
+import atexit
 import contextlib
 import io
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import tempfile
 import time
-import urllib.parse
 
 import requests
 from azure.core.credentials import AccessToken
@@ -46,6 +47,7 @@ endpoint = os.environ["AZUREML_DEV_URL_MFE"]
 ws_id = f"/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.MachineLearningServices/workspaces/{wsname}"
 
 work = pathlib.Path(tempfile.mkdtemp(prefix="cumulus-sdk-jobs-"))
+atexit.register(shutil.rmtree, work, ignore_errors=True)
 os.chdir(work)
 (work / "src").mkdir()
 (work / "src" / "train.py").write_text(
