@@ -107,7 +107,12 @@ func serve(ctx context.Context, dir string, provider ...string) (*served, func()
 		cancel()
 		return nil, nil, err
 	}
-	stop := func() { cancel(); _ = cmd.Wait() }
+	stop := func() {
+		cancel()
+		_ = cmd.Wait()
+		testbin.KillAgents(srv.dataDir) // local-provider nodes outlive their server
+		_ = os.RemoveAll(config.NodesDir(srv.dataDir))
+	}
 
 	cfgPath := filepath.Join(srv.dataDir, "config.yaml")
 	deadline := time.Now().Add(30 * time.Second)

@@ -77,8 +77,10 @@ async function shot(name, opts = {}) {
   if (docShots && opts.doc) fs.copyFileSync(file, path.join(docShots, 'studio-' + name + '.png'));
 }
 
+// agentPids are the agent processes of the local nodes, whose folders
+// are beside the data directory (<data dir>-nodes).
 function agentPids() {
-  const dir = path.join(dataDir, 'nodes');
+  const dir = dataDir + '-nodes';
   if (!fs.existsSync(dir)) return [];
   return fs.readdirSync(dir).map((n) => {
     try {
@@ -137,6 +139,7 @@ after(async () => {
   if (dataDir) {
     fs.copyFileSync(path.join(dataDir, 'serve.log'), path.join(shots, 'serve.log'));
     fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(dataDir + '-nodes', { recursive: true, force: true });
   }
 });
 
