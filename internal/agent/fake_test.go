@@ -44,8 +44,9 @@ type fakeServer struct {
 	logRefused  int // log posts answered 503
 	outputs     map[string]map[string][]byte
 	blobs       map[string][]byte
-	down        bool // every agent call answers 503
-	logsDown    bool // log calls answer 503
+	fileLists   map[string]agentapi.FileList // "<uid>/code/files", "<uid>/inputs/<name>/files"
+	down        bool                         // every agent call answers 503
+	logsDown    bool                         // log calls answer 503
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -58,6 +59,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 		logs:      map[string][]byte{},
 		outputs:   map[string]map[string][]byte{},
 		blobs:     map[string][]byte{},
+		fileLists: map[string]agentapi.FileList{},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -118,6 +120,15 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		switch {
+		case r.Method == http.MethodGet && parts[len(parts)-1] == "files":
+			f.mu.Lock()
+			l, ok := f.fileLists[strings.Join(parts, "/")]
+			f.mu.Unlock()
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			json.NewEncoder(w).Encode(l)
 		case len(parts) == 2 && parts[1] == "events" && r.Method == http.MethodPost:
 			var ev agentapi.JobEvent
 			if err := json.Unmarshal(body, &ev); err != nil {

@@ -159,6 +159,36 @@ type Assignment struct {
 	// request without a client id gets.
 	Identity        bool   `json:"identity,omitempty"`
 	DefaultClientID string `json:"defaultClientId,omitempty"`
+	// CodeFiles says the code is a folder of the workspace's blob store:
+	// the agent lists it (GET …/jobs/{uid}/code/files) and downloads
+	// each file (GET BlobPrefix/{digest}) into the working directory.
+	CodeFiles bool `json:"codeFiles,omitempty"`
+	// DataInputs are inputs in the blob store, listed at
+	// …/jobs/{uid}/inputs/{name}/files and downloaded file by file into
+	// inputs/<name>; AZUREML_INPUT_<name> names that folder, or for a
+	// File input the one file in it.
+	DataInputs map[string]DataInput `json:"dataInputs,omitempty"`
+	// Notes are lines the agent writes at the top of the job's log (what
+	// the server decided that the job's author should know).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// DataInput is one input the agent downloads from the blob store.
+type DataInput struct {
+	File bool `json:"file,omitempty"` // a uri_file: one file
+}
+
+// FileList is what a code or data input holds: each file by its path
+// under the folder (forward slashes), its content's sha256 and size.
+type FileList struct {
+	Files []ListedFile `json:"files"`
+}
+
+// ListedFile is one file of a FileList.
+type ListedFile struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
 }
 
 // TokenRequest asks for a token of one of the job's cluster identities.

@@ -305,6 +305,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	var tlsCfg *tls.Config
+	var blobTLS server.BlobTLS
 	switch {
 	case o.TLSSelfSigned:
 		d.CAFile = filepath.Join(o.DataDir, "tls.crt")
@@ -313,6 +314,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, err
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// The blob endpoints azure-ai-ml builds itself, answered as an
+		// HTTPS proxy, get certificates from the same CA.
+		if issuer, err := tlsutil.NewIssuer(cert, o.Clock.Now); err == nil {
+			blobTLS = issuer.Issue
+		} else {
+			o.Log.Warn("no certificates for blob endpoints", "err", err)
+		}
 	case o.TLSCert != "":
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
@@ -403,7 +411,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
 		Network: network},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
-			Metrics: m})
+			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)

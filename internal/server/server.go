@@ -103,6 +103,7 @@ type Server struct {
 	outputs  files.Outputs
 	router   router
 	agents   router
+	history  router // Run History (history.go)
 	ui       http.Handler
 	sessions SessionAuth
 	identity *identity.Issuer
@@ -110,6 +111,9 @@ type Server struct {
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
 	usage    *dispatch.UsageRecorder
 	jobPages *store.JobCache // decoded jobs of the job list's pages
+	accounts sync.Map        // blob store account name → workspace id (workspaceByAccount)
+	filing   [64]sync.Mutex  // one output of one job is filed at a time (fileOutput), by outputStripe
+	blobTLS  BlobTLS         // certificates for <account>.blob.core.windows.net (blobproxy.go); nil: none
 }
 
 // Deps are the server's collaborators.
@@ -130,6 +134,9 @@ type Deps struct {
 	// Metrics, when set, is served at GET /metrics to any signed-in
 	// principal whose roles read, and records each request's duration.
 	Metrics *metrics.Metrics
+	// BlobTLS, when set, issues the certificates of the blob endpoints
+	// the server answers as an HTTPS proxy (blobproxy.go).
+	BlobTLS BlobTLS
 }
 
 // SessionAuth authenticates a browser's API request by its session cookie.
@@ -179,7 +186,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(),
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(), blobTLS: d.BlobTLS,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
@@ -243,6 +250,9 @@ func (s *Server) routes() {
 	s.usageRoutes()
 	s.lockRoutes()
 	s.budgetRoutes()
+	s.datastoreRoutes()
+	s.assetRoutes()
+	s.historyRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
@@ -263,6 +273,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
+	if r.Method == http.MethodConnect {
+		route = "CONNECT"
+		s.serveConnect(rec, r)
+		return
+	}
+	if account, ok := blobHostAccount(r); ok {
+		route = "/blob"
+		s.serveBlobHost(rec, r, account)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+		route = api.BlobPathPrefix
+		s.serveBlobPath(rec, r)
+		return
+	}
+	if isDataplane(r.URL.Path) {
+		s.serveHistory(rec, r, &route)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, mlflowPrefix) {
 		route = mlflowPrefix
 		s.serveMLflow(rec, r)
