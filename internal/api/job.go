@@ -240,7 +240,9 @@ const QuotaWaitPrefix = "waiting for quota: "
 const BudgetWaitPrefix = "waiting for budget: "
 
 // WaitsForQuota reports whether a job's status message says it waits for
-// quota or a budget (a message the cluster controller set and clears).
+// quota, a budget or the machine's GPUs (a message the cluster controller
+// set and clears).
 func WaitsForQuota(statusMessage string) bool {
-	return strings.HasPrefix(statusMessage, QuotaWaitPrefix) || strings.HasPrefix(statusMessage, BudgetWaitPrefix)
+	return strings.HasPrefix(statusMessage, QuotaWaitPrefix) || strings.HasPrefix(statusMessage, BudgetWaitPrefix) ||
+		strings.HasPrefix(statusMessage, GPUWaitPrefix)
 }

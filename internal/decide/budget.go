@@ -14,7 +14,8 @@ import (
 func HoldForBudget(p Plan, c Cluster, toMin bool, why string) Plan {
 	target := p.Target - p.Create
 	p.Create, p.CreateImages = 0, nil
-	p.QuotaShort, p.QuotaWait = 0, nil // quota is not what holds them now
+	p.QuotaShort, p.QuotaWait = 0, nil // quota is not what holds them now, nor devices
+	p.GPUShort, p.GPUBlock, p.GPUWait = 0, nil, nil
 	started := map[string]bool{}
 	busy := map[string]bool{}
 	for _, a := range p.Assign {

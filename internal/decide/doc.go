@@ -57,6 +57,19 @@
 //     nodes, newest first; then mark busy nodes Drain, newest first, until
 //     the live nodes left number maxNodeCount. A node with a job is never
 //     removed; a drained node is removed when its job ends.
+//   - Devices (Cluster.GPUs, set for a GPU size whose nodes share one
+//     machine's devices with other clusters): after quota's cut, Create is
+//     at most Free/PerNode; GPUShort is the nodes cut, GPUBlock the reason
+//     as a value ("needs 2 GPUs; 1 of 4 free: 3 held by nodes of gpu-a",
+//     also in Blocked), and GPUWait names the queued jobs that wait for
+//     those nodes as QuotaWait does for quota (the jobs past them wait for
+//     quota). Nothing is created half: a node holds all its devices or is
+//     not created.
+//   - Early release: when nodes of other clusters wait for Wanted devices,
+//     idle nodes that idle scale-down could take (above the floor, not
+//     needed by this cluster's own queue) go now, longest idle first,
+//     whatever their idle time, until they free Wanted devices (a node's
+//     own expired timer counts toward that).
 //   - Idle scale-down: an idle node whose IdleSince+IdleTimeout is not after
 //     now is removable (with Cluster.IdlePolicy set, the policy's
 //     RemovableAt replaces IdleSince+IdleTimeout; see IdlePolicy).

@@ -52,6 +52,26 @@ type Cluster struct {
 	// job runs only on nodes of its image (the kubernetes provider makes a
 	// node pod from the job's image). See DecideImages.
 	ImageBound bool
+	// GPUs, when set, is what the accelerators of the machine the
+	// provider's nodes share allow this cluster (see GPUs); nil: no such
+	// limit (a CPU size, or a provider whose nodes have machines of their
+	// own).
+	GPUs *GPUs
+}
+
+// GPUs is the supply of devices for a cluster whose every node holds
+// PerNode devices of one machine that other clusters' nodes share.
+type GPUs struct {
+	PerNode int
+	// Free and Total are the machine's devices a node of the cluster may
+	// hold: those no node holds, and all of them.
+	Free, Total int
+	// Held says which clusters' nodes hold the others, for the reason.
+	Held []api.GPUHolder
+	// Wanted is how many devices nodes of other clusters wait for: idle
+	// nodes of this cluster that its own queue does not need, above its
+	// minimum, are released for them before their idle time runs out.
+	Wanted int
 }
 
 // Assignment starts one job on the nodes named.
@@ -82,6 +102,13 @@ type Plan struct {
 	// QuotaWait lists, in queue order, the queued jobs that wait because of
 	// quota rather than maxNodeCount; nil when quota does not bind.
 	QuotaWait []Wait
+	// GPUShort is how many nodes the machine's free devices kept this
+	// plan from creating (after quota's cut); GPUBlock says why, and
+	// GPUWait lists the queued jobs that wait for those nodes, in queue
+	// order. Zero and nil when devices do not bind.
+	GPUShort int
+	GPUBlock *api.GPUBlock
+	GPUWait  []Wait
 }
 
 // Wait is a queued job held back by quota.
