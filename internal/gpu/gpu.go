@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -46,13 +47,16 @@ func (n NvidiaSMI) Devices(ctx context.Context) ([]agentapi.GPU, error) {
 		bin = "nvidia-smi"
 	}
 	path, err := exec.LookPath(bin)
-	if errors.Is(err, exec.ErrNotFound) {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("find nvidia-smi: %w", err)
 	}
 	out, err := run(ctx, path, QueryArgs...)
+	if errors.Is(err, errNoDevices) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -71,12 +75,18 @@ func (n NvidiaSMI) Devices(ctx context.Context) ([]agentapi.GPU, error) {
 	return WithMIG(gpus, migs), nil
 }
 
+// errNoDevices is nvidia-smi failing because the driver sees no device.
+var errNoDevices = errors.New("no devices were found")
+
 func run(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
+		if bytes.Contains(out, []byte("No devices were found")) || bytes.Contains(stderr.Bytes(), []byte("No devices were found")) {
+			return nil, errNoDevices
+		}
 		return nil, fmt.Errorf("nvidia-smi %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
