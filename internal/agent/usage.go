@@ -40,11 +40,15 @@ func (a *agent) sampleLoop(ctx context.Context) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	query := a.cfg.QueryGPUs
-	if query == nil && len(a.gpus) > 0 {
-		query = nvidiaSMI
+	s := &usage.Sampler{Dir: a.cfg.WorkDir}
+	if own := measuredGPUs(a.gpus); len(own) > 0 {
+		// The node's own GPUs only: the machine may have others, which
+		// are other nodes'.
+		s.QueryGPUs, s.GPUs = a.cfg.QueryGPUs, own
+		if s.QueryGPUs == nil {
+			s.QueryGPUs = nvidiaSMI
+		}
 	}
-	s := &usage.Sampler{Dir: a.cfg.WorkDir, QueryGPUs: query}
 	failing := false
 	for {
 		u, err := s.Sample(ctx, clk.Now().UTC(), a.sampledJobs())

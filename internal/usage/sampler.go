@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -34,8 +35,10 @@ type Sampler struct {
 	// node's disk (the agent's work dir).
 	Dir string
 	// QueryGPUs returns nvidia-smi's output for GPUQueryArgs; nil: the
-	// node has no GPUs.
+	// node has no GPUs. GPUs, when not nil, are the indexes of the node's
+	// own GPUs: the machine's others are left out of its figures.
 	QueryGPUs func(ctx context.Context) ([]byte, error)
+	GPUs      []int
 	// PageSize is the size of a memory page (0 = os.Getpagesize()).
 	PageSize int64
 
@@ -94,6 +97,9 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time, jobs []Job) (agenta
 		out, err := s.QueryGPUs(ctx)
 		if err == nil {
 			u.GPUs, err = ParseGPUs(out)
+		}
+		if s.GPUs != nil {
+			u.GPUs = slices.DeleteFunc(u.GPUs, func(g agentapi.GPUUsage) bool { return !slices.Contains(s.GPUs, g.Index) })
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gpus: %w", err))
