@@ -41,6 +41,10 @@ func offeredGPUs(spec string, found []agentapi.GPU, getenv func(string) string) 
 	switch strings.ToLower(list) {
 	case "", GPUDevicesAll:
 		return found, nil
+	case "/var/run/nvidia-container-devices":
+		// NVIDIA's device plugin with its volume-mounts strategy: the
+		// runtime mounted the pod's devices, the only ones it sees.
+		return found, nil
 	case GPUDevicesNone, "void", "nodevfiles": // the last two: NVIDIA_VISIBLE_DEVICES's words for none
 		return nil, nil
 	}

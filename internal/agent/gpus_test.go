@@ -34,6 +34,7 @@ func TestOfferedGPUs(t *testing.T) {
 		{"env:CUDA_VISIBLE_DEVICES", []string{"2", "3"}, ""},
 		{"env:NVIDIA_VISIBLE_DEVICES", []string{"1"}, ""},
 		{"env:EMPTY", nil, ""},
+		{"/var/run/nvidia-container-devices", gpu.IDs(found), ""}, // a pod's devices, mounted by NVIDIA's runtime
 		{"env:UNSET", nil, ""},
 		{"7", nil, `--gpu-devices names GPU "7", which this machine's nvidia-smi does not list (it lists: 0, 1, 2, 3, 4:2)`},
 		{"4", nil, `names GPU "4"`}, // a MIG instance is not its GPU's index
