@@ -19,12 +19,12 @@ var ErrNotFound = errors.New("node not found in provider")
 
 // NodeSpec is everything a provider needs to start one node's agent.
 type NodeSpec struct {
-	NodeID      string
-	ComputeID   string
-	VMSize      string
-	VCPUs    int
-	MemoryGB float64
-	GPUs     int
+	NodeID    string
+	ComputeID string
+	VMSize    string
+	VCPUs     int
+	MemoryGB  float64
+	GPUs      int
 	// Devices are the devices of the machine the node holds, on a
 	// provider whose nodes divide one machine's (Accelerators); the node
 	// must offer those and no others. Empty: none (a CPU size), or the
