@@ -73,8 +73,10 @@ func blockedBesidesQuota(plan decide.Plan) string {
 }
 
 // recordQuotaWaits sets the status message of each queued job that waits
-// for quota (naming the family, the cores it needs and the cores free) or
-// for a budget (naming it) and clears it from jobs that no longer wait. The status itself is
+// for quota (naming the family, the cores it needs and the cores free), for
+// the machine's GPUs (the devices a node needs, how many are free, who
+// holds the others) or for a budget (naming it) and clears it from jobs
+// that no longer wait. The status itself is
 // not changed; a job that starts loses the message with its new status. A
 // job is written only when its message changes; one changed meanwhile is
 // left to the next pass.
@@ -83,6 +85,11 @@ func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJo
 	if short != nil {
 		for _, w := range plan.QuotaWait {
 			want[w.JobID] = api.QuotaWaitPrefix + short.forNodes(w.Nodes).Describe(short.location)
+		}
+	}
+	if plan.GPUBlock != nil {
+		for _, w := range plan.GPUWait {
+			want[w.JobID] = api.GPUWaitPrefix + plan.GPUBlock.String()
 		}
 	}
 	started := map[string]bool{}
