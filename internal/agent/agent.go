@@ -317,6 +317,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.stopAll(reason)
 	a.waitJobs(cancelLife)
+	a.removeNodeCgroup()
 	a.logger().Info("agent stopped", "reason", reason)
 	return err
 }

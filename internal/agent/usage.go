@@ -41,6 +41,11 @@ func (a *agent) sampleLoop(ctx context.Context) {
 		clk = clock.Real{}
 	}
 	s := &usage.Sampler{Dir: a.cfg.WorkDir}
+	if a.cfg.VCPUs > 0 || a.cfg.MemoryMB > 0 {
+		// A node of a size (a provider made it): its figures are its own,
+		// from its cgroup (limits.go) or its jobs, not the machine's.
+		s.Own = &usage.Own{Cgroup: a.nodeCgroupDir(), VCPUs: a.cfg.VCPUs, MemoryBytes: int64(a.cfg.MemoryMB) << 20}
+	}
 	if own := measuredGPUs(a.gpus); len(own) > 0 {
 		// The node's own GPUs only: the machine may have others, which
 		// are other nodes'.

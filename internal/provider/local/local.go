@@ -251,6 +251,7 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if n := agent.KillJobs(filepath.Join(dir, workDir)); n > 0 {
 		p.o.Log.Warn("killed jobs the node's agent left running", "node", nodeID, "groups", n)
 	}
+	agent.RemoveNodeCgroup(nodeID)
 	p.teardownNetwork(nodeID, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete node %s: %w", nodeID, err)
