@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
+	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 )
 
@@ -61,5 +63,38 @@ func TestNodeGetsItsDevices(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(p.o.BaseDir, "g1", workDir, "jobs", "j1", "std.log"))
 	if got := strings.TrimSpace(string(b)); got != "cuda=1,3" {
 		t.Errorf("the job saw %q, want cuda=1,3", got)
+	}
+}
+
+// A node whose agent is killed is reported Gone without waiting for a
+// heartbeat timeout, once.
+func TestWatchReportsAKilledAgent(t *testing.T) {
+	srv := providertest.NewStubServer(t)
+	p := newTestProvider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := p.Create(ctx, spec(srv, "w1")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Delete(context.Background(), "w1") })
+	events := make(chan provider.Event, 10)
+	go p.Watch(ctx, func(ev provider.Event) { events <- ev })
+	pid, ok := p.running("w1")
+	if !ok {
+		t.Fatal("the agent does not run")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.NodeID != "w1" || ev.Kind != provider.EventGone {
+			t.Errorf("event %+v, want w1 Gone", ev)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event within 15s of the agent's death")
+	}
+	if again := p.deadAgents(map[string]int{"w1": pid}); len(again) != 0 {
+		t.Errorf("the same death reported again: %+v", again)
 	}
 }
