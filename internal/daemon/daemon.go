@@ -380,7 +380,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 	}
 	var api *server.Server
-	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log, GPUs: machine,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})

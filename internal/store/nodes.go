@@ -158,6 +158,12 @@ func AllNodes(ctx context.Context, q Querier) ([]Node, error) {
 	return queryNodes(ctx, q, `SELECT body FROM nodes ORDER BY created, id`)
 }
 
+// NodesHoldingGPUs lists the nodes whose records hold devices of the
+// machine the nodes share (Node.GPUDevices), oldest first.
+func NodesHoldingGPUs(ctx context.Context, q Querier) ([]Node, error) {
+	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE body LIKE '%"gpuDevices":%' ORDER BY created, id`)
+}
+
 // DeleteNode removes a node record and records its removal at a time;
 // absent is not an error.
 func DeleteNode(ctx context.Context, q Querier, id string, at time.Time) error {
