@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func (a *agent) sampleLoop(ctx context.Context) {
 	if a.cfg.VCPUs > 0 || a.cfg.MemoryMB > 0 {
 		// A node of a size (a provider made it): its figures are its own,
 		// from its cgroup (limits.go) or its jobs, not the machine's.
-		s.Own = &usage.Own{Cgroup: a.nodeCgroupDir(), VCPUs: a.cfg.VCPUs, MemoryBytes: int64(a.cfg.MemoryMB) << 20}
+		s.Own = &usage.Own{Cgroup: a.nodeCgroupDir(), VCPUs: a.cfg.VCPUs, MemoryBytes: int64(a.cfg.MemoryMB) << 20, Agent: os.Getpid()}
 	}
 	if own := measuredGPUs(a.gpus); len(own) > 0 {
 		// The node's own GPUs only: the machine may have others, which

@@ -23,9 +23,35 @@ type Own struct {
 	Cgroup      string // the node's cgroup folder ("" or unreadable: its jobs' processes)
 	VCPUs       int
 	MemoryBytes int64
+	// Agent is the pid of the node's agent, counted with its jobs where
+	// there is no cgroup (0: not counted).
+	Agent int
 
-	prevUsec uint64    // cgroup CPU time at the previous sample
-	prevAt   time.Time // when it was read
+	prevUsec   uint64    // cgroup CPU time at the previous sample
+	prevAt     time.Time // when it was read
+	prevAgent  uint64    // the agent's CPU ticks at the previous sample
+	agentKnown bool
+}
+
+// agent adds the agent's own CPU ticks since the previous sample and its
+// resident memory to the jobs'.
+func (o *Own) agent(proc string, page int64, ticks uint64, mem int64) (uint64, int64) {
+	if o.Agent <= 0 {
+		return ticks, mem
+	}
+	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(o.Agent), "stat"))
+	if err != nil {
+		return ticks, mem
+	}
+	p, err := ParseProcStat(b)
+	if err != nil {
+		return ticks, mem
+	}
+	if o.agentKnown && p.CPUTicks >= o.prevAgent {
+		ticks += p.CPUTicks - o.prevAgent
+	}
+	o.prevAgent, o.agentKnown = p.CPUTicks, true
+	return ticks, mem + p.RSSPages*page
 }
 
 // apply replaces u's CPU and memory figures with the node's own. jobTicks

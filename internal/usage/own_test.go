@@ -30,7 +30,8 @@ func TestOwnFigures(t *testing.T) {
 	write("net/dev", "h\nh\n")
 	write("100/stat", stat(100, "init", 10, 100, 0, 0, 0, 0, 100))
 	write("101/stat", stat(101, "python", 100, 100, 0, 0, 0, 0, 900))
-	own := &Own{VCPUs: 2, MemoryBytes: 4 << 30, Cgroup: filepath.Join(proc, "no-cgroup")}
+	write("50/stat", stat(50, "cumulus", 1, 50, 0, 0, 0, 0, 10)) // the agent
+	own := &Own{VCPUs: 2, MemoryBytes: 4 << 30, Cgroup: filepath.Join(proc, "no-cgroup"), Agent: 50}
 	s := &Sampler{Proc: proc, PageSize: 4096, Own: own, GPUs: []int{1},
 		QueryGPUs: func(context.Context) ([]byte, error) { return []byte("0, 99, 1, 2\n1, 10, 3, 4\n2, 99, 5, 6\n"), nil }}
 	t0 := time.Unix(1000, 0)
@@ -39,8 +40,8 @@ func TestOwnFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.CPUs != 2 || u.MemoryTotal != 4<<30 || u.MemoryUsed != 1000*4096 {
-		t.Errorf("first sample CPUs %d memory %d of %d; want the node's 2 vCPUs, its jobs' 4096000 bytes of 4 GiB", u.CPUs, u.MemoryUsed, u.MemoryTotal)
+	if u.CPUs != 2 || u.MemoryTotal != 4<<30 || u.MemoryUsed != 1010*4096 {
+		t.Errorf("first sample CPUs %d memory %d of %d; want the node's 2 vCPUs, its agent's and job's 1010 pages of 4 GiB", u.CPUs, u.MemoryUsed, u.MemoryTotal)
 	}
 	if len(u.GPUs) != 1 || u.GPUs[0].Index != 1 {
 		t.Errorf("GPU figures %+v, want the node's GPU 1 only", u.GPUs)
@@ -49,12 +50,13 @@ func TestOwnFigures(t *testing.T) {
 	// seconds: a quarter of its 2 vCPUs.
 	write("stat", "cpu  8000 0 0 1000 0 0 0 0\ncpu0 0\ncpu1 0\ncpu2 0\ncpu3 0\ncpu4 0\ncpu5 0\ncpu6 0\ncpu7 0\n")
 	write("101/stat", stat(101, "python", 100, 100, 400, 100, 0, 0, 900))
+	write("50/stat", stat(50, "cumulus", 1, 50, 100, 0, 0, 0, 10))
 	u, err = s.Sample(context.Background(), t0.Add(10*time.Second), []Job{job})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.CPU != 0.25 || u.Jobs[0].CPU != 0.25 {
-		t.Errorf("node CPU %v, job CPU %v; want 0.25 of the node's own vCPUs, whatever the machine's load", u.CPU, u.Jobs[0].CPU)
+	if u.CPU != 0.3 || u.Jobs[0].CPU != 0.25 {
+		t.Errorf("node CPU %v, job CPU %v; want 0.3 (job 5 s, agent 1 s of 2 vCPUs over 10 s) and 0.25, whatever the machine's load", u.CPU, u.Jobs[0].CPU)
 	}
 
 	// With a cgroup: its CPU time and memory.

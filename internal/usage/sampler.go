@@ -126,6 +126,7 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time, jobs []Job) (agenta
 		s.jobPrev = nil
 	}
 	if s.Own != nil {
+		ticks, mem = s.Own.agent(proc, page, ticks, mem)
 		s.Own.apply(&u, now, ticks, mem)
 	}
 	return u, errors.Join(errs...)
