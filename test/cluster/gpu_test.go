@@ -241,4 +241,3 @@ func agentPID(t *testing.T, s *server, node string) int {
 	}
 	return pid
 }
-
