@@ -9,10 +9,10 @@ import (
 // the machine's GPUs: the nodes it needs cannot be given devices now.
 const GPUWaitPrefix = "waiting for GPUs: "
 
-// GPUBlock is why a cluster cannot add a node now: its nodes each hold
-// Need devices of the machine the provider's nodes share, and fewer are
-// free. It is a value the decisions make; String words it.
-type GPUBlock struct {
+// GPUNeed is what a cluster's node that cannot be placed now needs of the
+// machine the provider's nodes share (Block of kind BlockGPUs): it holds
+// Need devices, and fewer are free. String words it.
+type GPUNeed struct {
 	Need  int         // devices one node holds
 	Free  int         // devices of the machine a node may hold that no node holds
 	Total int         // devices of the machine a node may hold
@@ -27,7 +27,7 @@ type GPUHolder struct {
 
 // String is the block in words: "needs 2 GPUs; 1 of 4 free: 3 held by
 // nodes of gpu-a".
-func (b GPUBlock) String() string {
+func (b GPUNeed) String() string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "needs %d %s; %d of %d free", b.Need, plural(b.Need, "GPU"), b.Free, b.Total)
 	for i, h := range b.Held {
@@ -38,11 +38,4 @@ func (b GPUBlock) String() string {
 		fmt.Fprintf(&s, "%s%d held by nodes of %s", sep, h.Devices, h.Compute)
 	}
 	return s.String()
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

@@ -130,3 +130,14 @@ func (c *Clusters) checkGPUAllocations(ctx context.Context, nodes []store.Node) 
 
 // computeName is the name in a compute's ARM id.
 func computeName(id string) string { return id[strings.LastIndex(id, "/")+1:] }
+
+// gpuNeed is what the plan's nodes that could not be placed need of the
+// machine's devices; nil when devices did not bind.
+func gpuNeed(plan decide.Plan) *api.GPUNeed {
+	for _, b := range plan.Blocked {
+		if b.Kind == api.BlockGPUs {
+			return b.GPUs
+		}
+	}
+	return nil
+}

@@ -1,8 +1,6 @@
 package decide
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -12,7 +10,7 @@ import (
 // cluster after assignments (see the package comment for the rules). Its
 // Plan has no Assign; Decide fills that.
 func Autoscale(c Cluster, now time.Time) Plan {
-	v := newView(c.Nodes)
+	v := newView(c)
 	_, hi := limits(c)
 	demand, unfit := demandOf(c.Queued, hi)
 	return autoscale(c, &v, demand, unfit, 0, now)
@@ -95,7 +93,6 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 	if g := c.GPUs; g != nil && g.PerNode > 0 {
 		if fit := max(g.Free, 0) / g.PerNode; p.Create > fit {
 			p.GPUShort, p.Create = p.Create-fit, fit
-			p.GPUBlock = &api.GPUBlock{Need: g.PerNode, Free: g.Free, Total: g.Total, Held: g.Held}
 		}
 	}
 	p.Target = kept + p.Create
@@ -106,36 +103,29 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 		p.GPUWait = quotaWait(c.Queued, hi, started, p.Target-busy, kept+allowed-busy)
 	}
 
-	p.Blocked = blocked(unfit, hi, busy, demand, quotaCut, c.Headroom)
-	if p.GPUBlock != nil {
-		p.Blocked = join(p.Blocked, p.GPUBlock.String())
+	p.Blocked = blocked(c, unfit, busy, demand, quotaCut, c.Headroom)
+	if p.GPUShort > 0 {
+		g := c.GPUs
+		p.Blocked = append(p.Blocked, api.Block{Kind: api.BlockGPUs, GPUs: &api.GPUNeed{Need: g.PerNode, Free: g.Free, Total: g.Total, Held: g.Held}})
 	}
 	return p
 }
 
-// join joins two parts of a reason with "; ", either may be "".
-func join(a, b string) string {
-	if a == "" || b == "" {
-		return a + b
-	}
-	return a + "; " + b
-}
-
 // blocked says why demand is not met: a job larger than the cluster can
-// be, maxNodeCount, quota; "" when it is met.
-func blocked(unfit *Job, hi, busy, demand int, quotaCut bool, headroom int) string {
-	var why []string
+// be, maxNodeCount, quota; nil when it is met.
+func blocked(c Cluster, unfit *Job, busy, demand int, quotaCut bool, headroom int) api.Blocks {
+	_, hi := limits(c)
+	var why api.Blocks
 	if unfit != nil {
-		n := need(unfit)
-		why = append(why, fmt.Sprintf("job %s needs %d %s, more than maxNodeCount %d", unfit.ID, n, plural(n, "node"), hi))
+		why = append(why, api.Block{Kind: api.BlockTooBig, Job: unfit.ID, JobName: unfit.Name, Need: need(unfit), Max: hi, Schedule: c.MaxSetBy})
 	}
 	if demand > 0 && busy+demand > hi {
-		why = append(why, fmt.Sprintf("at maxNodeCount %d", hi))
+		why = append(why, api.Block{Kind: api.BlockAtMax, Max: hi, Schedule: c.MaxSetBy})
 	}
 	if quotaCut {
-		why = append(why, fmt.Sprintf("quota allows %d more %s", headroom, plural(headroom, "node")))
+		why = append(why, api.Block{Kind: api.BlockQuota, Allowed: headroom})
 	}
-	return strings.Join(why, "; ")
+	return why
 }
 
 // quotaWait finds the jobs that wait for quota (or, called with the
@@ -184,12 +174,4 @@ func demandOf(queue []Job, hi int) (demand int, unfit *Job) {
 		}
 	}
 	return demand, unfit
-}
-
-// plural returns word, with an s unless n is 1.
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

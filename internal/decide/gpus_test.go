@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -22,22 +23,19 @@ func TestGPUs(t *testing.T) {
 			name: "a 2-GPU node cannot be placed with 1 of 4 free: nothing is created, the job says why",
 			c: Cluster{Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a"),
 				GPUs: &GPUs{PerNode: 2, Free: 1, Total: 4, Held: heldA}},
-			want: Plan{Target: 0, Blocked: "needs 2 GPUs; 1 of 4 free: 3 held by nodes of gpu-a",
-				GPUShort: 1, GPUBlock: &api.GPUBlock{Need: 2, Free: 1, Total: 4, Held: heldA}, GPUWait: []Wait{{"a", 1}}},
+			want: Plan{Target: 0, Blocked: api.Blocks{gpusShort(2, 1, 4, heldA)}, GPUShort: 1, GPUWait: []Wait{{"a", 1}}},
 		},
 		{
 			name: "the free devices hold one of the two nodes wanted: the second job waits",
 			c: Cluster{Max: 4, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a", "b"),
 				GPUs: &GPUs{PerNode: 2, Free: 3, Total: 4}},
-			want: Plan{Create: 1, Target: 1, Blocked: "needs 2 GPUs; 3 of 4 free",
-				GPUShort: 1, GPUBlock: &api.GPUBlock{Need: 2, Free: 3, Total: 4}, GPUWait: []Wait{{"b", 1}}},
+			want: Plan{Create: 1, Target: 1, Blocked: api.Blocks{gpusShort(2, 3, 4, nil)}, GPUShort: 1, GPUWait: []Wait{{"b", 1}}},
 		},
 		{
 			name: "a gang job waits whole: two nodes are created, it is short of the third",
 			c: Cluster{Max: 4, IdleTimeout: timeout, Headroom: -1, Queued: []Job{gang("g", 3, 1)},
 				GPUs: &GPUs{PerNode: 1, Free: 2, Total: 4}},
-			want: Plan{Create: 2, Target: 2, Blocked: "needs 1 GPU; 2 of 4 free",
-				GPUShort: 1, GPUBlock: &api.GPUBlock{Need: 1, Free: 2, Total: 4}, GPUWait: []Wait{{"g", 1}}},
+			want: Plan{Create: 2, Target: 2, Blocked: api.Blocks{gpusShort(1, 2, 4, nil)}, GPUShort: 1, GPUWait: []Wait{{"g", 1}}},
 		},
 		{
 			name: "devices that do not bind leave the fields empty",
@@ -49,9 +47,8 @@ func TestGPUs(t *testing.T) {
 			name: "quota cuts first, then devices: each names the jobs it holds",
 			c: Cluster{Max: 10, IdleTimeout: timeout, Headroom: 2, Queued: jobs("a", "b", "c"),
 				GPUs: &GPUs{PerNode: 1, Free: 1, Total: 4}},
-			want: Plan{Create: 1, Target: 1, Blocked: "quota allows 2 more nodes; needs 1 GPU; 1 of 4 free",
-				QuotaShort: 1, QuotaWait: []Wait{{"c", 1}},
-				GPUShort: 1, GPUBlock: &api.GPUBlock{Need: 1, Free: 1, Total: 4}, GPUWait: []Wait{{"b", 1}}},
+			want: Plan{Create: 1, Target: 1, Blocked: api.Blocks{quotaAllows(2), gpusShort(1, 1, 4, nil)},
+				QuotaShort: 1, QuotaWait: []Wait{{"c", 1}}, GPUShort: 1, GPUWait: []Wait{{"b", 1}}},
 		},
 		{
 			name: "idle nodes another cluster's nodes wait for go before their idle time, longest idle first, as many as free what they want",
@@ -68,46 +65,40 @@ func TestGPUs(t *testing.T) {
 				GPUs: &GPUs{PerNode: 2, Free: 0, Total: 8, Wanted: 4}},
 			// g needs 3 nodes: the two idle ones are its (it waits for
 			// max), so none goes for the other cluster.
-			want: Plan{Target: 4, Blocked: "at maxNodeCount 4"},
+			want: Plan{Target: 4, Blocked: api.Blocks{atMax(4)}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Decide(tt.c, t0)
 			checkPlan(t, got, tt.want)
-			if got.GPUShort != tt.want.GPUShort || !sameBlock(got.GPUBlock, tt.want.GPUBlock) || !sameWaits(got.GPUWait, tt.want.GPUWait) {
-				t.Errorf("GPUs: short %d block %+v wait %v; want %d %+v %v", got.GPUShort, got.GPUBlock, got.GPUWait,
-					tt.want.GPUShort, tt.want.GPUBlock, tt.want.GPUWait)
+			if got.GPUShort != tt.want.GPUShort || !slices.Equal(got.GPUWait, tt.want.GPUWait) {
+				t.Errorf("GPUs: short %d wait %v; want %d %v", got.GPUShort, got.GPUWait, tt.want.GPUShort, tt.want.GPUWait)
 			}
 		})
 	}
+	// The reason in words, as the compute and a waiting job say it.
+	b := gpusShort(2, 1, 4, heldA)
+	if got, want := (api.Blocks{b}).ForCompute(nil), "needs 2 GPUs; 1 of 4 free: 3 held by nodes of gpu-a"; got != want {
+		t.Errorf("ForCompute = %q, want %q", got, want)
+	}
+	if got, want := b.ForJob(nil), api.GPUWaitPrefix+"needs 2 GPUs; 1 of 4 free: 3 held by nodes of gpu-a"; got != want {
+		t.Errorf("ForJob = %q, want %q", got, want)
+	}
 }
 
-func sameBlock(a, b *api.GPUBlock) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.String() == b.String()
-}
-
-func sameWaits(a, b []Wait) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+func gpusShort(need, free, total int, held []api.GPUHolder) api.Block {
+	return api.Block{Kind: api.BlockGPUs, GPUs: &api.GPUNeed{Need: need, Free: free, Total: total, Held: held}}
 }
 
 // TestHoldForBudgetClearsGPUs: a spent budget, not the devices, is what
 // holds a cluster back then.
 func TestHoldForBudgetClearsGPUs(t *testing.T) {
-	c := Cluster{Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a"), GPUs: &GPUs{PerNode: 2, Free: 1, Total: 4}}
-	p := HoldForBudget(Decide(c, t0), c, false, "budget b is spent")
-	if p.GPUShort != 0 || p.GPUBlock != nil || p.GPUWait != nil || p.Blocked != "budget b is spent" {
-		t.Errorf("held plan %s GPUShort %d GPUBlock %v GPUWait %v", show(p), p.GPUShort, p.GPUBlock, p.GPUWait)
+	budget := api.BudgetHold{Name: "b", Percent: 100, Amount: 10, Currency: "USD", Period: "Monthly"}
+	c := Cluster{Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a"), GPUs: &GPUs{PerNode: 2, Free: 1, Total: 4},
+		Budgets: []api.BudgetHold{budget}}
+	p := Decide(c, t0)
+	if p.GPUShort != 0 || p.GPUWait != nil || len(p.Blocked) != 1 || p.Blocked[0].Kind != api.BlockBudget {
+		t.Errorf("held plan %s", show(p))
 	}
 }

@@ -5,9 +5,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 const propertyCases = 20000
@@ -138,7 +139,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 	}
 
 	after := ApplyAssignments(c, p.Assign)
-	nodes := newView(after.Nodes)
+	nodes := newView(after)
 	live := nodes.live()
 	overMax := live > hi
 	demand, _ := demandOf(after.Queued, hi)
@@ -223,7 +224,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 		return fmt.Errorf("WakeAt %v not after now", p.WakeAt)
 	case !overMax && len(nodes.idle)-removedIdle < min(len(nodes.idle), demand):
 		return fmt.Errorf("removed idle nodes the queue needs (demand %d)", demand)
-	case p.Blocked == "" && demand > 0 && p.Target < len(nodes.busy)+demand:
+	case len(p.Blocked) == 0 && demand > 0 && p.Target < len(nodes.busy)+demand:
 		return fmt.Errorf("demand %d not met by target %d and not blocked", demand, p.Target)
 	}
 	if err := checkGPUs(c, now, p, overMax); err != nil {
@@ -239,22 +240,20 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 func checkGPUs(c Cluster, now time.Time, p Plan, overMax bool) error {
 	g := c.GPUs
 	if g == nil || g.PerNode <= 0 {
-		if p.GPUShort != 0 || p.GPUBlock != nil || len(p.GPUWait) > 0 {
-			return fmt.Errorf("GPU fields set without a GPU supply: %d %v %v", p.GPUShort, p.GPUBlock, p.GPUWait)
+		if p.GPUShort != 0 || p.Blocked.Has(api.BlockGPUs) || len(p.GPUWait) > 0 {
+			return fmt.Errorf("GPU fields set without a GPU supply: %d %v %v", p.GPUShort, p.Blocked, p.GPUWait)
 		}
 		return nil
 	}
 	switch {
 	case p.Create*g.PerNode > g.Free:
 		return fmt.Errorf("creates %d nodes of %d GPUs with %d free", p.Create, g.PerNode, g.Free)
-	case (p.GPUShort > 0) != (p.GPUBlock != nil):
-		return fmt.Errorf("GPUShort %d but GPUBlock %v", p.GPUShort, p.GPUBlock)
+	case (p.GPUShort > 0) != p.Blocked.Has(api.BlockGPUs):
+		return fmt.Errorf("GPUShort %d but Blocked %v", p.GPUShort, p.Blocked)
 	case p.GPUShort > 0 && (p.Create+1)*g.PerNode <= g.Free:
 		return fmt.Errorf("GPUShort %d but room for another node", p.GPUShort)
 	case p.GPUShort == 0 && len(p.GPUWait) > 0:
 		return fmt.Errorf("jobs wait for GPUs that do not bind: %v", p.GPUWait)
-	case p.GPUBlock != nil && !strings.Contains(p.Blocked, p.GPUBlock.String()):
-		return fmt.Errorf("Blocked %q does not say %q", p.Blocked, p.GPUBlock.String())
 	}
 	early := 0
 	for _, id := range p.Remove {
@@ -286,8 +285,8 @@ func checkQuotaWait(c Cluster, p Plan, started map[string]bool, hi int) error {
 	switch {
 	case p.QuotaShort < 0:
 		return fmt.Errorf("negative QuotaShort %d", p.QuotaShort)
-	case (p.QuotaShort > 0) != strings.Contains(p.Blocked, "quota allows"):
-		return fmt.Errorf("QuotaShort %d but Blocked %q", p.QuotaShort, p.Blocked)
+	case (p.QuotaShort > 0) != p.Blocked.Has(api.BlockQuota):
+		return fmt.Errorf("QuotaShort %d but Blocked %v", p.QuotaShort, p.Blocked)
 	case p.QuotaShort > 0 && !cut:
 		return fmt.Errorf("QuotaShort %d without Create cut to Headroom %d", p.QuotaShort, c.Headroom)
 	case !cut && len(p.QuotaWait) > 0:
