@@ -97,7 +97,7 @@ func TestNodeOffersOnlyItsGPUs(t *testing.T) {
 			return []byte("0, 90, 1, 2\n1, 10, 1, 2\n2, 90, 1, 2\n3, 30, 1, 2\n"), nil
 		}
 	})
-	f.waitFor(10*time.Second, "a poll with a sample", func() bool { return len(f.polls) > 0 && f.polls[len(f.polls)-1].Usage != nil })
+	f.waitFor(10*time.Second, "a poll with a sample", func() bool { return lastSample(f) != nil })
 	f.mu.Lock()
 	reg := gpu.IDs(f.regGPUs)
 	u := f.polls[len(f.polls)-1].Usage
@@ -128,7 +128,7 @@ func TestCPUNodeSeesNoGPU(t *testing.T) {
 		c.UsageInterval = time.Hour
 		c.QueryGPUs = func(context.Context) ([]byte, error) { queried.Store(true); return []byte("0, 90, 1, 2\n"), nil }
 	})
-	f.waitFor(10*time.Second, "a poll with a sample", func() bool { return len(f.polls) > 0 && f.polls[len(f.polls)-1].Usage != nil })
+	f.waitFor(10*time.Second, "a poll with a sample", func() bool { return lastSample(f) != nil })
 	f.mu.Lock()
 	reg, u := f.regGPUs, f.polls[len(f.polls)-1].Usage
 	f.mu.Unlock()
@@ -160,4 +160,14 @@ func TestUnknownGPUDeviceRefused(t *testing.T) {
 	if f.registers != 0 {
 		t.Error("the agent registered anyway")
 	}
+}
+
+// lastSample is the usage the agent's latest poll carried (nil: none yet).
+func lastSample(f *fakeServer) *agentapi.Usage {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.polls) == 0 {
+		return nil
+	}
+	return f.polls[len(f.polls)-1].Usage
 }
