@@ -198,7 +198,9 @@ type agent struct {
 	cfg  Config
 	clk  clock.Clock
 	c    *client
-	gpus []agentapi.GPU
+	gpus []agentapi.GPU // the devices this node offers
+	// machineGPUs: the machine has devices, this node's or others'.
+	machineGPUs bool
 	// jobCred is the user jobs run as (Config.JobUser), nil for the
 	// agent's own.
 	jobCred *syscall.Credential
@@ -282,6 +284,7 @@ func (a *agent) run(ctx context.Context) error {
 	if a.gpus, err = offeredGPUs(a.cfg.GPUDevices, found, os.Getenv); err != nil {
 		return err
 	}
+	a.machineGPUs = len(found) > 0
 	if len(found) > len(a.gpus) {
 		a.logger().Info("this node offers some of the machine's GPUs", "offered", strings.Join(gpu.IDs(a.gpus), ","), "found", len(found))
 	}

@@ -109,7 +109,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 		"--label", "cumulus.job=" + j.asg.UID, "--label", labelJobNode + "=" + j.a.node()}
 	args = append(args, j.a.containerFlags()...)
 	args = append(args, "-v", j.dir+":"+j.dir, "-w", j.dir)
-	gpuArgs, own := containerGPUArgs(j.jobGPUs(), env[j.hostEnv:])
+	gpuArgs, own := containerGPUArgs(j.jobGPUs(), env[j.hostEnv:], j.a.machineGPUs)
 	args = append(args, gpuArgs...)
 	for _, kv := range own {
 		k, _, _ := strings.Cut(kv, "=")

@@ -83,11 +83,14 @@ func (j *job) jobGPUs() []agentapi.GPU {
 
 // gpuEnv is what a job's processes are told of their devices: the list
 // in CUDA_VISIBLE_DEVICES (and NVIDIA_VISIBLE_DEVICES), numbered in the
-// PCI bus order nvidia-smi uses (CUDA_DEVICE_ORDER), or an empty
-// CUDA_VISIBLE_DEVICES when it has none, so that CUDA shows it none of
-// the machine's.
-func gpuEnv(ds []agentapi.GPU) []string {
+// PCI bus order nvidia-smi uses (CUDA_DEVICE_ORDER), or, when it has none
+// on a machine that has some (others'), an empty CUDA_VISIBLE_DEVICES, so
+// that CUDA shows it none of them.
+func gpuEnv(ds []agentapi.GPU, machineHasGPUs bool) []string {
 	if len(ds) == 0 {
+		if !machineHasGPUs {
+			return nil
+		}
 		return []string{"CUDA_VISIBLE_DEVICES="}
 	}
 	names := make([]string, len(ds))
@@ -103,14 +106,18 @@ func gpuEnv(ds []agentapi.GPU) []string {
 // a node container its devices are numbered from 0), and env is the
 // job's environment made right for it: inside the container its devices
 // are all it sees, numbered from 0, so the process variables go; a
-// container without devices gets NVIDIA_VISIBLE_DEVICES=void, which NVIDIA's
-// runtime, where it is the engine's default, reads as none.
-func containerGPUArgs(ds []agentapi.GPU, env []string) (args, outEnv []string) {
+// container without devices on a machine with some gets
+// NVIDIA_VISIBLE_DEVICES=void, which NVIDIA's runtime, where it is the
+// engine's default, reads as none.
+func containerGPUArgs(ds []agentapi.GPU, env []string, machineHasGPUs bool) (args, outEnv []string) {
 	outEnv = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return k == "CUDA_VISIBLE_DEVICES" || k == "NVIDIA_VISIBLE_DEVICES" || k == "CUDA_DEVICE_ORDER"
 	})
 	if len(ds) == 0 {
+		if !machineHasGPUs {
+			return nil, outEnv
+		}
 		return nil, append(outEnv, "CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void")
 	}
 	names := make([]string, len(ds))

@@ -66,18 +66,21 @@ func TestOfferedGPUs(t *testing.T) {
 
 func TestGPUEnvAndContainerArgs(t *testing.T) {
 	ds := []agentapi.GPU{{Index: 1, UUID: "GPU-1"}, {Index: 0, UUID: "MIG-x", MIG: "1g.10gb", MIGDevice: 1}}
-	if got := gpuEnv(ds); !reflect.DeepEqual(got, []string{"CUDA_VISIBLE_DEVICES=1,MIG-x", "NVIDIA_VISIBLE_DEVICES=1,MIG-x", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}) {
+	if got := gpuEnv(ds, true); !reflect.DeepEqual(got, []string{"CUDA_VISIBLE_DEVICES=1,MIG-x", "NVIDIA_VISIBLE_DEVICES=1,MIG-x", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}) {
 		t.Errorf("gpuEnv = %v", got)
 	}
-	if got := gpuEnv(nil); !reflect.DeepEqual(got, []string{"CUDA_VISIBLE_DEVICES="}) {
+	if got := gpuEnv(nil, true); !reflect.DeepEqual(got, []string{"CUDA_VISIBLE_DEVICES="}) {
 		t.Errorf("gpuEnv(none) = %v: a job without devices must see none of the machine's", got)
 	}
+	if got := gpuEnv(nil, false); got != nil {
+		t.Errorf("gpuEnv on a machine without GPUs = %v, want nothing", got)
+	}
 	env := []string{"A=1", "CUDA_VISIBLE_DEVICES=1,MIG-x", "NVIDIA_VISIBLE_DEVICES=1,MIG-x", "CUDA_DEVICE_ORDER=PCI_BUS_ID"}
-	args, own := containerGPUArgs(ds, env)
+	args, own := containerGPUArgs(ds, env, true)
 	if !reflect.DeepEqual(args, []string{"--gpus", `"device=GPU-1,MIG-x"`}) || !reflect.DeepEqual(own, []string{"A=1"}) {
 		t.Errorf("containerGPUArgs = %v %v: the container gets its devices by UUID and sees them numbered from 0", args, own)
 	}
-	args, own = containerGPUArgs(nil, []string{"A=1", "CUDA_VISIBLE_DEVICES="})
+	args, own = containerGPUArgs(nil, []string{"A=1", "CUDA_VISIBLE_DEVICES="}, true)
 	if args != nil || !reflect.DeepEqual(own, []string{"A=1", "CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void"}) {
 		t.Errorf("containerGPUArgs(none) = %v %v", args, own)
 	}

@@ -170,7 +170,7 @@ func (j *job) prepare() ([]string, error) {
 		}
 		env = append(env, "AZUREML_OUTPUT_"+name+"="+dir, "CUMULUS_OUTPUT_"+envName(name)+"="+dir)
 	}
-	return append(env, gpuEnv(j.jobGPUs())...), nil
+	return append(env, gpuEnv(j.jobGPUs(), j.a.machineGPUs)...), nil
 }
 
 // envName turns an output name into the tail of an environment variable.
