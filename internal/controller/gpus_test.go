@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
@@ -56,7 +58,7 @@ func (h *harness) heldDevices(cs ...api.Compute) map[string][]string {
 }
 
 // disjoint fails unless no device is held twice; it returns how many are.
-func disjoint(t *testing.T, held map[string][]string) int {
+func disjoint(t testing.TB, held map[string][]string) int {
 	t.Helper()
 	by := map[string]string{}
 	for node, ds := range held {
@@ -234,5 +236,54 @@ func TestKilledNodeFreesItsDevices(t *testing.T) {
 	want := "queued jobs wait: needs 4 GPUs; 3 of 4 free: 1 held by nodes of gpu-b"
 	if got := errorCodes(h.storedCompute(a))["ScaleUpBlocked"]; got != want {
 		t.Errorf("gpu-a ScaleUpBlocked = %q, want %q", got, want)
+	}
+}
+
+// BenchmarkPassGPUs: one pass over 60 clusters of a 1-GPU size sharing a
+// machine of 8 GPUs split in 7 MIG instances each (56 devices): 56 nodes
+// hold a device each, 4 clusters wait for one. Beside it the same pass
+// without a machine to divide (60 nodes, none waits): the difference is
+// what dividing the machine adds to a pass (the pool made from the store's
+// allocations, each cluster's supply, the waiting ones' reasons).
+//
+//	go test ./internal/controller/ -run '^$' -bench PassGPUs -benchtime 20x -benchmem
+func BenchmarkPassGPUs(b *testing.B) {
+	var devs []agentapi.GPU
+	for g := range 8 {
+		for m := range 7 {
+			devs = append(devs, agentapi.GPU{Index: g, Name: "NVIDIA A100-SXM4-80GB", UUID: fmt.Sprintf("MIG-%d-%d", g, m), MIG: "1g.10gb", MIGDevice: m})
+		}
+	}
+	for _, bc := range []struct {
+		name    string
+		machine *gpu.Machine
+		nodes   int
+	}{{"shared-machine", &gpu.Machine{Devices: devs}, 56}, {"no-machine", nil, 60}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHarness(b)
+			h.c.GPUs = bc.machine
+			var cs []api.Compute
+			for i := range 60 {
+				c := h.sized(fmt.Sprintf("g%02d", i), "Standard_NC6s_v3", 1, "PT3600S")
+				h.submit(c, 1)
+				cs = append(cs, c)
+			}
+			h.pass()
+			for _, c := range cs {
+				h.register(c)
+			}
+			h.pass()
+			nodes := 0
+			for _, c := range cs {
+				nodes += len(h.nodes(c))
+			}
+			if nodes != bc.nodes {
+				b.Fatalf("%d nodes, want %d", nodes, bc.nodes)
+			}
+			b.ResetTimer()
+			for range b.N {
+				h.pass()
+			}
+		})
 	}
 }
