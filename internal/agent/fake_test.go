@@ -32,10 +32,11 @@ type fakeServer struct {
 	joinToken   string
 	nodeToken   string
 	registers   int
-	regStatus   int           // answer register with this status when set
-	regRefused  int           // registrations answered with an error status
-	pollTimeout time.Duration // told to the agent at register; 0: 1s
-	hold        time.Duration // a poll without instruction is answered after this; 0: 30ms, <0: never
+	regGPUs     []agentapi.GPU // the devices the last registration offered
+	regStatus   int            // answer register with this status when set
+	regRefused  int            // registrations answered with an error status
+	pollTimeout time.Duration  // told to the agent at register; 0: 1s
+	hold        time.Duration  // a poll without instruction is answered after this; 0: 30ms, <0: never
 	polls       []agentapi.PollRequest
 	instr       []agentapi.PollResponse // handed out one per poll
 	events      map[string][]agentapi.JobEvent
@@ -196,6 +197,7 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request, auth strin
 		return
 	}
 	f.registers++
+	f.regGPUs = req.GPUs
 	id := req.NodeID
 	if id == "" {
 		id = "node-1"

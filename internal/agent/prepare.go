@@ -171,18 +171,7 @@ func (j *job) prepare() ([]string, error) {
 		}
 		env = append(env, "AZUREML_OUTPUT_"+name+"="+dir, "CUMULUS_OUTPUT_"+envName(name)+"="+dir)
 	}
-	switch {
-	case len(asg.GPUs) > 0:
-		ids := make([]string, len(asg.GPUs))
-		for i, g := range asg.GPUs {
-			ids[i] = strconv.Itoa(g)
-		}
-		list := strings.Join(ids, ",")
-		env = append(env, "CUDA_VISIBLE_DEVICES="+list, "NVIDIA_VISIBLE_DEVICES="+list)
-	case len(j.a.gpus) > 0:
-		env = append(env, "CUDA_VISIBLE_DEVICES=") // no GPUs were given to this job
-	}
-	return env, nil
+	return append(env, gpuEnv(j.jobGPUs(), j.a.machineGPUs)...), nil
 }
 
 // envName turns an output name into the tail of an environment variable.

@@ -30,12 +30,16 @@ const (
 	HeaderServerName        = "Cumulus-Server-Name"        // the name it is valid for
 )
 
-// GPU is one accelerator a node has.
+// GPU is one accelerator a node has: a whole GPU, or a MIG instance of
+// one (MIG set: its profile, e.g. "1g.10gb"; Index is then its GPU's index
+// and MIGDevice its device number on that GPU).
 type GPU struct {
-	Index  int    `json:"index"`
-	Name   string `json:"name"`
-	UUID   string `json:"uuid,omitempty"`
-	Memory int64  `json:"memoryMiB,omitempty"`
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	UUID      string `json:"uuid,omitempty"`
+	Memory    int64  `json:"memoryMiB,omitempty"`
+	MIG       string `json:"mig,omitempty"`
+	MIGDevice int    `json:"migDevice,omitempty"`
 }
 
 // RegisterRequest is an agent joining. NodeID is set when the provider

@@ -58,9 +58,10 @@ type JobProperties struct {
 	// at submit (nil for none, and for a code snapshot the CLI uploaded).
 	CodeBlobPath  *BlobPath `json:"codeBlobPath,omitempty"`
 	StatusMessage string    `json:"statusMessage,omitempty"`
-	// Waiting is why a queued job waits when the reason is its own (quota:
-	// which jobs wait for it is decided job by job); the server words it
-	// as the status message. Other reasons are its compute's (Blocked).
+	// Waiting is why a queued job waits when the reason is its own (quota,
+	// the machine's GPUs: which jobs wait for them is decided job by job);
+	// the server words it as the status message. Other reasons are its
+	// compute's (Blocked).
 	Waiting *Block         `json:"waitingFor,omitempty"`
 	History []StatusChange `json:"statusHistory,omitempty"`
 	Cost    *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far

@@ -26,6 +26,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -85,6 +86,12 @@ type Options struct {
 	// PriceFile holds the hourly prices of VM sizes for cost reports
 	// ("": the catalogue's, in USD); see cost.Load.
 	PriceFile string
+	// SizesFile adds sizes of one's own hardware to the catalogue (see
+	// catalog.ParseSizes); GPUModelMatch is how a size's GPU model is
+	// matched against the machine's devices: "count" (any device, the
+	// default) or "strict" (only devices of that model).
+	SizesFile     string
+	GPUModelMatch string
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -208,6 +215,9 @@ func (o Options) Validate() error {
 	if err := o.validateUsage(); err != nil {
 		return err
 	}
+	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
+		return fmt.Errorf("--gpu-model-match: %w", err)
+	}
 	switch o.Provider {
 	case "local", "sim", "kubernetes":
 	case "docker":
@@ -288,6 +298,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
+	if err := addSizes(o.SizesFile, o.Log); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, o.Store, o.DataDir)
 	if err != nil {
 		return nil, err
@@ -369,6 +382,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	network, nw := networkEnforcement(prov, o)
+	match, _ := gpu.ParseMatch(o.GPUModelMatch)
+	machine := readMachine(ctx, prov, match, o.Log.With("component", "gpus"))
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -377,7 +392,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 	}
 	var api *server.Server
-	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log, GPUs: machine,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})
@@ -392,7 +407,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits}
+			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits, GPUs: machine}
 		clusters.Init()
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
@@ -409,7 +424,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network},
+		Network: network, GPUs: machine},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {

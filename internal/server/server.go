@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -82,6 +83,11 @@ type Config struct {
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
+	// GPUs are the devices of the one machine the provider's nodes share
+	// (local, docker): a size needing more a node is refused at create
+	// and update, and listNodes shows which node holds which. nil: the
+	// nodes have machines of their own.
+	GPUs *gpu.Machine
 }
 
 // Notifier is told when something changed that a controller acts on.

@@ -51,6 +51,12 @@ func NodeInfo(n store.Node, jobName string) api.NodeInfo {
 	if jobName != "" {
 		info.RunID = &jobName
 	}
+	info.GPUs = n.GPUDevices
+	if len(info.GPUs) == 0 {
+		for _, i := range n.GPUs {
+			info.GPUs = append(info.GPUs, strconv.Itoa(i))
+		}
+	}
 	return info
 }
 
