@@ -248,8 +248,12 @@ func (s *Server) routes() {
 // ServeHTTP authenticates, checks api-version and dispatches.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.boundBody(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	if err := canonicalize(r); err != nil {
+		writeError(rec, r, s.log, err)
+		return
+	}
+	s.boundBody(w, r)
 	// route labels the request's duration: the matched pattern, never the
 	// path (a series per resource would grow without bound).
 	route := ""
@@ -284,6 +288,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h, p, pathOK, pattern := s.router.matchRoute(r.Method, r.URL.Path)
 	route = pattern
+	if h != nil {
+		spellAsRoute(r, pattern)
+	}
 	if err := s.authenticateRequest(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
 		writeError(rec, r, s.log, err)
