@@ -135,6 +135,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "an upload (code snapshot, input folder, job output, log chunk) must be sent within this long")
 	fl.DurationVar(&o.UsageInterval, "usage-interval", o.UsageInterval, "how often node agents sample CPU, memory, GPU, disk and network utilization of their node and jobs (env CUMULUS_USAGE_INTERVAL)")
 	fl.DurationVar(&o.UsageRetention, "usage-retention", o.UsageRetention, "how long utilization samples are kept (env CUMULUS_USAGE_RETENTION)")
+	fl.StringSliceVar(&o.WebhookAllow, "webhook-allow", nil, "address ranges (CIDRs or addresses, comma-separated) that budget webhooks may reach besides the public internet: loopback, link-local (cloud metadata), private and reserved ranges are refused otherwise (env CUMULUS_WEBHOOK_ALLOW)")
 	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -166,6 +167,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
 		o.Locations = splitList(v)
+	}
+	if v := os.Getenv("CUMULUS_WEBHOOK_ALLOW"); v != "" && !cmd.Flags().Changed("webhook-allow") {
+		o.WebhookAllow = splitList(v)
 	}
 	if v := os.Getenv("CUMULUS_KUBECONFIG"); v != "" && !cmd.Flags().Changed("kubeconfig") {
 		o.Kubeconfig = v

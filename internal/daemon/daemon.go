@@ -44,6 +44,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 	"github.com/cumulus-ml/cumulus/internal/ui"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Options configure the control plane. DefaultOptions gives a working
@@ -119,6 +120,10 @@ type Options struct {
 	// UsageRetention how long the samples are kept (see usage.go).
 	UsageInterval  time.Duration
 	UsageRetention time.Duration
+
+	// WebhookAllow are the address ranges (CIDRs or addresses) budget
+	// webhooks may reach besides the public internet (see package webhook).
+	WebhookAllow []string
 }
 
 // HTTP connection limits of the control plane's listener.
@@ -195,6 +200,9 @@ func (o Options) Validate() error {
 	}
 	if err := server.CheckLocations(o.Locations, o.Defaults.Location); err != nil {
 		return fmt.Errorf("--locations: %w", err)
+	}
+	if _, err := webhook.ParseAllow(o.WebhookAllow); err != nil {
+		return fmt.Errorf("--webhook-allow: %w", err)
 	}
 	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
 		return errors.New("--max-blob-size and --blob-grace may not be negative")
@@ -376,6 +384,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
+	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
+	hooks := webhook.Policy{Allow: allow}
 	newControllers := func(db *store.DB) controllers {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
@@ -385,7 +395,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
-		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
+		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
+			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
 		return controllers{clusters, ops, events, budgets, sweeps}
 	}
@@ -397,7 +408,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network},
+		Network: network, Webhooks: hooks},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/rbac"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Defaults are the names a local install starts with.
@@ -82,6 +83,9 @@ type Config struct {
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
+	// Webhooks is where a budget's webhook may point (checked at PUT; the
+	// controller checks each address it dials).
+	Webhooks webhook.Policy
 }
 
 // Notifier is told when something changed that a controller acts on.
