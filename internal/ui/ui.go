@@ -229,9 +229,12 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	rr := r.Clone(r.Context())
 	rr.Header.Set("Authorization", "Bearer "+tok)
 	hash, name, err := u.bearer(rr)
+	if err == nil {
+		name, err = u.mayOpenSession(r.Context(), hash)
+	}
 	if err != nil {
 		var e *api.Error
-		if errors.As(err, &e) {
+		if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
 			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.configHint(r) + " on the server, or run 'cumulus ui'"}
 			err = e
 		}
@@ -301,8 +304,11 @@ func (u *UI) loginWithCode(w http.ResponseWriter, r *http.Request) {
 		Message: "This sign-in link works once, within 60 seconds. Run 'cumulus ui' again, or sign in with a token."}
 	status := http.StatusUnauthorized
 	if hash, ok := u.sessions.redeem(r.URL.Query().Get("code"), u.o.Clock.Now()); ok {
-		name, err := u.checkToken(r.Context(), hash)
+		name, err := u.mayOpenSession(r.Context(), hash)
+		var refused *api.Error
 		switch {
+		case errors.As(err, &refused):
+			page.Title, page.Message, status = "No role", refused.Message, refused.Status
 		case err == nil:
 			u.startSession(w, r, hash, name)
 			u.log.Info("web session opened with a sign-in link", "principal", name)
@@ -345,6 +351,9 @@ type codeView struct {
 // newCode mints a one-time sign-in link for the bearer token's owner.
 func (u *UI) newCode(w http.ResponseWriter, r *http.Request) {
 	hash, _, err := u.bearer(r)
+	if err == nil {
+		_, err = u.mayOpenSession(r.Context(), hash)
+	}
 	if err != nil {
 		u.writeError(w, r, err)
 		return

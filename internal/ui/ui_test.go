@@ -474,3 +474,64 @@ func TestHistorySamplesNodesAndQueuedDemand(t *testing.T) {
 		t.Errorf("history with a bearer token: %d", a.status)
 	}
 }
+
+// principalToken makes a principal (with role at "/" unless role is "")
+// and a token of it, straight in the store.
+func (h *harness) principalToken(name, role string) string {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := store.PutPrincipal(ctx, h.db.W(), store.Principal{Name: name, Kind: "User", Created: h.clock.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	tok := secret.NewToken("cml_")
+	if err := store.InsertToken(ctx, h.db.W(), store.Token{ID: secret.NewID(), Name: name, Hash: secret.Hash(tok), Created: h.clock.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	if role != "" {
+		if err := store.PutRoleAssignment(ctx, h.db.W(), store.RoleAssignment{ID: secret.NewID(), Principal: name, Role: role, Scope: "/", Created: h.clock.Now()}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return tok
+}
+
+// A principal with no role anywhere gets no session and no sign-in link;
+// one that signs in again and again ends only its own oldest sessions,
+// never another principal's.
+func TestSessionsBoundedPerPrincipalAndRefusedWithoutARole(t *testing.T) {
+	h := newHarness(t)
+	owner, _ := h.login()
+
+	nobody := h.principalToken("nobody", "")
+	body, hdr := form(nobody)
+	if a := h.do("POST", "/ui/login", body, hdr, nil); a.status != 403 || a.cookie(ui.CookieName) != nil || !strings.Contains(a.body, "no role") {
+		t.Errorf("sign-in with no role: %d %s", a.status, a.body)
+	}
+	if a := h.do("POST", "/ui/codes", "", map[string]string{"Authorization": "Bearer " + nobody}, nil); a.status != 403 {
+		t.Errorf("sign-in link with no role: %d %s", a.status, a.body)
+	}
+
+	reader := h.principalToken("reader", "Reader")
+	var first, last *http.Cookie
+	for i := 0; i < ui.MaxSessionsPerPrincipal+5; i++ {
+		h.clock.Step(time.Second) // each session a little younger than the last
+		body, hdr := form(reader)
+		a := h.do("POST", "/ui/login", body, hdr, nil)
+		if a.status != 200 {
+			t.Fatalf("sign-in %d: %d %s", i, a.status, a.body)
+		}
+		last = a.cookie(ui.CookieName)
+		if first == nil {
+			first = last
+		}
+	}
+	if a := h.do("GET", "/ui/session", "", nil, first); a.status != 401 {
+		t.Errorf("the reader's oldest session: %d, want ended", a.status)
+	}
+	if a := h.do("GET", "/ui/session", "", nil, last); a.status != 200 {
+		t.Errorf("the reader's newest session: %d", a.status)
+	}
+	if a := h.do("GET", "/ui/session", "", nil, owner); a.status != 200 {
+		t.Errorf("the owner's session after the reader's sign-ins: %d, want kept", a.status)
+	}
+}
