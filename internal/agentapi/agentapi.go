@@ -12,7 +12,10 @@
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Path prefixes.
 const (
@@ -187,6 +190,12 @@ type Distribution struct {
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.
+// LogFull means the log reached the server's limit: the agent sends no
+// more of it.
 type LogAck struct {
 	Size int64 `json:"size"`
 }
+
+// LogFull is LogAck.Size of a log at its limit: larger than any offset, so
+// that an agent sends nothing more of it.
+const LogFull int64 = math.MaxInt64

@@ -121,6 +121,9 @@ type Options struct {
 	UsageInterval  time.Duration
 	UsageRetention time.Duration
 
+	// Limits bound what a workspace and a job keep (see server.Limits).
+	Limits server.Limits
+
 	// WebhookAllow are the address ranges (CIDRs or addresses) budget
 	// webhooks may reach besides the public internet (see package webhook).
 	WebhookAllow []string
@@ -157,6 +160,8 @@ func DefaultOptions() Options {
 		UploadTimeout:    server.DefaultUploadTimeout,
 		UsageInterval:    dispatch.DefaultUsageInterval,
 		UsageRetention:   DefaultUsageRetention,
+		Limits: server.Limits{WorkspaceRunData: server.DefaultWorkspaceRunData, WorkspaceBlobs: server.DefaultWorkspaceBlobs,
+			JobLog: server.DefaultJobLog},
 	}
 }
 
@@ -203,6 +208,9 @@ func (o Options) Validate() error {
 	}
 	if _, err := webhook.ParseAllow(o.WebhookAllow); err != nil {
 		return fmt.Errorf("--webhook-allow: %w", err)
+	}
+	if o.Limits.WorkspaceRunData < 0 || o.Limits.WorkspaceBlobs < 0 || o.Limits.JobLog < 0 {
+		return errors.New("--max-workspace-run-data, --max-workspace-blobs and --max-job-log may not be negative")
 	}
 	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
 		return errors.New("--max-blob-size and --blob-grace may not be negative")
@@ -408,7 +416,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network, Webhooks: hooks},
+		Network: network, Webhooks: hooks, Limits: o.Limits},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m})
 	if err := api.EnsureDefaults(ctx); err != nil {

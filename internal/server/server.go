@@ -83,6 +83,9 @@ type Config struct {
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
+	// Limits bound what a workspace and a job keep (zero fields: the
+	// defaults).
+	Limits Limits
 	// Webhooks is where a budget's webhook may point (checked at PUT; the
 	// controller checks each address it dials).
 	Webhooks webhook.Policy
@@ -173,6 +176,7 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
@@ -185,7 +189,7 @@ func New(cfg Config, d Deps) *Server {
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
 		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(),
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
-		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
+		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs"), Limit: cfg.Limits.JobLog},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
 	}
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
