@@ -123,10 +123,13 @@ type JobEvent = JobState
 
 // Assignment tells an agent to run a job.
 type Assignment struct {
-	UID      string            `json:"uid"`
-	Name     string            `json:"name"` // the job's name in its workspace
-	Attempt  int               `json:"attempt"`
-	Command  string            `json:"command"`            // run with /bin/sh -c
+	UID     string `json:"uid"`
+	Name    string `json:"name"` // the job's name in its workspace
+	Attempt int    `json:"attempt"`
+	Command string `json:"command"` // run with /bin/sh -c
+	// Owner is who submitted the job: a node empties its jobs' private
+	// /tmp and /dev/shm between jobs of different owners.
+	Owner    string            `json:"owner,omitempty"`
 	CodeBlob string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
 	Image    string            `json:"image,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
