@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -370,5 +371,60 @@ func TestBudgetWebhookCannotReachLoopback(t *testing.T) {
 	})
 	if n := secondHits.Load(); n != 0 {
 		t.Errorf("the redirect was followed: its target got %d requests", n)
+	}
+}
+
+// TestSSHSessionIsTheJobUser: on a node that isolates its jobs, the
+// cluster's admin account logs in with a real OpenSSH client as the jobs'
+// user, in their space: `id` names it, and the control plane's files are
+// out of reach (before, a session ran as the agent's user, root).
+func TestSSHSessionIsTheJobUser(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("ssh"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("openssh-client is required in CI")
+		}
+		t.Skip("skipping: no ssh client here")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	pub, err := os.ReadFile(key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t)
+	killNodesAtEnd(t, s)
+	one := int32(1)
+	c := api.Compute{Name: "debug"}
+	c.Properties.ComputeType = api.ComputeTypeAml
+	a := c.Aml()
+	a.ScaleSettings = &api.ScaleSettings{MinNodeCount: &one, MaxNodeCount: &one, NodeIdleTimeBeforeScaleDown: "PT30S"}
+	a.UserAccountCredentials = &api.UserAccountCredentials{AdminUserName: "azureuser", AdminUserSSHPublicKey: strings.TrimSpace(string(pub))}
+	if _, resp, err := s.admin.PutCompute(bctx, c); err != nil {
+		t.Fatal(err)
+	} else if err := s.admin.Wait(bctx, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	var node string
+	waitFor(t, "the node's SSH port", 90*time.Second, func() bool {
+		ns, err := s.admin.ListNodes(bctx, "debug")
+		if err != nil || len(ns) != 1 || ns[0].Port == 0 {
+			return false
+		}
+		node = ns[0].NodeID
+		return true
+	})
+	cmd := exec.Command(binary, "compute", "connect-ssh", "-n", "debug", "--node-id", node, "--private-key-file", key, "--",
+		"-o", "UserKnownHostsFile="+filepath.Join(dir, "known_hosts"), "-o", "BatchMode=yes",
+		"id -un; getent passwd $(id -u) | cut -d: -f1; echo $USER; if cat "+filepath.Join(s.dataDir, "config.yaml")+" >/dev/null 2>&1; then echo READ; else echo DENIED; fi")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CUMULUS_CONFIG="+filepath.Join(s.dataDir, "config.yaml"))
+	out, err := cmd.Output()
+	if err != nil || string(out) != "cumulus-job\ncumulus-job\ncumulus-job\nDENIED\n" {
+		t.Errorf("an SSH session on an isolated node: %v, %q; want the job user, who cannot read the data dir", err, out)
 	}
 }
