@@ -55,8 +55,12 @@ type Space struct {
 // Params are one trial's parameter values.
 type Params map[string]any
 
+// MaxRandintUpper bounds randint's upper: its values are 32-bit integers.
+const MaxRandintUpper = 1 << 31
+
 // ParseSpace reads a search space in the REST shape of 2024-04-01
 // (searchSpace: {"lr": ["uniform", [0.01, 0.1]], "bs": ["choice", [[16, 32]]]}).
+
 func ParseSpace(raw map[string]any) (Space, error) {
 	sp := Space{Dists: map[string]Dist{}}
 	if len(raw) == 0 {
@@ -92,8 +96,8 @@ func parseDist(v any) (Dist, error) {
 		out := make([]float64, n)
 		for i, a := range args {
 			f, ok := number(a)
-			if !ok {
-				return nil, fmt.Errorf("%s takes [%s] as numbers; %v is not one", kind, names, a)
+			if !ok || math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, fmt.Errorf("%s takes [%s] as finite numbers; %v is not one", kind, names, a)
 			}
 			out[i] = f
 		}
@@ -117,8 +121,8 @@ func parseDist(v any) (Dist, error) {
 		if err != nil {
 			return d, err
 		}
-		if n[0] < 1 || n[0] != math.Trunc(n[0]) {
-			return d, fmt.Errorf("randint's upper must be a whole number of at least 1, not %v", n[0])
+		if n[0] < 1 || n[0] > MaxRandintUpper || n[0] != math.Trunc(n[0]) {
+			return d, fmt.Errorf("randint's upper must be a whole number from 1 to %d, not %v", MaxRandintUpper, n[0])
 		}
 		d.Upper = int(n[0])
 	case Uniform, LogUniform:
