@@ -44,6 +44,8 @@ type Dist struct {
 	Mu     float64 // normal kinds (of the log for the log kinds)
 	Sigma  float64
 	Q      float64 // q kinds: values are rounded to multiples of Q
+
+	index map[string]int // choice: a value's index by its text (Encode in one step)
 }
 
 // Space is a search space: a distribution per parameter.
@@ -116,6 +118,12 @@ func parseDist(v any) (Dist, error) {
 			return d, fmt.Errorf("choice needs at least one value")
 		}
 		d.Values = vals
+		d.index = make(map[string]int, len(vals))
+		for i, v := range vals {
+			if _, dup := d.index[fmt.Sprint(v)]; !dup {
+				d.index[fmt.Sprint(v)] = i
+			}
+		}
 	case Randint:
 		n, err := nums(1, "upper")
 		if err != nil {
@@ -237,8 +245,13 @@ func (d Dist) Decode(u float64) any {
 func (d Dist) Encode(v any) (float64, bool) {
 	switch d.Kind {
 	case Choice:
+		key := fmt.Sprint(v)
+		if d.index != nil {
+			i, ok := d.index[key]
+			return (float64(i) + 0.5) / float64(len(d.Values)), ok
+		}
 		for i, c := range d.Values {
-			if fmt.Sprint(c) == fmt.Sprint(v) {
+			if fmt.Sprint(c) == key {
 				return (float64(i) + 0.5) / float64(len(d.Values)), true
 			}
 		}
