@@ -47,9 +47,11 @@ type session struct {
 	expires   time.Time
 }
 
-// code is a one-time sign-in code minted for `cumulus ui`.
+// code is a one-time sign-in code minted for `cumulus ui`, bound to the
+// browser that asked for it (signinlink.go).
 type code struct {
 	tokenHash string
+	binding   string
 	expires   time.Time
 }
 
@@ -104,8 +106,9 @@ func (s *sessions) close(id string) {
 	delete(s.sessions, secret.Hash(id))
 }
 
-// mintCode makes a one-time sign-in code for a token.
-func (s *sessions) mintCode(tokenHash string, now time.Time) string {
+// mintCode makes a one-time sign-in code for a token, for the browser of
+// binding.
+func (s *sessions) mintCode(tokenHash, binding string, now time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
@@ -116,21 +119,22 @@ func (s *sessions) mintCode(tokenHash string, now time.Time) string {
 		}
 	}
 	c := secret.NewToken("cuc_")
-	s.codes[secret.Hash(c)] = code{tokenHash: tokenHash, expires: now.Add(CodeTTL)}
+	s.codes[secret.Hash(c)] = code{tokenHash: tokenHash, binding: binding, expires: now.Add(CodeTTL)}
 	return c
 }
 
-// redeem consumes a code: it works once, before it expires.
-func (s *sessions) redeem(c string, now time.Time) (string, bool) {
+// redeem consumes a code: it works once, before it expires. It returns the
+// code's token and binding.
+func (s *sessions) redeem(c string, now time.Time) (tokenHash, binding string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := secret.Hash(c)
 	e, ok := s.codes[k]
 	delete(s.codes, k)
 	if !ok || !now.Before(e.expires) {
-		return "", false
+		return "", "", false
 	}
-	return e.tokenHash, true
+	return e.tokenHash, e.binding, true
 }
 
 func (s *sessions) sweepLocked(now time.Time) {
