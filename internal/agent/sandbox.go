@@ -275,11 +275,17 @@ func initProcess(ctx context.Context, spec initSpec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("cumulus-job-init", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("job init spec: %w", err)
+	var f *os.File
+	if fd, err := unix.MemfdCreate("cumulus-job-init", unix.MFD_CLOEXEC); err == nil {
+		f = os.NewFile(uintptr(fd), "job-init-spec")
+	} else {
+		// No memfd (an old kernel, a sandbox): a file of the agent's
+		// user alone, unlinked at once.
+		if f, err = os.CreateTemp("", "cumulus-job-init-"); err != nil {
+			return nil, fmt.Errorf("job init spec: %w", err)
+		}
+		os.Remove(f.Name())
 	}
-	f := os.NewFile(uintptr(fd), "job-init-spec")
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("job init spec: %w", err)
