@@ -1,7 +1,6 @@
 package api
 
 import (
-	"strings"
 	"time"
 )
 
@@ -49,11 +48,15 @@ type JobProperties struct {
 	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
 
 	// Cumulus extensions, read-only.
-	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
-	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
-	StatusMessage string         `json:"statusMessage,omitempty"`
-	History       []StatusChange `json:"statusHistory,omitempty"`
-	Cost          *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
+	Priority      int    `json:"priority,omitempty"`         // settable: higher runs first
+	Image         string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
+	StatusMessage string `json:"statusMessage,omitempty"`
+	// Waiting is why a queued job waits when the reason is its own (quota:
+	// which jobs wait for it is decided job by job); the server words it
+	// as the status message. Other reasons are its compute's (Blocked).
+	Waiting *Block         `json:"waitingFor,omitempty"`
+	History []StatusChange `json:"statusHistory,omitempty"`
+	Cost    *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
 	// Metrics is the latest value of each metric the job logged the
 	// MLflow way (read-only; in a single job's GET, not in lists).
 	Metrics   map[string]float64 `json:"metrics,omitempty"`
@@ -213,6 +216,7 @@ func (j *Job) SetStatus(status string, now time.Time, reason string) {
 	}
 	j.Properties.Status = status
 	j.Properties.StatusMessage = reason
+	j.Properties.Waiting = nil
 	j.Properties.History = append(j.Properties.History, StatusChange{Status: status, Time: now, Reason: reason})
 	if JobTerminal(status) {
 		j.Properties.EndTime = &now
@@ -232,15 +236,9 @@ type LogChunk struct {
 }
 
 // QuotaWaitPrefix starts the status message of a queued job that waits
-// for quota (the cluster controller writes it; the store indexes it).
+// for quota.
 const QuotaWaitPrefix = "waiting for quota: "
 
 // BudgetWaitPrefix begins the status message of a queued job held back
 // because a budget of its compute is spent.
 const BudgetWaitPrefix = "waiting for budget: "
-
-// WaitsForQuota reports whether a job's status message says it waits for
-// quota or a budget (a message the cluster controller set and clears).
-func WaitsForQuota(statusMessage string) bool {
-	return strings.HasPrefix(statusMessage, QuotaWaitPrefix) || strings.HasPrefix(statusMessage, BudgetWaitPrefix)
-}

@@ -18,14 +18,12 @@ import (
 // called, and the location's quota usage follows the nodes that come and
 // go, for the clusters after this one in the pass.
 type passActuator struct {
-	c        *Clusters
-	st       clusterState
-	queued   []store.QueuedJob // the head of the queue the decision saw
-	qv       quotaView
-	headroom int // the headroom the decision was given
-	u        *quota.Usage
-	now      time.Time
-	budget   string // why a budget holds the cluster from growing; "" when none
+	c      *Clusters
+	st     clusterState
+	queued []store.QueuedJob // the head of the queue the decision saw
+	qv     quotaView
+	u      *quota.Usage
+	now    time.Time
 
 	// quotaBound, set by Record: quota kept the cluster from its target.
 	quotaBound bool
@@ -65,10 +63,10 @@ func (a *passActuator) Create(ctx context.Context, count int, images []string) (
 // Record writes what the plan leaves the compute at: the quota messages
 // of the jobs that wait for quota, and the compute's status.
 func (a *passActuator) Record(ctx context.Context, p decide.Plan, _ actuate.Applied) error {
-	short := a.qv.shortfall(a.st.doc.Value, p, a.headroom, *a.u)
+	short := a.qv.shortfall(a.st.doc.Value, p, *a.u)
 	a.quotaBound = short != nil
 	return errors.Join(
-		a.c.recordQuotaWaits(ctx, a.queued, p, short, a.budget),
+		a.c.recordQuotaWaits(ctx, a.queued, p, short),
 		a.c.recordStatus(ctx, a.st, p, short, a.now),
 	)
 }

@@ -224,25 +224,22 @@ func (b *Budgets) notify(ctx context.Context, bud api.Budget, n BudgetNotice) {
 	}
 }
 
-// budgetHold is why a compute may not grow now, from the budgets of its
-// workspace whose action is in force ("" when none), and whether one
-// scales it to its minimum.
-func budgetHold(ctx context.Context, q store.Querier, comp api.Compute) (string, bool, error) {
+// budgetHolds are the budgets of a compute's workspace whose action is in
+// force on it.
+func budgetHolds(ctx context.Context, q store.Querier, comp api.Compute) ([]api.BudgetHold, error) {
 	wsID, _, _ := strings.Cut(comp.ID, "/computes/")
 	docs, err := store.List[api.Budget](ctx, q, store.KindBudget, wsID, true, "", 10000)
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
-	var why []string
-	toMin := false
+	var out []api.BudgetHold
 	for _, d := range docs {
 		p := d.Value.Properties
 		if p.Status == nil || !p.Status.ActionActive || !cost.Covers(p, comp.Name, comp.Tags) {
 			continue
 		}
-		why = append(why, fmt.Sprintf("budget %s reached %.0f %% of %.2f %s this %s", d.Value.Name, p.Status.Percent, p.Amount,
-			p.Status.Currency, strings.ToLower(p.Period)))
-		toMin = toMin || p.Action == api.BudgetScaleToMin
+		out = append(out, api.BudgetHold{Name: d.Value.Name, Percent: p.Status.Percent, Amount: p.Amount, Currency: p.Status.Currency,
+			Period: p.Period, ToMin: p.Action == api.BudgetScaleToMin})
 	}
-	return strings.Join(why, "; "), toMin, nil
+	return out, nil
 }

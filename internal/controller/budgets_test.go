@@ -93,8 +93,8 @@ func TestBudgetStopsScaleUpAndAlerts(t *testing.T) {
 	third := h.submit(c, 1)
 	h.pass()
 	j := h.job(third)
-	if j.Doc.Properties.Status != api.JobQueued || !strings.HasPrefix(j.Doc.Properties.StatusMessage, api.BudgetWaitPrefix+"budget team reached") {
-		t.Fatalf("third job %s: %q, want Queued waiting for budget team", j.Doc.Properties.Status, j.Doc.Properties.StatusMessage)
+	if msg := h.reason(j); j.Doc.Properties.Status != api.JobQueued || !strings.HasPrefix(msg, api.BudgetWaitPrefix+"budget team reached") {
+		t.Fatalf("third job %s: %q, want Queued waiting for budget team", j.Doc.Properties.Status, msg)
 	}
 	if got := len(h.nodes(c)); got != 1 {
 		t.Fatalf("nodes = %d, want still 1: no node for the job while the budget is spent", got)
@@ -114,7 +114,7 @@ func TestBudgetStopsScaleUpAndAlerts(t *testing.T) {
 	if got := len(h.nodes(c)); got != 2 {
 		t.Fatalf("nodes in the new month = %d, want 2", got)
 	}
-	if msg := h.job(third).Doc.Properties.StatusMessage; strings.HasPrefix(msg, api.BudgetWaitPrefix) {
+	if msg := h.message(third); strings.HasPrefix(msg, api.BudgetWaitPrefix) {
 		t.Errorf("the job still says %q", msg)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -288,20 +289,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u)
-	plan := decide.Decide(snap, now)
-	plan.WakeAt = earliest(plan.WakeAt, st.scale.next)
-	plan.Blocked = withSchedule(plan.Blocked, st.scale)
-	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
-	hold, toMin, err := budgetHold(ctx, c.DB.Q(), comp)
+	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	if hold != "" {
-		plan = decide.HoldForBudget(plan, snap, toMin, hold)
-	}
+	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	plan := decide.Decide(snap, now)
+	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
-	act := &passActuator{c: c, st: st, queued: queued, qv: qv, headroom: snap.Headroom, u: u, now: now, budget: hold}
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now}
 	done, err := actuate.Apply(ctx, act, plan)
 	out.freed = done.Removed > 0
 	out.quotaBound = act.quotaBound
@@ -322,34 +318,24 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 	return err
 }
 
-// snapshot turns stored state into the decision's input, and says what
-// quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage) (decide.Cluster, quotaView) {
+// snapshot turns stored state into the decision's input: the compute's
+// view at now (decide.ForCompute: the bounds in force), its nodes and the
+// head of its queue as they are, and what holds its growth (quota, the
+// provider's backoff, budgets). The rules that read them are decide's. It
+// also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	_, _, idle := comp.Scale()
-	snap := decide.Cluster{ID: comp.ID, Min: st.scale.min, Max: st.scale.max, IdleTimeout: idle, Headroom: -1}
-	requeued := make(map[string]bool, len(queued))
-	for _, j := range queued {
-		requeued[j.UID] = true
-	}
+	snap := decide.ForCompute(comp, now)
+	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
 	for _, n := range st.nodes {
-		state, job := n.State, n.JobID
-		if state == api.NodeIdle && n.SSHOpen > 0 {
-			state = api.NodeRunning // someone is logged in: busy, not to be scaled down
-		}
-		if state == api.NodeRunning && requeued[job] {
-			// Its job went back to the queue (another of its nodes was
-			// lost, or it was preempted): it is idle once its agent has
-			// stopped the old attempt. Capacity on its way, like a node
-			// being prepared, so no extra node is created for it.
-			state, job = api.NodePreparing, ""
-		}
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: job, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
+			Image: n.Image, SSHOpen: n.SSHOpen > 0})
 	}
 	snap.ImageBound = c.imageBound()
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
+	snap.Queued = make([]decide.Job, 0, len(queued))
 	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
+		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
 		if snap.ImageBound {
 			dj.Image = j.Image
 		}
@@ -368,9 +354,10 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 			c.Log.Error("quota limits", "compute", comp.Name, "err", err)
 		}
 	}
-	if b, ok := c.backoffOf(comp.ID); ok && c.Clock.Now().Before(b.until) {
-		snap.Headroom = 0 // no new nodes while the provider is backing off
+	if b, ok := c.backoffOf(comp.ID); ok {
+		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
+	snap.Budgets = budgets
 	return snap, qv
 }
 
@@ -586,19 +573,21 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		}
 		comp := d.Value
 		a := comp.Aml()
+		was := *a
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(total, int32(plan.Target), counts)
-		errs := c.statusErrors(comp.ID, plan, short, troubled)
-		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) && sameActive(st.scale.active, a.ActiveSchedule) {
+		a.ActiveSchedule = st.scale.active // the reasons word the entry in force now
+		errs := c.statusErrors(&comp, plan, short, troubled)
+		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) &&
+			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(plan.Blocked, a.Blocked) {
 			return nil
 		}
-		events := append(scheduleEvents(comp.ID, a.ActiveSchedule, st.scale, now),
-			statusEvents(comp.ID, a, state, plan.Target, int(total), errs, now)...)
-		a.ActiveSchedule = st.scale.active
+		events := append(scheduleEvents(comp.ID, was.ActiveSchedule, st.scale, now),
+			statusEvents(comp.ID, &was, state, plan.Target, int(total), errs, now)...)
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}
-		a.TargetNodeCount, a.AllocationState, a.Errors = int32(plan.Target), state, errs
+		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, plan.Blocked
 		_, err = store.Put(ctx, q, store.KindCompute, st.sc.WorkspaceID(), comp.Name, comp, d.Version, now)
 		if errors.Is(err, store.ErrETagMismatch) {
 			return nil // the user changed it meanwhile; the next pass writes again
@@ -615,26 +604,27 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 	})
 }
 
-// statusErrors explains why a cluster is not where its jobs want it. A
-// quota shortfall gets its own QuotaExceeded entry; ScaleUpBlocked keeps the
-// other reasons.
-func (c *Clusters) statusErrors(compute string, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
+// statusErrors explains why a cluster is not where its jobs want it, in
+// the words Azure's clients read. A quota shortfall gets its own
+// QuotaExceeded entry and the provider's failures NodeProvisioningFailed;
+// ScaleUpBlocked words the plan's other reasons.
+func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
 	var out []api.ErrorResponse
-	if b, ok := c.backoffOf(compute); ok {
-		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeProvisioningFailed", Message: b.msg}})
+	if b, ok := c.backoffOf(comp.ID); ok {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := blockedBesidesQuota(plan); blocked != "" {
-		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "ScaleUpBlocked", Message: "queued jobs wait: " + blocked}})
+	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeQuotaExceeded, Message: quotaError(plan, *short)}})
 	}
 	for _, n := range nodes {
 		if n.State == api.NodePreparing && n.Reason != "" {
-			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeNotReady", Message: n.ID + ": " + n.Reason}})
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeNotReady, Message: n.ID + ": " + n.Reason}})
 		}
 		if n.State == api.NodeUnusable && n.Reason != "" {
-			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeUnusable", Message: n.ID + ": " + n.Reason}})
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeUnusable, Message: n.ID + ": " + n.Reason}})
 		}
 	}
 	return out

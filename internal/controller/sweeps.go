@@ -13,7 +13,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
-	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
@@ -180,8 +179,7 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 	st := p.Sweep
 	space, err := sw.Doc.SweepSpace()
 	if err != nil { // checked at submission; a stored sweep that no longer parses fails
-		sw.Doc.SetStatus(api.JobFailed, now, "searchSpace: "+err.Error())
-		return res, store.UpdateJob(ctx, q, &sw)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "searchSpace: "+err.Error(), now)
 	}
 	trials, err := c.trials(ctx, q, sw)
 	if err != nil {
@@ -213,8 +211,7 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 			}
 		}
 		best(p, trials)
-		sw.Doc.SetStatus(api.JobCanceled, now, reason)
-		return res, store.UpdateJob(ctx, q, &sw)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobCanceled, reason, now)
 	}
 
 	// Early termination.
@@ -257,33 +254,32 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 		}
 	}
 	n := min(sw.Doc.MaxConcurrentTrials()-active, total-st.TrialsCreated)
+	started := false
 	if n > 0 {
 		next := pick(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
 			Done: done, Pending: pending, Issued: st.TrialsCreated, N: n})
+		ws, _, err := api.ParseJobID(sw.Doc.ID)
+		if err != nil {
+			return res, err
+		}
 		for _, params := range next {
 			name := api.TrialName(sw.Doc.Name, st.TrialsCreated)
-			t := store.Job{UID: secret.NewID(), Parent: sw.Parent, Compute: store.Key(p.ComputeID), Created: now, Doc: sw.Doc.Trial(name, params)}
-			d := &t.Doc
-			d.ID, d.Type = strings.TrimSuffix(sw.Doc.ID, "/"+sw.Doc.Name)+"/"+name, sw.Doc.Type
-			d.SystemData = sw.Doc.SystemData
-			d.SetStatus(api.JobNotStarted, now, "")
-			d.SetStatus(api.JobQueued, now, "")
-			if err := store.InsertJob(ctx, q, &t); errors.Is(err, store.ErrExists) {
-				sw.Doc.SetStatus(api.JobFailed, now, "a job named "+name+" already exists, so the sweep cannot create its trial "+name)
-				return res, store.UpdateJob(ctx, q, &sw)
-			} else if err != nil {
+			_, _, err := lifecycle.Submit(ctx, q, lifecycle.Submission{Workspace: ws, Name: name, Job: sw.Doc.Trial(name, params), Parent: &sw}, now)
+			if errors.Is(err, store.ErrExists) {
+				return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "a job named "+name+" already exists, so the sweep cannot create its trial "+name, now)
+			}
+			var refused *api.Error
+			if errors.As(err, &refused) { // its compute is gone or can no longer hold a trial
+				return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "trial "+name+": "+refused.Message, now)
+			}
+			if err != nil {
 				return res, err
 			}
 			st.TrialsCreated++
 			active++
 			res.changed = true
 		}
-		if len(next) > 0 && p.Status != api.JobRunning {
-			sw.Doc.SetStatus(api.JobRunning, now, "")
-			if p.StartTime == nil {
-				p.StartTime = &now
-			}
-		}
+		started = len(next) > 0
 	}
 	best(p, trials)
 	if active == 0 && st.TrialsCreated >= total {
@@ -291,7 +287,10 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 		if p.Sweep.BestTrial == nil {
 			status, reason = api.JobFailed, "no trial logged the primary metric "+p.Objective.PrimaryMetric
 		}
-		sw.Doc.SetStatus(status, now, reason)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, status, reason, now)
+	}
+	if started {
+		return res, lifecycle.ParentRunning(ctx, q, &sw, now)
 	}
 	return res, store.UpdateJob(ctx, q, &sw)
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
@@ -56,10 +58,28 @@ func (h *sweepHarness) submit(name string, mut func(p *api.JobProperties)) {
 	if err := api.PrepareJob(&j, name); err != nil {
 		h.t.Fatal(err)
 	}
-	now := h.clk.Now()
 	j.Properties.Sweep = &api.SweepStatus{Seed: 3}
-	j.SetStatus(api.JobQueued, now, "")
-	if err := store.InsertJob(h.ctx, h.db.W(), &store.Job{UID: name + "-uid", Parent: sweepWS, Created: now, Doc: j}); err != nil {
+	sc, _, err := api.ParseJobID(j.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := store.Get[api.Compute](h.ctx, h.db.Q(), store.KindCompute, sweepWS, "cpu"); errors.Is(err, store.ErrNotFound) {
+		max := int32(3)
+		c := api.Compute{Name: "cpu", Properties: api.ComputeProperties{ComputeType: api.ComputeTypeAml,
+			Properties: &api.AmlComputeProperties{VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: &max}}}}
+		if err := api.PrepareCompute(&c, "cpu", nil, "local"); err != nil {
+			h.t.Fatal(err)
+		}
+		c.ID, c.Properties.ProvisioningState = sc.ComputeID("cpu"), api.StateSucceeded
+		if _, err := store.Put(h.ctx, h.db.W(), store.KindCompute, sweepWS, "cpu", c, 0, h.clk.Now()); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	err = h.db.Tx(h.ctx, func(q store.Querier) error {
+		_, _, err := lifecycle.Submit(h.ctx, q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: "alice"}, h.clk.Now())
+		return err
+	})
+	if err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -1,16 +1,16 @@
 package decide
 
 import (
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // Autoscale decides which nodes to create, remove and drain, given the
 // cluster after assignments (see the package comment for the rules). Its
 // Plan has no Assign; Decide fills that.
 func Autoscale(c Cluster, now time.Time) Plan {
-	v := newView(c.Nodes)
+	v := newView(c)
 	_, hi := limits(c)
 	demand, unfit := demandOf(c.Queued, hi)
 	return autoscale(c, &v, demand, unfit, 0, now)
@@ -87,25 +87,25 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 		p.QuotaWait = quotaWait(c.Queued, hi, started, p.Target-busy, hi-busy)
 	}
 
-	p.Blocked = blocked(unfit, hi, busy, demand, quotaCut, c.Headroom)
+	p.Blocked = blocked(c, unfit, busy, demand, quotaCut, c.Headroom)
 	return p
 }
 
 // blocked says why demand is not met: a job larger than the cluster can
-// be, maxNodeCount, quota; "" when it is met.
-func blocked(unfit *Job, hi, busy, demand int, quotaCut bool, headroom int) string {
-	var why []string
+// be, maxNodeCount, quota; nil when it is met.
+func blocked(c Cluster, unfit *Job, busy, demand int, quotaCut bool, headroom int) api.Blocks {
+	_, hi := limits(c)
+	var why api.Blocks
 	if unfit != nil {
-		n := need(unfit)
-		why = append(why, fmt.Sprintf("job %s needs %d %s, more than maxNodeCount %d", unfit.ID, n, plural(n, "node"), hi))
+		why = append(why, api.Block{Kind: api.BlockTooBig, Job: unfit.ID, JobName: unfit.Name, Need: need(unfit), Max: hi, Schedule: c.MaxSetBy})
 	}
 	if demand > 0 && busy+demand > hi {
-		why = append(why, fmt.Sprintf("at maxNodeCount %d", hi))
+		why = append(why, api.Block{Kind: api.BlockAtMax, Max: hi, Schedule: c.MaxSetBy})
 	}
 	if quotaCut {
-		why = append(why, fmt.Sprintf("quota allows %d more %s", headroom, plural(headroom, "node")))
+		why = append(why, api.Block{Kind: api.BlockQuota, Allowed: headroom})
 	}
-	return strings.Join(why, "; ")
+	return why
 }
 
 // quotaWait finds the jobs that wait for quota. It walks the queue in
@@ -152,12 +152,4 @@ func demandOf(queue []Job, hi int) (demand int, unfit *Job) {
 		}
 	}
 	return demand, unfit
-}
-
-// plural returns word, with an s unless n is 1.
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

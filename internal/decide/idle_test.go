@@ -228,7 +228,7 @@ func TestAdaptiveProperties(t *testing.T) {
 func checkRemovedDue(c Cluster, now time.Time, p Plan) error {
 	_, hi := limits(c)
 	after := ApplyAssignments(c, p.Assign)
-	v := newView(after.Nodes)
+	v := newView(after)
 	if v.live() > hi {
 		return nil // over max: idle nodes go whatever their time
 	}

@@ -5,9 +5,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 const propertyCases = 20000
@@ -130,7 +131,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 	}
 
 	after := ApplyAssignments(c, p.Assign)
-	nodes := newView(after.Nodes)
+	nodes := newView(after)
 	live := nodes.live()
 	overMax := live > hi
 	demand, _ := demandOf(after.Queued, hi)
@@ -215,7 +216,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 		return fmt.Errorf("WakeAt %v not after now", p.WakeAt)
 	case !overMax && len(nodes.idle)-removedIdle < min(len(nodes.idle), demand):
 		return fmt.Errorf("removed idle nodes the queue needs (demand %d)", demand)
-	case p.Blocked == "" && demand > 0 && p.Target < len(nodes.busy)+demand:
+	case len(p.Blocked) == 0 && demand > 0 && p.Target < len(nodes.busy)+demand:
 		return fmt.Errorf("demand %d not met by target %d and not blocked", demand, p.Target)
 	}
 	return checkQuotaWait(c, p, started, hi)
@@ -230,8 +231,8 @@ func checkQuotaWait(c Cluster, p Plan, started map[string]bool, hi int) error {
 	switch {
 	case p.QuotaShort < 0:
 		return fmt.Errorf("negative QuotaShort %d", p.QuotaShort)
-	case (p.QuotaShort > 0) != strings.Contains(p.Blocked, "quota allows"):
-		return fmt.Errorf("QuotaShort %d but Blocked %q", p.QuotaShort, p.Blocked)
+	case (p.QuotaShort > 0) != p.Blocked.Has(api.BlockQuota):
+		return fmt.Errorf("QuotaShort %d but Blocked %v", p.QuotaShort, p.Blocked)
 	case p.QuotaShort > 0 && !cut:
 		return fmt.Errorf("QuotaShort %d without Create cut to Headroom %d", p.QuotaShort, c.Headroom)
 	case !cut && len(p.QuotaWait) > 0:

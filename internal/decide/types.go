@@ -24,11 +24,15 @@ type Node struct {
 	IdleSince time.Time // when it last became idle (valid when State == NodeIdle)
 	Created   time.Time
 	Image     string // what the node runs (ImageBound clusters); "" is the node image
+	// SSHOpen: someone is logged in to the node. An idle node with an SSH
+	// session counts as busy: it is neither given a job nor scaled down.
+	SSHOpen bool
 }
 
 // Job is one queued job.
 type Job struct {
 	ID            string
+	Name          string // what a reason about the job calls it (its ARM name); ID when ""
 	InstanceCount int    // nodes it needs at once (>= 1); placed whole or not at all
 	Priority      int    // higher first; equal priority: FIFO by Seq
 	Seq           int64  // submission order
@@ -52,6 +56,24 @@ type Cluster struct {
 	// job runs only on nodes of its image (the kubernetes provider makes a
 	// node pod from the job's image). See DecideImages.
 	ImageBound bool
+
+	// MaxSetBy names the schedule entry that set Max and Min ("" when they
+	// are the cluster's own); BoundsChange is when a schedule next changes
+	// them (zero: never). Reasons name the entry; the plan wakes then.
+	MaxSetBy     string
+	BoundsChange time.Time
+	// Backoff, when Until is after now, holds node creation: the provider
+	// failed to create nodes and is retried at Until.
+	Backoff Backoff
+	// Budgets whose action is in force on the cluster: no new nodes, and
+	// with ToMin every idle node above the minimum goes now.
+	Budgets []api.BudgetHold
+}
+
+// Backoff is a provider's failure to create nodes, retried at Until.
+type Backoff struct {
+	Until   time.Time
+	Message string // the provider's words
 }
 
 // Assignment starts one job on the nodes named.
@@ -73,9 +95,10 @@ type Plan struct {
 	// WakeAt is the earliest future time at which the decision could change
 	// with no other event (an idle node reaching its timeout); zero if none.
 	WakeAt time.Time
-	// Blocked is why demand is not met ("at maxNodeCount 2", "quota allows
-	// 0 more nodes"), "" if it is.
-	Blocked string
+	// Blocked says why demand is not met, as values (api.Block: a job
+	// larger than maxNodeCount, maxNodeCount, quota, the provider's
+	// backoff, a budget); empty when it is met. The edges word them.
+	Blocked api.Blocks
 	// QuotaShort is how many nodes quota kept this plan from creating: the
 	// cluster wanted Create+QuotaShort. It is > 0 exactly when quota binds.
 	QuotaShort int
@@ -90,4 +113,19 @@ type Wait struct {
 	// Nodes is how many more nodes the job needs beyond those the cluster
 	// has or is creating for it and the jobs ahead of it (1..InstanceCount).
 	Nodes int
+}
+
+// ForCompute is the decision's view of compute c at now before its nodes
+// and queue are added: the bounds in force (a schedule entry's, naming it
+// when it changed maxNodeCount, and when the next one fires), the idle time,
+// unlimited headroom. The controller and the simulator both start from it,
+// so that a replay decides as the product does.
+func ForCompute(c api.Compute, now time.Time) Cluster {
+	_, own, idle := c.Scale()
+	lo, hi, active, next := c.ScaleAt(now)
+	cl := Cluster{ID: c.ID, Min: lo, Max: hi, IdleTimeout: idle, Headroom: -1, BoundsChange: next}
+	if active != nil && hi != own {
+		cl.MaxSetBy = active.Name
+	}
+	return cl
 }

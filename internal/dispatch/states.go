@@ -82,7 +82,7 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 		case gone:
 			// The machine went away under the job (its leaving notice may
 			// not have reached a server that was down): requeue, not fail.
-			err = lifecycle.MachineGone(ctx, q, n, "the node was stopped while the job ran", r.MaxAttempts, r.MaxPreemptions, at)
+			err = lifecycle.MachineGone(ctx, q, n, stoppedFromOutside, r.MaxAttempts, r.MaxPreemptions, at)
 		case started:
 			err = lifecycle.StartedExited(ctx, q, j, nodeID, st.Attempt, st.Started.UTC(), st.ExitCode, st.Reason, at) // one write
 		default:

@@ -47,10 +47,10 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p params) err
 		switch {
 		case err == nil:
 			status = http.StatusOK
-			b.SystemData = touch(old.Value.SystemData, principal(r), now)
+			b.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 			b.Properties.Status = old.Value.Properties.Status // the period's spending and alerts so far
 		case isNotFound(err):
-			b.SystemData = touch(nil, principal(r), now)
+			b.SystemData = api.Touch(nil, principal(r), now)
 		default:
 			return err
 		}

@@ -43,9 +43,9 @@ func (s *Server) putEnvironment(w http.ResponseWriter, r *http.Request, p params
 		old, err := store.Get[api.Environment](r.Context(), q, KindEnvironment, envParent(sc, p["env"]), p["version"])
 		if err == nil {
 			status = http.StatusOK
-			e.SystemData = touch(old.Value.SystemData, principal(r), now)
+			e.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 		} else if isNotFound(err) {
-			e.SystemData = touch(nil, principal(r), now)
+			e.SystemData = api.Touch(nil, principal(r), now)
 		} else {
 			return err
 		}

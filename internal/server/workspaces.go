@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -36,7 +35,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 			ws.ID = sc.WorkspaceID()
 			ws.Properties.WorkspaceID = old.Value.Properties.WorkspaceID
 			ws.Properties.CreationTime = old.Value.Properties.CreationTime
-			ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+			ws.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 			if ws.Location != old.Value.Location {
 				return api.BadRequest(api.CodeImmutable, "the location of workspace %s cannot change (%s → %s)", sc.Workspace, old.Value.Location, ws.Location)
 			}
@@ -50,7 +49,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 			status = http.StatusCreated
 			ws.Properties.WorkspaceID = secret.NewID()
 			ws.Properties.CreationTime = &now
-			ws.SystemData = touch(nil, principal(r), now)
+			ws.SystemData = api.Touch(nil, principal(r), now)
 			if err := s.checkAssign(r, q, ws.Identity, nil); err != nil {
 				return err
 			}
@@ -108,7 +107,7 @@ func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request, p params
 		if err := s.checkAssign(r, q, u.Identity, old.Value.Identity); err != nil {
 			return err
 		}
-		ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+		ws.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 		version, err = store.Put(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, ws, old.Version, now)
 		return err
 	})
@@ -225,16 +224,4 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 	s.setOperationHeaders(w, r, location, opID, true)
 	w.WriteHeader(http.StatusAccepted)
 	return nil
-}
-
-func touch(sd *api.SystemData, who string, now time.Time) *api.SystemData {
-	out := &api.SystemData{}
-	if sd != nil {
-		*out = *sd
-	}
-	if out.CreatedAt == nil {
-		out.CreatedBy, out.CreatedByType, out.CreatedAt = who, "User", &now
-	}
-	out.LastModifiedBy, out.LastModifiedByType, out.LastModifiedAt = who, "User", &now
-	return out
 }

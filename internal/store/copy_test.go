@@ -34,7 +34,8 @@ func fill(t *testing.T, db *DB) {
 	must(PutSecret(ctx, db.W(), "sec", []byte{0, 1, 2, 255}))
 	must(PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/C", State: api.NodeIdle, Created: now}))
 	for i, name := range []string{"j1", "j2"} {
-		j := queuedJob("u"+name, name, 2, i, "img", api.QuotaWaitPrefix+" cores")
+		j := queuedJob("u"+name, name, 2, i, "img", "")
+		j.Doc.Properties.Waiting = &api.Block{Kind: api.BlockQuota}
 		if i == 1 { // a run in the cost ledger
 			j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
 		}

@@ -62,7 +62,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
 		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
-		p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage))
+		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -96,7 +96,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage), j.UID, j.Version)
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -150,18 +150,19 @@ func JobsByStatus(ctx context.Context, q Querier, compute string, statuses ...st
 // QueuedJob is what the scheduler reads of a queued job (no document).
 type QueuedJob struct {
 	UID       string
+	Name      string // its name as the store keys it (lower case)
 	Seq       int64
 	Priority  int
 	Nodes     int    // instance count, at least 1
 	Image     string // the job's image, "" for none
-	QuotaWait bool   // its status message says it waits for quota
+	QuotaWait bool   // it waits for a reason of its own (Waiting: quota)
 }
 
 // QueuedJobs lists the head of a compute's queue in scheduling order
 // (priority, highest first, then submission), at most limit jobs, from an
 // index and columns only: cheap with a hundred thousand jobs queued.
 func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]QueuedJob, error) {
-	rows, err := q.QueryContext(ctx, `SELECT uid, seq, priority, nodes, image, quota_wait FROM jobs
+	rows, err := q.QueryContext(ctx, `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
 		WHERE compute = ? AND status = ? ORDER BY priority DESC, seq LIMIT ?`, Key(compute), api.JobQueued, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued jobs: %w", err)
@@ -170,7 +171,7 @@ func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]Qu
 	var out []QueuedJob
 	for rows.Next() {
 		var j QueuedJob
-		if err := rows.Scan(&j.UID, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
+		if err := rows.Scan(&j.UID, &j.Name, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
 			return nil, fmt.Errorf("queued jobs: %w", err)
 		}
 		out = append(out, j)

@@ -59,14 +59,15 @@ func queuedJob(uid, name string, nodes int32, priority int, image, msg string) *
 func TestQueuedJobsColumns(t *testing.T) {
 	db := openTest(t)
 	ctx := context.Background()
-	a := queuedJob("u1", "a", 3, 5, "torch:2", api.QuotaWaitPrefix+"standardNCSv3Family needs 6 cores")
+	a := queuedJob("u1", "a", 3, 5, "torch:2", "")
+	a.Doc.Properties.Waiting = &api.Block{Kind: api.BlockQuota}
 	b := queuedJob("u2", "b", 0, 0, "", "")
 	for _, j := range []*Job{a, b} {
 		if err := InsertJob(ctx, db.W(), j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := []QueuedJob{{UID: "u1", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Seq: b.Seq, Nodes: 1}}
+	want := []QueuedJob{{UID: "u1", Name: "a", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Name: "b", Seq: b.Seq, Nodes: 1}}
 	check := func(when string) {
 		t.Helper()
 		got, err := QueuedJobs(ctx, db.Q(), "/c", 10)
@@ -80,7 +81,7 @@ func TestQueuedJobsColumns(t *testing.T) {
 	}
 	check("after insert")
 
-	a.Doc.Properties.Priority, a.Doc.Properties.StatusMessage = 9, ""
+	a.Doc.Properties.Priority, a.Doc.Properties.Waiting = 9, nil
 	if err := UpdateJob(ctx, db.W(), a); err != nil {
 		t.Fatal(err)
 	}
