@@ -26,6 +26,10 @@ const (
 	BlockBackoff BlockKind = "ProviderBackoff"
 	// BlockBudget: a budget's action holds the cluster (Budget).
 	BlockBudget BlockKind = "Budget"
+	// BlockGPUs: a node cannot be placed now: it needs more of the
+	// devices of the machine the provider's nodes share than are free
+	// (GPUs). On a job: the job waits for such a node.
+	BlockGPUs BlockKind = "GPUs"
 )
 
 // Block is one reason why queued jobs wait or a cluster cannot grow: a value
@@ -52,6 +56,8 @@ type Block struct {
 	Message string `json:"message,omitempty"`
 	// Budget is the budget whose action holds the cluster (BlockBudget).
 	Budget *BudgetHold `json:"budget,omitempty"`
+	// GPUs is what a node needs of the machine's devices (BlockGPUs).
+	GPUs *GPUNeed `json:"gpus,omitempty"`
 }
 
 // QuotaNeed is what the nodes a job waits for need of a quota, and how much
@@ -139,6 +145,10 @@ func (b Block) forCompute(c *Compute) string {
 		return "node provisioning fails and is retried: " + b.Message
 	case BlockBudget:
 		return b.Budget.words()
+	case BlockGPUs:
+		if b.GPUs != nil {
+			return b.GPUs.String()
+		}
 	}
 	return string(b.Kind)
 }
@@ -153,6 +163,8 @@ func (b Block) jobPrefix() string {
 		return QuotaWaitPrefix
 	case BlockBudget:
 		return BudgetWaitPrefix
+	case BlockGPUs:
+		return GPUWaitPrefix
 	}
 	return NodesWaitPrefix
 }
