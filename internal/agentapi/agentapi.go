@@ -175,10 +175,13 @@ type Assignment struct {
 	Grace           time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
 	Outputs         []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
 	Inputs          map[string]string `json:"inputs,omitempty"`  // folder inputs: name → blob sha256, unpacked to a folder named by AZUREML_INPUT_<name>
-	GPUs            []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
-	InstanceIndex   int               `json:"instanceIndex"`     // this node's rank among the job's nodes
-	NodeIPs         []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
-	Distribution    *Distribution     `json:"distribution,omitempty"`
+	GPUs            []int             `json:"gpus,omitempty"`
+	// ShmSize is the size of the job's /dev/shm in bytes (resources.shmSize;
+	// 0: api.DefaultShmSize).
+	ShmSize       int64         `json:"shmSize,omitempty"` // device indexes for CUDA_VISIBLE_DEVICES
+	InstanceIndex int           `json:"instanceIndex"`     // this node's rank among the job's nodes
+	NodeIPs       []string      `json:"nodeIps,omitempty"` // every node of the job, by rank
+	Distribution  *Distribution `json:"distribution,omitempty"`
 	// Checkpoint says an earlier attempt left a checkpoint: restore it into
 	// $CUMULUS_CHECKPOINT_DIR before the command starts.
 	Checkpoint bool `json:"checkpoint,omitempty"`

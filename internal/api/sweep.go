@@ -236,6 +236,11 @@ func prepareSweep(j *Job, name string) error {
 			v.Add(CodeValidationError, "properties.objective.goal", "objective.goal %q is not Maximize or Minimize", o.Goal)
 		}
 	}
+	if p.Trial != nil && p.Trial.Resources != nil {
+		if _, err := ParseShmSize(p.Trial.Resources.ShmSize); err != nil {
+			v.Add(CodeValidationError, "properties.trial.resources.shmSize", "%s", err)
+		}
+	}
 	checkSweepLimits(&v, p, sp, alg)
 	if e := p.EarlyTermination; e != nil {
 		checkEarlyTermination(&v, e)

@@ -82,9 +82,6 @@ func (s JobSpec) ignored() []string {
 	if r := s.Resources; r != nil && r.InstanceType != "" {
 		out = append(out, "resources.instance_type is ignored: a job runs on its compute's size (size: of the compute)")
 	}
-	if r := s.Resources; r != nil && r.ShmSize != "" {
-		out = append(out, "resources.shm_size is ignored: job containers get the container runtime's default /dev/shm")
-	}
 	return out
 }
 
