@@ -49,6 +49,15 @@ type JobProperties struct {
 
 	// Cumulus extensions, read-only.
 	Priority      int    `json:"priority,omitempty"`         // settable: higher runs first
+	// MinRuntime (settable, ISO-8601) is how long each attempt runs at
+	// least before a queue policy with preemption may stop it for another
+	// job; "" takes its compute's.
+	MinRuntime string `json:"minRuntime,omitempty"`
+	// FairShareGroup is the group whose share the job counts against on a
+	// fair-share compute (its submitter, or the value of the grouping
+	// tag); set when it is submitted and when the compute's grouping
+	// changes.
+	FairShareGroup *string `json:"fairShareGroup,omitempty"`
 	Image         string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
 	StatusMessage string `json:"statusMessage,omitempty"`
 	// Waiting is why a queued job waits when the reason is its own (quota:

@@ -9,8 +9,10 @@ import (
 
 // Decide decides what a cluster should do now: decideNodes (scheduling and
 // autoscaling), then the holds on growth that are not the cluster's own
-// size: a provider backing off after failures and budgets in force. It
-// wakes the plan when a schedule next changes the bounds.
+// size: a provider backing off after failures and budgets in force, then
+// what the queue policy adds (preemptions, where fair-share groups stand;
+// see fairshare.go). It wakes the plan when a schedule next changes the
+// bounds.
 func Decide(c Cluster, now time.Time) Plan {
 	p := decideNodes(c, now)
 	p.WakeAt = earliest(p.WakeAt, c.BoundsChange, now)
@@ -19,6 +21,9 @@ func Decide(c Cluster, now time.Time) Plan {
 	}
 	if len(c.Budgets) > 0 {
 		p = holdForBudget(p, c)
+	}
+	if c.Queue.FairShare || c.Queue.Preemption != api.PreemptNone {
+		p = decideQueue(c, p, now)
 	}
 	return p
 }
@@ -35,6 +40,7 @@ func decideNodes(c Cluster, now time.Time) Plan {
 	}
 	_, hi := limits(c)
 	v := newView(c)
+	v.order = orderOf(c, now)
 	assign, used := schedule(c, &v)
 	// Apply the assignments to the view: the nodes used become busy and
 	// the demand drops by as many. Jobs that can never run are never

@@ -53,7 +53,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 			g.idle++
 		}
 	}
-	order := queueOrder(c.Queued)
+	order := orderOf(c, now)
 	for pos, k := range order {
 		g := get(c.Queued[k].Image)
 		g.queued = append(g.queued, c.Queued[k])
