@@ -80,9 +80,9 @@ type AmlComputeProperties struct {
 	// FairShare (read-only, a Cumulus extension, on a fair-share compute's
 	// GET) is where each group stands: its usage, share and waiting jobs.
 	FairShare        *FairShareStatus `json:"fairShare,omitempty"`
-	CurrentNodeCount int32           `json:"currentNodeCount"`
-	TargetNodeCount  int32           `json:"targetNodeCount"`
-	NodeStateCounts  NodeStateCounts `json:"nodeStateCounts"`
+	CurrentNodeCount int32            `json:"currentNodeCount"`
+	TargetNodeCount  int32            `json:"targetNodeCount"`
+	NodeStateCounts  NodeStateCounts  `json:"nodeStateCounts"`
 }
 
 // ResourceRef is ARM's {id} reference.

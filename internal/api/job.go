@@ -48,7 +48,7 @@ type JobProperties struct {
 	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
 
 	// Cumulus extensions, read-only.
-	Priority      int    `json:"priority,omitempty"`         // settable: higher runs first
+	Priority int `json:"priority,omitempty"` // settable: higher runs first
 	// MinRuntime (settable, ISO-8601) is how long each attempt runs at
 	// least before a queue policy with preemption may stop it for another
 	// job; "" takes its compute's.
@@ -58,8 +58,8 @@ type JobProperties struct {
 	// tag); set when it is submitted and when the compute's grouping
 	// changes.
 	FairShareGroup *string `json:"fairShareGroup,omitempty"`
-	Image         string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
-	StatusMessage string `json:"statusMessage,omitempty"`
+	Image          string  `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
+	StatusMessage  string  `json:"statusMessage,omitempty"`
 	// Waiting is why a queued job waits when the reason is its own (quota:
 	// which jobs wait for it is decided job by job); the server words it
 	// as the status message. Other reasons are its compute's (Blocked).
