@@ -59,10 +59,12 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	p := &j.Doc.Properties
-	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
-		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
+	group, started, minRuntime := shareColumns(j)
+	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait,
+		share_group, started, min_runtime)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
-		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil)
+		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -94,9 +96,11 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 			return fmt.Errorf("update job: %w", err)
 		}
 	}
-	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
+	group, started, minRuntime := shareColumns(j)
+	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?,
+		share_group = ?, started = ?, min_runtime = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, j.UID, j.Version)
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -156,6 +160,7 @@ type QueuedJob struct {
 	Nodes     int    // instance count, at least 1
 	Image     string // the job's image, "" for none
 	QuotaWait bool   // it waits for a reason of its own (Waiting: quota)
+	Group     string // its fair-share group (QueuedJobsByGroup)
 }
 
 // QueuedJobs lists the head of a compute's queue in scheduling order

@@ -245,6 +245,23 @@ var migrations = []string{
 		PRIMARY KEY (job, kind, name)
 	);
 	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; END`,
+	// 16: fair share. What the scheduler reads of a job's group and of a
+	// running job (when its attempt got its nodes, its own minimum
+	// runtime), the queue of each group in scheduling order, and each
+	// group's decayed usage per compute (see share.go). Jobs running
+	// before this migration read as started long ago.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT NOT NULL,
+		grp     TEXT NOT NULL,
+		value   REAL NOT NULL,
+		at      INTEGER NOT NULL,
+		held    INTEGER NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

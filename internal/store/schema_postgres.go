@@ -227,4 +227,17 @@ var pgMigrations = []string{
 	);
 	CREATE FUNCTION delete_job_metrics() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; RETURN NULL; END $$;
 	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION delete_job_metrics()`,
+	// SQLite's 16: fair share.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime BIGINT NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT COLLATE "C" NOT NULL,
+		grp     TEXT COLLATE "C" NOT NULL,
+		value   DOUBLE PRECISION NOT NULL,
+		at      BIGINT NOT NULL,
+		held    BIGINT NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
 }
