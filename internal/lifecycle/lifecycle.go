@@ -227,8 +227,8 @@ func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, m
 	switch {
 	case p.Status == api.JobCancelRequested:
 		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
-	case maxAttempts > 0 && j.Attempt-j.Preemptions >= maxAttempts:
-		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt-j.Preemptions))
+	case maxAttempts > 0 && j.Attempt-j.Preemptions-j.Reclaims >= maxAttempts:
+		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt-j.Preemptions-j.Reclaims))
 	default:
 		j.Doc.SetStatus(api.JobQueued, at, reason+"; queued again")
 	}

@@ -29,6 +29,11 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+	// Reclaims counts attempts that the compute's queue policy stopped for
+	// another job (fair share, priority); they count against no limit.
+	// Reclaimed is the last such attempt: its nodes stop it with the
+	// preemption grace.
+	Reclaims, Reclaimed int
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -39,11 +44,13 @@ type jobBody struct {
 	Nodes   []string       `json:"nodes,omitempty"`
 	Exits   map[string]int `json:"exits,omitempty"`
 	Preempt int            `json:"preemptions,omitempty"`
+	Reclaim int            `json:"reclaims,omitempty"`
+	Last    int            `json:"reclaimed,omitempty"`
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions, j.Reclaims, j.Reclaimed})
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -84,7 +91,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions, j.Reclaims, j.Reclaimed})
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
