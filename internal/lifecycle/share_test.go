@@ -139,16 +139,24 @@ func TestReclaim(t *testing.T) {
 	}
 	// The agents report the attempt ended: the nodes are idle.
 	for _, id := range nodes {
-		w.must(func(q store.Querier) error { return lifecycle.Exited(w.ctx, q, w.job("r"), id, 1, 143, "preempted", at(21)) })
+		w.must(func(q store.Querier) error {
+			return lifecycle.Exited(w.ctx, q, w.job("r"), id, 1, 143, "preempted", at(21))
+		})
 		wantNode(t, w.getNode(id), api.NodeIdle, "")
 	}
 	wantJob(t, w.job("r"), api.JobQueued, "preempted for job b of priority 5 (this job's priority is 0); queued again")
 	// Stopped this way any number of times, it never fails for it.
 	for i := range 5 {
 		w.assign("r", nodes, at(30+i*10))
-		w.must(func(q store.Querier) (err error) { _, err = lifecycle.Reclaim(w.ctx, q, "r", "again", at(35+i*10)); return err })
+		w.must(func(q store.Querier) (err error) {
+			_, err = lifecycle.Reclaim(w.ctx, q, "r", "again", at(35+i*10))
+			return err
+		})
 		for _, id := range nodes {
-			w.must(func(q store.Querier) error { j := w.job("r"); return lifecycle.Exited(w.ctx, q, j, id, j.Attempt, 143, "", at(36+i*10)) })
+			w.must(func(q store.Querier) error {
+				j := w.job("r")
+				return lifecycle.Exited(w.ctx, q, j, id, j.Attempt, 143, "", at(36+i*10))
+			})
 		}
 	}
 	if j := w.job("r"); j.Doc.Properties.Status != api.JobQueued || j.Reclaims != 6 {
