@@ -284,16 +284,30 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	// cluster is blocked at its maximum.
 	// The bounds are those a schedule puts in force, if any; the pass
 	// runs again when the next entry fires.
+	// Under fair share any group's head may come first: the head of
+	// each group's queue.
 	st.scale = scaleOf(comp, now)
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	queue := comp.Queue()
+	var queued []store.QueuedJob
+	if queue.FairShare {
+		queued, err = store.QueuedJobsByGroup(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	} else {
+		queued, err = store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	}
 	if err != nil {
 		return out, err
+	}
+	var shares shareInputs
+	if queue.FairShare || queue.Preemption != api.PreemptNone {
+		if shares, err = c.readShares(ctx, st, queue, now); err != nil {
+			return out, err
+		}
 	}
 	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap, qv := c.snapshot(ctx, st, queued, shares, u, budgets, now)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
@@ -319,11 +333,12 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 }
 
 // snapshot turns stored state into the decision's input: the compute's
-// view at now (decide.ForCompute: the bounds in force), its nodes and the
-// head of its queue as they are, and what holds its growth (quota, the
-// provider's backoff, budgets). The rules that read them are decide's. It
-// also says what quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
+// view at now (decide.ForCompute: the bounds in force, the queue policy),
+// its nodes and the head of its queue as they are, the jobs that hold its
+// nodes and its groups' usage (for the queue policy), and what holds its
+// growth (quota, the provider's backoff, budgets). The rules that read
+// them are decide's. It also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, shares shareInputs, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
 	snap := decide.ForCompute(comp, now)
 	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
@@ -335,7 +350,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
 	snap.Queued = make([]decide.Job, 0, len(queued))
 	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
+		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq, Group: j.Group}
 		if snap.ImageBound {
 			dj.Image = j.Image
 		}
@@ -358,6 +373,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
 	snap.Budgets = budgets
+	snap.Running, snap.Usage = shares.running, shares.usage
 	return snap, qv
 }
 
@@ -613,7 +629,7 @@ func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shor
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

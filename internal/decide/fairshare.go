@@ -62,9 +62,9 @@ import (
 //
 // # Why jobs wait (fair share)
 //
-// Every group with a job that the ready nodes do not serve gets a
-// BlockShare: its nodes, share and recent usage, so its jobs say where
-// the group stands.
+// Every group with a job that neither starts nor is served by the ready
+// nodes (nor by a preemption) gets a BlockShare: its nodes, share and
+// recent usage, so its jobs say where the group stands.
 
 // Running is a job that holds nodes of the cluster; its nodes name it.
 type Running struct {
@@ -94,10 +94,11 @@ type GroupState struct {
 // group is one fair-share group while a decision is made.
 type group struct {
 	GroupState
-	demand int   // held + queued nodes
-	walk   int   // held while the queue is walked
-	jobs   []int // its queued jobs (indices into Cluster.Queued) in job order
-	next   int   // the next of jobs in the walk
+	fitting int   // its queued jobs that fit under maxNodeCount
+	demand  int   // held + queued nodes
+	walk    int   // held while the queue is walked
+	jobs    []int // its queued jobs (indices into Cluster.Queued) in job order
+	next    int   // the next of jobs in the walk
 }
 
 // key is the group's standing with held nodes: lower goes first.
@@ -108,10 +109,16 @@ type shares struct {
 	c       *Cluster
 	groups  []*group // by name
 	byName  map[string]*group
-	running map[string]int // running job ID -> index in c.Running
-	nodesOf map[string]int // running job ID -> its nodes that free up when it stops
-	heldBy  map[string]int // running job ID -> its nodes that its group holds
+	last    *group               // the group get found last
+	running map[string]*runShare // running job ID -> its nodes
 	stopped map[string]bool
+}
+
+// runShare is what a running job holds.
+type runShare struct {
+	group *group
+	nodes int // its nodes that free up when it stops (running)
+	held  int // its nodes that its group holds
 }
 
 // groupName is job j's group under the policy: one group under FIFO.
@@ -124,23 +131,26 @@ func (c *Cluster) groupName(g string) string {
 
 func newShares(c *Cluster, now time.Time) *shares {
 	_, hi := limits(*c)
-	s := &shares{c: c, byName: map[string]*group{}, running: make(map[string]int, len(c.Running)),
-		nodesOf: make(map[string]int, len(c.Running)), heldBy: make(map[string]int, len(c.Running)), stopped: map[string]bool{}}
+	s := &shares{c: c, byName: map[string]*group{}, running: make(map[string]*runShare, len(c.Running)), stopped: map[string]bool{}}
+	runs := make([]runShare, len(c.Running))
 	for i := range c.Running {
 		r := &c.Running[i]
-		s.running[r.ID] = i
-		s.get(c.groupName(r.Group))
+		runs[i].group = s.get(c.groupName(r.Group))
+		s.running[r.ID] = &runs[i]
 	}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
-		k, ok := s.running[n.JobID]
-		if !ok || n.State == NodePreempted || n.State == NodeUnusable {
+		if n.JobID == "" || n.State == NodePreempted || n.State == NodeUnusable {
 			continue
 		}
-		s.heldBy[n.JobID]++
-		s.get(c.groupName(c.Running[k].Group)).Held++
+		r := s.running[n.JobID]
+		if r == nil {
+			continue
+		}
+		r.held++
+		r.group.Held++
 		if n.State == NodeRunning {
-			s.nodesOf[n.JobID]++
+			r.nodes++
 		}
 	}
 	for k := range c.Queued {
@@ -150,6 +160,7 @@ func newShares(c *Cluster, now time.Time) *shares {
 		g.QueuedJobs++
 		if n := need(j); n <= hi {
 			g.QueuedNodes += n
+			g.fitting++
 		}
 	}
 	q := c.Queue
@@ -175,49 +186,68 @@ func newShares(c *Cluster, now time.Time) *shares {
 func (s *shares) jobOrder(a, b int) int { return jobOrder(&s.c.Queued[a], &s.c.Queued[b]) }
 
 func (s *shares) get(name string) *group {
+	if s.last != nil && s.last.Name == name {
+		return s.last // jobs of a group often come together
+	}
 	g := s.byName[name]
 	if g == nil {
 		g = &group{GroupState: GroupState{Name: name}}
 		s.byName[name] = g
 		s.groups = append(s.groups, g)
 	}
+	s.last = g
 	return g
 }
 
-// fill sets each group's share of capacity nodes: max-min fair by weight
-// over the groups' demands.
+// fill sets each group's share of capacity nodes (MaxMinShares).
 func (s *shares) fill(capacity int) {
-	var gs []*group
-	wsum := 0.0
-	for _, g := range s.groups {
-		g.Share = 0
-		if g.demand > 0 {
-			gs = append(gs, g)
-			wsum += g.Weight
-		}
+	demands := make([]int, len(s.groups))
+	weights := make([]float64, len(s.groups))
+	for i, g := range s.groups {
+		demands[i], weights[i] = g.demand, g.Weight
 	}
-	slices.SortStableFunc(gs, func(a, b *group) int {
-		return cmp.Compare(float64(a.demand)/a.Weight, float64(b.demand)/b.Weight)
-	})
-	left := float64(capacity)
-	for i, g := range gs {
-		if fair := left * g.Weight / wsum; float64(g.demand) <= fair {
-			g.Share = float64(g.demand)
-			left -= g.Share
-			wsum -= g.Weight
-			continue
-		}
-		for _, h := range gs[i:] {
-			h.Share = left * h.Weight / wsum
-		}
-		break
+	for i, share := range MaxMinShares(capacity, demands, weights) {
+		s.groups[i].Share = share
 	}
 }
 
+// MaxMinShares divides capacity nodes among groups that want demands[i]
+// nodes with weights[i] (> 0): weighted max-min fair, so a group gets no
+// more than it wants, and what it does not want goes to the others by
+// weight. A group that wants nothing gets nothing.
+func MaxMinShares(capacity int, demands []int, weights []float64) []float64 {
+	out := make([]float64, len(demands))
+	var idx []int
+	wsum := 0.0
+	for i, d := range demands {
+		if d > 0 {
+			idx = append(idx, i)
+			wsum += weights[i]
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Compare(float64(demands[a])/weights[a], float64(demands[b])/weights[b])
+	})
+	left := float64(capacity)
+	for k, i := range idx {
+		if fair := left * weights[i] / wsum; float64(demands[i]) <= fair {
+			out[i] = float64(demands[i])
+			left -= out[i]
+			wsum -= weights[i]
+			continue
+		}
+		for _, j := range idx[k:] {
+			out[j] = left * weights[j] / wsum
+		}
+		break
+	}
+	return out
+}
+
 // order returns indices of c.Queued in the fair-share order (see the top
-// of the file), from the groups' walk holdings, until the jobs that fit
-// under maxNodeCount need more than limit nodes in all (limit < 0: every
-// job). It moves the walk holdings along.
+// of the file), from the groups' holdings, until the jobs that fit under
+// maxNodeCount need more than limit nodes in all (limit < 0: every job).
+// It moves the groups' walk holdings along.
 func (s *shares) order(limit int) []int {
 	c := s.c
 	_, hi := limits(*c)
@@ -227,7 +257,7 @@ func (s *shares) order(limit int) []int {
 	}
 	h := groupHeap{s: s}
 	for _, g := range s.groups {
-		g.next = 0
+		g.next, g.walk = 0, g.Held
 		if len(g.jobs) > 0 {
 			h.push(g)
 		}
@@ -336,12 +366,11 @@ func Groups(c Cluster, now time.Time) []GroupState {
 
 // decideQueue adds to a plan what the queue policy decides beyond the
 // order: the preemptions and, under fair share, why groups wait.
-func decideQueue(c Cluster, p Plan, now time.Time) Plan {
+func decideQueue(c Cluster, p Plan, s *shares, now time.Time) Plan {
 	_, hi := limits(c)
-	s := newShares(&c, now)
 	order := s.order(2*hi + 1)
 	placed := make(map[string]bool, len(p.Assign))
-	busy := len(newView(c).busy)
+	busy := busyNodes(c)
 	for _, a := range p.Assign {
 		placed[a.JobID] = true
 		busy += len(a.NodeIDs)
@@ -358,19 +387,22 @@ func decideQueue(c Cluster, p Plan, now time.Time) Plan {
 	}
 	ready := max(p.Target-busy, 0)
 	preempting := c.Queue.Preemption != api.PreemptNone && !c.ImageBound && p.Target >= hi && len(p.Drain) == 0 && busy <= hi
-	waiting := map[*group]bool{}
+	served := map[*group]int{} // jobs started or served by nodes on their way
 	for _, k := range order {
 		j := &c.Queued[k]
 		n := need(j)
+		g := s.byName[c.groupName(j.Group)]
+		if placed[j.ID] {
+			served[g]++
+		}
 		if placed[j.ID] || n > hi {
 			continue
 		}
 		if n <= ready {
 			ready -= n // served by nodes ready or on their way
+			served[g]++
 			continue
 		}
-		g := s.byName[c.groupName(j.Group)]
-		waiting[g] = true
 		if !preempting {
 			continue
 		}
@@ -383,16 +415,29 @@ func decideQueue(c Cluster, p Plan, now time.Time) Plan {
 		p.Preempt = append(p.Preempt, victims...)
 		ready += freed - n
 		g.walk += n
+		served[g]++
 	}
 	if c.Queue.FairShare {
 		for _, g := range s.groups {
-			if waiting[g] {
+			if g.fitting > served[g] { // it has a job that waits
 				p.Blocked = append(p.Blocked, api.Block{Kind: api.BlockShare, Group: g.Name, Nodes: g.Held,
 					Share: tenth(g.Share), Recent: tenth(g.Recent)})
 			}
 		}
 	}
 	return p
+}
+
+// busyNodes counts the nodes the view would call busy.
+func busyNodes(c Cluster) int {
+	requeued := requeuedJobs(c)
+	busy := 0
+	for i := range c.Nodes {
+		if classOf(&c.Nodes[i], requeued) == classBusy {
+			busy++
+		}
+	}
+	return busy
 }
 
 // tenth rounds to one decimal: reasons change only when their words do.
@@ -419,7 +464,7 @@ func (s *shares) victims(w *Job, deficit int, now time.Time) (out []api.Preempti
 		best := -1
 		for i := range c.Running {
 			r := &c.Running[i]
-			if s.stopped[r.ID] || s.nodesOf[r.ID] == 0 || !s.allowed(r, w, gw, n) {
+			if s.stopped[r.ID] || s.running[r.ID].nodes == 0 || !s.allowed(r, w, gw, n) {
 				continue
 			}
 			if minRun := cmp.Or(r.MinRuntime, c.Queue.MinRuntime); now.Before(r.Started.Add(minRun)) {
@@ -438,8 +483,8 @@ func (s *shares) victims(w *Job, deficit int, now time.Time) (out []api.Preempti
 		out = append(out, api.Preemption{Kind: mode, Job: r.ID, JobName: r.Name, Priority: r.Priority, Group: g.Name, Nodes: g.walk,
 			Share: tenth(g.Share), For: w.ID, ForName: w.Name, ForPriority: w.Priority, ForGroup: gw.Name, ForNodes: gw.walk, ForShare: tenth(gw.Share)})
 		undos = append(undos, undo{g, g.walk})
-		g.walk -= s.heldBy[r.ID]
-		freed += s.nodesOf[r.ID]
+		g.walk -= s.running[r.ID].held
+		freed += s.running[r.ID].nodes
 		s.stopped[r.ID] = true
 	}
 	if freed < deficit {
@@ -461,7 +506,7 @@ func (s *shares) allowed(r *Running, w *Job, gw *group, n int) bool {
 		return r.Priority < w.Priority
 	}
 	g := s.byName[s.c.groupName(r.Group)]
-	return g != gw && float64(g.walk) > g.Share && g.key(g.walk-s.heldBy[r.ID]) >= gw.key(gw.walk+n)
+	return g != gw && float64(g.walk) > g.Share && g.key(g.walk-s.running[r.ID].held) >= gw.key(gw.walk+n)
 }
 
 // before reports whether running job a is a better victim than b: the
