@@ -179,7 +179,7 @@ func Nodes(x float64) string {
 	if r := math.Round(x); math.Abs(x-r) < 0.05 {
 		return strconv.FormatFloat(r, 'f', 0, 64)
 	}
-	return strconv.FormatFloat(x, 'f', 1, 64)
+	return strconv.FormatFloat(math.Round(x*10)/10, 'f', 1, 64)
 }
 
 // ForJob words a reason for a queued job: why it waits.
