@@ -56,7 +56,7 @@ const (
 	MinUsageHalfLife     = time.Minute
 	MaxUsageHalfLife     = 365 * 24 * time.Hour
 	DefaultMinRuntime    = 10 * time.Minute
-	MinMinRuntime        = time.Minute
+	MinMinRuntime        = time.Second
 	MaxMinRuntime        = 7 * 24 * time.Hour
 	// MaxJobMinRuntime bounds what a job may ask for itself: a longer
 	// protection from preemption is its compute's to give.
@@ -263,6 +263,8 @@ func words(d time.Duration) string {
 		return fmt.Sprintf("%d %s", d/time.Hour, plural(int(d/time.Hour), "hour"))
 	case d%time.Minute == 0:
 		return fmt.Sprintf("%d %s", d/time.Minute, plural(int(d/time.Minute), "minute"))
+	case d%time.Second == 0:
+		return fmt.Sprintf("%d %s", d/time.Second, plural(int(d/time.Second), "second"))
 	}
 	return d.String()
 }

@@ -55,7 +55,7 @@ func TestQueuePolicyValidation(t *testing.T) {
 		{api.QueuePolicy{Kind: "FairShare", UsageHalfLife: "soon"}, "usageHalfLife", "not an ISO-8601 duration"},
 		{api.QueuePolicy{Kind: "FairShare", Preemption: "always"}, "preemption", "not one of None, LowerPriority, OverShare"},
 		{api.QueuePolicy{Kind: "FairShare", MinRuntime: "PT5M"}, "minRuntime", "only with preemption"},
-		{api.QueuePolicy{Kind: "FairShare", Preemption: "OverShare", MinRuntime: "PT10S"}, "minRuntime", "between 1 minute and 7 days"},
+		{api.QueuePolicy{Kind: "FairShare", Preemption: "OverShare", MinRuntime: "PT0.5S"}, "minRuntime", "between 1 second and 7 days"},
 	}
 	for _, c := range bad {
 		comp := valCompute()
@@ -86,7 +86,7 @@ func TestApplyUpdateQueuePolicy(t *testing.T) {
 }
 
 // A job's group is its submitter's principal or its tag's value; a job may
-// ask for its own minimum runtime, up to an hour.
+// ask for its own minimum runtime, from a second to an hour.
 func TestQueueGroupsAndJobMinRuntime(t *testing.T) {
 	j := api.Job{SystemData: &api.SystemData{CreatedBy: "alice"}}
 	j.Properties.Tags = map[string]string{"team": "vision"}
@@ -105,7 +105,7 @@ func TestQueueGroupsAndJobMinRuntime(t *testing.T) {
 	if g := (api.Queue{}).GroupOf(&j); g != "" {
 		t.Errorf("FIFO: %q", g)
 	}
-	for rt, ok := range map[string]bool{"PT30M": true, "PT1H": true, "PT2H": false, "PT10S": false, "x": false} {
+	for rt, ok := range map[string]bool{"PT30M": true, "PT1H": true, "PT10S": true, "PT2H": false, "PT0.5S": false, "x": false} {
 		cmd := api.Job{Properties: api.JobProperties{Command: "true", ComputeID: "c", MinRuntime: rt}}
 		err := api.PrepareJob(&cmd, "j1")
 		if ok != (err == nil) {
@@ -123,7 +123,7 @@ func TestShareWords(t *testing.T) {
 		want string
 	}{
 		{api.Block{Kind: api.BlockShare, Group: "team-a", Nodes: 6, Share: 4}, "team-a is over its share: 6 of 4 nodes"},
-		{api.Block{Kind: api.BlockShare, Group: "team-a", Nodes: 2, Share: 4, Recent: 7.25}, "team-a used more than its share lately: 7.2 of 4 nodes on average"},
+		{api.Block{Kind: api.BlockShare, Group: "team-a", Nodes: 2, Share: 4, Recent: 7.25}, "team-a used more than its share lately: 7.3 of 4 nodes on average"},
 		{api.Block{Kind: api.BlockShare, Group: "", Nodes: 1, Share: 2.5}, "(no team tag) is within its share: 1 of 2.5 nodes"},
 	} {
 		if got := tc.b.ForJob(&c); got != "waiting for nodes: "+tc.want+"; jobs of the groups furthest below their share start first" {

@@ -138,7 +138,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&display, "display-name", "", "display name")
 	fl.StringVar(&description, "description", "", "description")
 	fl.StringArrayVar(&tags, "tags", nil, "tags as key=value")
-	fl.StringVar(&minRuntime, "min-runtime", "", "how long each attempt runs at least before its compute's queue policy may preempt it (1m to 1h; YAML min_runtime)")
+	fl.StringVar(&minRuntime, "min-runtime", "", "how long each attempt runs at least before its compute's queue policy may preempt it (1s to 1h; YAML min_runtime)")
 	fl.BoolVar(&stream, "stream", false, "follow the job's logs until it ends (exit 0 only if it Completed)")
 	return cmd
 }
