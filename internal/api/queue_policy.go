@@ -157,6 +157,14 @@ func (q Queue) GroupName(g string) string {
 	return g
 }
 
+// PrepareQueuePolicy checks a queue policy and fills its defaults as a PUT
+// does, for a client that compares what it sends with what is stored.
+func PrepareQueuePolicy(p *QueuePolicy) error {
+	var v Validation
+	prepareQueuePolicy(&v, p)
+	return v.Err()
+}
+
 // prepareQueuePolicy checks a queue policy, spells its kind and modes as
 // the API does and fills its defaults.
 func prepareQueuePolicy(v *Validation, p *QueuePolicy) {

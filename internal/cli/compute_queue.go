@@ -54,6 +54,11 @@ func (s QueuePolicySpec) toARM() (*api.QueuePolicy, error) {
 	if p.MinRuntime, err = isoDuration("min_runtime", s.MinRuntime); err != nil {
 		return nil, err
 	}
+	// As the server will store it (defaults filled), so that applying a
+	// file twice changes nothing.
+	if err := api.PrepareQueuePolicy(p); err != nil {
+		return nil, fmt.Errorf("queue_policy: %w", err)
+	}
 	return p, nil
 }
 

@@ -34,6 +34,15 @@ func TestQueuePolicyCommands(t *testing.T) {
 		cli("job", "create", "-n", fmt.Sprintf("s%d", i), "--compute", "shared", "--command", "true", "--tags", "team=speech")
 	}
 	cli("job", "create", "-n", "loose", "--compute", "shared", "--command", "true", "--min-runtime", "30m")
+	// The first job holds the only node (for an hour): the queue stays as
+	// it is while the test reads it.
+	deadline := time.Now().Add(30 * time.Second)
+	for cli("job", "show", "-n", "v0", "--query", "status", "-o", "tsv") == "Queued\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("the first job did not start in 30 s")
+		}
+		time.Sleep(50 * time.Millisecond) // polling a real server
+	}
 	out = cli("-o", "table", "compute", "show", "-n", "shared")
 	for _, want := range []string{"GROUP", "WEIGHT", "WAITING_JOBS", "vision", "speech", "(no team tag)"} {
 		if !strings.Contains(out, want) {
@@ -87,6 +96,14 @@ func TestQueuePolicyCommands(t *testing.T) {
 	if p := v.QueuePolicy; p == nil || p.FairShareBy != "principal" || p.Weights["alice"] != 3 || p.UsageHalfLife != "6h" || p.Preemption != "lower_priority" || p.MinRuntime != "10m" {
 		t.Errorf("created from YAML: %+v", p)
 	}
+	// Applying the file twice changes nothing the second time.
+	if out := cli("compute", "apply", "-f", spec); !strings.Contains(out, "unchanged") {
+		t.Errorf("apply of the file the compute was created from:\n%s", out)
+	}
+	os.WriteFile(spec, []byte("name: teams\nmax_instances: 2\nqueue_policy:\n  kind: fair_share\n  weights: {alice: 1}\n"), 0o600)
+	if out := cli("compute", "apply", "-f", spec); !strings.Contains(out, "updated") || !strings.Contains(out, "queue_policy.weights.alice") {
+		t.Errorf("apply of a new weight:\n%s", out)
+	}
 	for _, args := range [][]string{
 		{"compute", "create", "-n", "bad1", "--queue-policy", "lottery"},
 		{"compute", "create", "-n", "bad2", "--queue-policy", "fair", "--fair-share-weight", "vision"},
@@ -101,6 +118,23 @@ func TestQueuePolicyCommands(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want one error line", args, code, errOut)
 		}
 	}
+	// The roles operations.md gives a team: submit jobs, read the queue,
+	// not change the policy.
+	cli("auth", "principal", "create", "-n", "member")
+	var tok struct {
+		Token string `json:"token"`
+	}
+	json.Unmarshal([]byte(cli("auth", "token", "create", "--principal", "member", "-o", "json")), &tok)
+	cli("auth", "role", "assign", "--principal", "member", "--role", "Reader", "--scope", "workspace")
+	ws := v.ID[:strings.Index(v.ID, "/computes/")]
+	cli("auth", "role", "assign", "--principal", "member", "--role", "Contributor", "--scope", ws+"/jobs")
+	t.Setenv("CUMULUS_TOKEN", tok.Token)
+	cli("job", "create", "-n", "member-job", "--compute", "shared", "--command", "true", "--tags", "team=nlp")
+	cli("queue", "show", "-n", "shared")
+	if _, errOut, code := run(t, "--config", cfg, "compute", "update", "-n", "shared", "--set", "queue_policy.weights.nlp=100"); code == 0 || !strings.Contains(errOut, "AuthorizationFailed") {
+		t.Errorf("a team member changed the weights: exit %d, %q", code, errOut)
+	}
+	t.Setenv("CUMULUS_TOKEN", "")
 	if out := cli("compute", "list"); strings.Contains(out, "bad") {
 		t.Errorf("a refused compute was stored:\n%s", out)
 	}
