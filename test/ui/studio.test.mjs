@@ -984,10 +984,12 @@ limits:
     }
     await page.goto(base + `/#/computes/${shared}`);
     await page.getByRole('heading', { level: 1, name: shared }).waitFor();
-    assert.match(await page.locator('section[aria-labelledby="sec-settings"]').textContent(), /Queuefair share by tag team \(weights: vision 2\)/);
+    const settings = page.locator('section[aria-labelledby="sec-settings"]');
+    await waitFor('the settings', async () => /Queue/.test(await settings.textContent()), 30000);
+    assert.match(await settings.textContent(), /Queuefair share by tag team \(weights: vision 2\)/);
     const groups = page.locator('section[aria-labelledby="sec-groups"] tbody tr');
     await waitFor('both groups', async () => (await groups.count()) === 2 && /speech/.test(await groups.allTextContents()), 30000);
-    const cells = async (row) => row.locator('td').allTextContents();
+    const cells = async (row) => row.locator('th, td').allTextContents();
     const byGroup = {};
     for (let i = 0; i < 2; i++) {
       const c = await cells(groups.nth(i));
@@ -996,11 +998,12 @@ limits:
     assert.equal(byGroup.vision[1], '2', 'vision weighs 2');
     assert.equal(byGroup.vision[4], '1', 'vision holds the node');
     assert.equal(byGroup.speech[6], '2 (2 nodes)');
-    // speech holds nothing: its jobs come before vision's second.
+    // speech holds nothing: its first job comes first; then vision, which
+    // weighs 2 and holds 1 node, stands as low as speech with one.
     const jobs = page.locator('section[aria-labelledby="sec-jobs"] tbody tr');
-    await waitFor('the queue in order', async () => (await jobs.count()) === 4, 30000);
-    const order = (await jobs.allTextContents()).map((r) => r.match(/ui-share-\w+/)[0]);
-    assert.deepEqual(order, ['ui-share-v1', 'ui-share-s1', 'ui-share-s2', 'ui-share-v2']);
+    await waitFor('the queue in order', async () => (await jobs.count()) === 4 && /Queued1/.test(await jobs.allTextContents()), 30000);
+    const order = (await jobs.allTextContents()).map((r) => r.match(/ui-share-[a-z]\d/)[0]);
+    assert.deepEqual(order, ['ui-share-v1', 'ui-share-s1', 'ui-share-v2', 'ui-share-s2']);
     const first = await cells(jobs.nth(1)); // Job, Status, Place in queue, Group, Nodes, Submitted, Running for, Message
     assert.equal(first[2], '1');
     assert.equal(first[3], 'speech');

@@ -141,7 +141,7 @@ export function render(main, [name]) {
     if (lastState && lastState !== c.properties.provisioningState) announce(`Cluster ${name} is ${c.properties.provisioningState}`);
     lastState = c.properties.provisioningState;
 
-    const [nodes, jobs, h0, usages, all, evs, queue] = await Promise.all([
+    const [nodes, jobs, h0, usages, all, evs, , queue] = await Promise.all([
       api.listNodes(name).catch(() => []),
       // Only the jobs still to run or running: one small list per status.
       Promise.all(ACTIVE.map((st) => api.listJobs(st))).then((l) => l.flat()).catch(() => []),
