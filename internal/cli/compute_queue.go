@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -275,7 +276,7 @@ groups' usage, share and waiting jobs come first.`,
 			}
 			t := &table{header: []string{"POS", "JOB", "GROUP", "PRIORITY", "NODES", "QUEUED", "WHY"}}
 			for _, e := range q.Jobs {
-				t.add(e.Position, e.Name, cmpOr(e.Display, "-"), e.Priority, e.Nodes, e.Queued.Local().Format("2006-01-02 15:04:05"), cmpOr(e.Reason, "-"))
+				t.add(e.Position, e.Name, cmp.Or(e.Display, "-"), e.Priority, e.Nodes, e.Queued.Local().Format("2006-01-02 15:04:05"), cmp.Or(e.Reason, "-"))
 			}
 			return t.print(g.stdout)
 		},
@@ -284,12 +285,4 @@ groups' usage, share and waiting jobs come first.`,
 	cmd.Flags().IntVar(&top, "top", 0, "list at most this many jobs (default 100, at most 1000)")
 	_ = cmd.MarkFlagRequired("name")
 	return cmd
-}
-
-// cmpOr is s, or def when s is empty.
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
