@@ -28,6 +28,10 @@ const (
 	BlockBackoff BlockKind = "ProviderBackoff"
 	// BlockBudget: a budget's action holds the cluster (Budget).
 	BlockBudget BlockKind = "Budget"
+	// BlockGPUs: a node cannot be placed now: it needs more of the
+	// devices of the machine the provider's nodes share than are free
+	// (GPUs). On a job: the job waits for such a node.
+	BlockGPUs BlockKind = "GPUs"
 	// BlockShare (fair share): jobs of group Group wait while jobs of
 	// groups further below their share start first; the group holds Nodes
 	// nodes now, its share is Share nodes, and it held Recent nodes on
@@ -59,6 +63,8 @@ type Block struct {
 	Message string `json:"message,omitempty"`
 	// Budget is the budget whose action holds the cluster (BlockBudget).
 	Budget *BudgetHold `json:"budget,omitempty"`
+	// GPUs is what a node needs of the machine's devices (BlockGPUs).
+	GPUs *GPUNeed `json:"gpus,omitempty"`
 	// Group, Nodes, Share and Recent say where a fair-share group stands
 	// (BlockShare); Group "" is the jobs without the grouping tag.
 	Group  string  `json:"group,omitempty"`
@@ -152,6 +158,10 @@ func (b Block) forCompute(c *Compute) string {
 		return "node provisioning fails and is retried: " + b.Message
 	case BlockBudget:
 		return b.Budget.words()
+	case BlockGPUs:
+		if b.GPUs != nil {
+			return b.GPUs.String()
+		}
 	case BlockShare:
 		return b.shareWords(c)
 	}
@@ -192,6 +202,8 @@ func (b Block) jobPrefix() string {
 		return QuotaWaitPrefix
 	case BlockBudget:
 		return BudgetWaitPrefix
+	case BlockGPUs:
+		return GPUWaitPrefix
 	}
 	return NodesWaitPrefix
 }

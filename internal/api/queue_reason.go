@@ -15,7 +15,7 @@ func (p *JobProperties) WordsWait() bool {
 }
 
 // QueueReason says why queued job j (store uid) waits: its own reason
-// (Waiting: quota), else its compute's as the cluster controller last
+// (Waiting: quota, the machine's GPUs), else its compute's as the cluster controller last
 // recorded them (Blocked: at maxNodeCount, a job too big for it — this one
 // only —, the provider backing off, a budget, where its fair-share group
 // stands), else what the compute's state
@@ -29,8 +29,8 @@ func QueueReason(c Compute, j *Job, uid string) string {
 	var why []string
 	prefix := NodesWaitPrefix
 	for _, b := range a.Blocked {
-		if b.Kind == BlockQuota || (b.Job != "" && b.Job != uid) {
-			continue // those that wait for quota say so themselves; another job's
+		if b.Kind == BlockQuota || b.Kind == BlockGPUs || (b.Job != "" && b.Job != uid) {
+			continue // those that wait for quota or GPUs say so themselves; another job's
 		}
 		if g := j.Properties.FairShareGroup; b.Kind == BlockShare && (g == nil || *g != b.Group) {
 			continue // another group's

@@ -28,6 +28,8 @@ var copied = []struct {
 		"share_group", "started", "min_runtime"}},
 	{"audit", []string{"seq", "time", "principal", "operation", "resource", "status"}},
 	{"blob_owners", []string{"digest", "workspace", "size", "uploaded", "principal"}},
+	{"blob_paths", []string{"workspace", "container", "path", "digest", "size", "md5", "content_type", "metadata", "created", "modified", "etag"}},
+	{"blob_blocks", []string{"workspace", "container", "path", "block", "digest", "size", "created"}},
 	{"events", []string{"seq", "time", "compute", "node", "type", "body"}},
 	{"node_ledger", []string{"node", "compute", "vm_size", "priority", "created", "removed"}},
 	{"job_runs", []string{"job", "attempt", "name", "compute", "nodes", "started", "ended"}},
