@@ -466,11 +466,14 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		a.mu.Unlock()
 		return true // already running or reporting it
 	}
+	var prev *job
 	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt < asg.Attempt && a.current == nil {
 		// An earlier attempt of the same job ended here and is still
-		// reporting: keep it under its own key and take the new attempt.
+		// reporting: keep it under its own key and take the new attempt,
+		// which waits for it before it prepares the job's folder.
 		a.jobs[asg.UID+"#"+strconv.Itoa(old.asg.Attempt)] = old
 		delete(a.jobs, asg.UID)
+		prev = old
 	}
 	if a.current != nil || a.jobs[asg.UID] != nil {
 		busy := asg.UID
@@ -482,6 +485,7 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		return false
 	}
 	j := newJob(a, asg, log)
+	j.prev = prev
 	a.jobs[asg.UID] = j
 	a.current = j
 	a.mu.Unlock()

@@ -129,7 +129,26 @@ type JobState struct {
 	// NodeStopped: the job ended because its node's agent was stopped (the
 	// machine or pod is going away), not through any fault of the job's.
 	NodeStopped bool `json:"nodeStopped,omitempty"`
+	// MPIRole is this node's part in an MPI launch (MPIRoleMpirun on node
+	// rank 0, MPIRoleLauncher on the others); "" outside one.
+	MPIRole string `json:"mpiRole,omitempty"`
+	// PortBusy is a port the assignment gave this node's part to listen on
+	// that was in use on the node: the part did not start, and the job is
+	// started again on other ports.
+	PortBusy int `json:"portBusy,omitempty"`
 }
+
+// Parts of an MPI launch (JobState.MPIRole).
+const (
+	// MPIRoleMpirun: node rank 0 runs mpirun over every node of the job;
+	// its end is the job's end.
+	MPIRoleMpirun = "mpirun"
+	// MPIRoleLauncher: the node runs the launcher that starts node 0's
+	// MPI daemon there. It ends when told to (node 0's mpirun ended, or
+	// the job is stopped), or when that daemon failed; ending on its own
+	// with 0 while mpirun runs means mpirun lost the node.
+	MPIRoleLauncher = "launcher"
+)
 
 // ReasonNodeStopped is the exit reason of a job whose agent was stopped.
 const ReasonNodeStopped = "the node agent was stopped"

@@ -601,7 +601,11 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list-nodes",
 		Short: "List the nodes of a compute cluster",
-		Args:  cobra.NoArgs,
+		Long: "List the nodes of a compute cluster: state, address and the job each runs.\n\n" +
+			"A multi-node job holds its nodes until it ends: a node whose rank has ended while other ranks\n" +
+			"still run shows \"running (rank ended)\" (rank_ended in json and yaml); it takes no other work\n" +
+			"and is not scaled down until the job ends.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -618,23 +622,27 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 				Port             int32    `json:"port"`
 				NodeState        string   `json:"node_state"`
 				CurrentJobName   *string  `json:"current_job_name"`
+				RankEnded        bool     `json:"rank_ended,omitempty"`
 				GPUs             []string `json:"gpus,omitempty"`
 			}
 			rows := make([]row, 0, len(nodes))
 			for _, n := range nodes {
-				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.GPUs})
+				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.RankEnded, n.GPUs})
 			}
 			return g.show("table", rows, func() *table {
 				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB", "GPUS"}}
 				for _, r := range rows {
-					job, gpus := "-", "-"
+					job, state, gpus := "-", r.NodeState, "-"
 					if r.CurrentJobName != nil {
 						job = *r.CurrentJobName
+					}
+					if r.RankEnded {
+						state += " (rank ended)" // held for its job until every rank has ended
 					}
 					if len(r.GPUs) > 0 {
 						gpus = strings.Join(r.GPUs, ",")
 					}
-					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job, gpus)
+					t.add(r.NodeID, state, r.PrivateIPAddress, r.Port, job, gpus)
 				}
 				return t
 			})

@@ -74,6 +74,7 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	gangCheck map[string]time.Time // last check of each compute's jobs for lost nodes (checkGangs)
 	nodeCache *store.NodeCache     // decoded node documents between passes
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
@@ -117,6 +118,7 @@ func (c *Clusters) Init() {
 		c.Rand = rand.Float64
 	}
 	c.lastRoll = map[string]time.Time{}
+	c.gangCheck = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
@@ -289,6 +291,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 		return out, err
 	}
 	if lost || evicted {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
+	broken, err := c.checkGangsDue(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
 		if err = c.reload(ctx, &st); err != nil {
 			return out, err
 		}

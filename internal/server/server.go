@@ -275,6 +275,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	if err := canonicalize(r); err != nil {
+		if _, blobHost := blobHostAccount(r); blobHost || strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+			// The storage clients read Azure Storage's errors.
+			s.writeBlobError(&blobRequest{w: rec, r: r}, blobErr(http.StatusBadRequest, "InvalidResourceName", "The specifed resource name contains invalid characters."))
+			return
+		}
 		writeError(rec, r, s.log, err)
 		return
 	}
