@@ -97,8 +97,10 @@ type PollRequest struct {
 type PollResponse struct {
 	Assign *Assignment `json:"assign,omitempty"`
 	Cancel []string    `json:"cancel,omitempty"` // job uids to stop (SIGTERM, grace, SIGKILL)
-	// StopReasons says why each job in Cancel is stopped, for its log and
-	// exit report ("canceled" when absent).
+	// StopReasons says why each job in Cancel (or Preempt, when the
+	// compute's queue policy stopped it for another job) is stopped, for
+	// its log and exit report ("canceled", or the node's preemption, when
+	// absent).
 	StopReasons map[string]string `json:"stopReasons,omitempty"`
 	// Preempt: the node is being preempted; stop these jobs with
 	// PreemptGrace between SIGTERM and SIGKILL, save their checkpoints

@@ -138,6 +138,7 @@ func PrepareJob(j *Job, name string) error {
 		checkDistribution(&v, d, p.Resources.InstanceCount)
 	}
 	checkTags(&v, p.Tags)
+	prepareJobMinRuntime(&v, p)
 	return v.Err()
 }
 
