@@ -31,6 +31,12 @@ const Namespace = "cumulus"
 const (
 	// ReasonCreate: the provider refused to create the machine.
 	ReasonCreate = "create_error"
+	// ReasonCapacity: the provider had no capacity for the node
+	// (provider.InsufficientCapacityError).
+	ReasonCapacity = "insufficient_capacity"
+	// ReasonConfiguration: the provider refused the compute's or its own
+	// configuration (provider.ConfigurationError).
+	ReasonConfiguration = "configuration"
 	// ReasonTimeout: the node's agent did not register within the
 	// provisioning timeout.
 	ReasonTimeout = "timeout"
@@ -205,7 +211,9 @@ func (m *Metrics) ProvisionFailed(computeID, reason string) {
 	if m == nil {
 		return
 	}
-	if reason != ReasonCreate && reason != ReasonTimeout && reason != ReasonGone {
+	switch reason {
+	case ReasonCreate, ReasonCapacity, ReasonConfiguration, ReasonTimeout, ReasonGone:
+	default:
 		reason = "other"
 	}
 	ws, c := labels(computeID)

@@ -109,7 +109,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if len(argv) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("local provider: find the cumulus executable: %w", err)
+			return "", provider.Configurationf("local provider: find the cumulus executable: %w", err)
 		}
 		argv = []string{exe, "agent"}
 	}
@@ -119,7 +119,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	address, cp := "127.0.0.1", provider.Endpoint{URL: spec.ServerURL}
 	if spec.Subnet != "" || spec.NoPublicIP {
 		if !spec.NoPublicIP {
-			return "", fmt.Errorf("create node %s: the local provider gives the nodes of a subnet no public IP: set enableNodePublicIp false", spec.NodeID)
+			return "", provider.Configurationf("create node %s: the local provider gives the nodes of a subnet no public IP: set enableNodePublicIp false", spec.NodeID)
 		}
 		prefix, addr, u, err := p.setupNetwork(spec.NodeID, dir, spec.Subnet, spec.ComputeID)
 		if err != nil {
@@ -407,5 +407,5 @@ func (p *Provider) jobUID(nodeID string) (int, error) {
 			return uid, nil
 		}
 	}
-	return 0, fmt.Errorf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
+	return 0, provider.InsufficientCapacityf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
 }

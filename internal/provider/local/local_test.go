@@ -230,3 +230,17 @@ func TestNodesRunJobsAsUsersOfTheirOwn(t *testing.T) {
 		t.Errorf("job log = %q; want its uid and done, and the identity unread", log)
 	}
 }
+
+// A node in a subnet with a public IP is a
+// configuration error: the compute must change.
+func TestSubnetWithPublicIPIsAConfigurationError(t *testing.T) {
+	p := newTestProvider(t)
+	srv := providertest.NewStubServer(t)
+	ctx := context.Background()
+	s := spec(srv, "subnet-public")
+	s.Subnet = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/a"
+	_, err := p.Create(ctx, s)
+	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "enableNodePublicIp false") {
+		t.Errorf("Create in a subnet with a public IP = %v; want a configuration error that says to set enableNodePublicIp false", err)
+	}
+}
