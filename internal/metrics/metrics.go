@@ -101,7 +101,7 @@ func New(o Options) *Metrics {
 	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
 		Help: "Low-priority nodes preempted."}, cw)
 	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
-		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
+		Help: "Nodes that could not be provisioned, by reason: insufficient_capacity (the provider had no room), configuration (the provider refused the settings), create_error (the provider failed otherwise), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
 		[]string{"workspace", "compute", "reason"})
 	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
 		Help:    "Duration of one cluster controller pass over every cluster.",
