@@ -18,7 +18,8 @@
 #     lower priority, while the other tests run; the packages it covers
 #     run under it only, not twice;
 #   - test binaries are linked without DWARF (-ldflags=-w), which a test
-#     run never reads and which is a third of a link.
+#     run never reads and which is a third of a link, and go test's own
+#     vet is off: go vet ./... has run every check it would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -27,7 +28,7 @@ phase() { echo "== $1 (at ${SECONDS}s)"; }
 
 # How test binaries are built: the same for the race detector's built
 # ahead and run, so that the run finds them in the build cache.
-testflags=(-ldflags=-w)
+testflags=(-ldflags=-w -vet=off)
 # The packages with concurrency, whose tests run under the race detector.
 race_pkgs=(./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/
   ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/metrics/ ./internal/provider/kubernetes/ ./internal/replica/
