@@ -12,7 +12,10 @@
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Path prefixes.
 const (
@@ -20,12 +23,26 @@ const (
 	BlobPrefix = "/cumulus/v1/blobs"
 )
 
-// GPU is one accelerator a node has.
+// A control plane that serves TLS answers an agent that still calls it
+// over plain HTTP (it joined before the server restarted with TLS) on a
+// loopback or subnet-bridge address, and tells it, over that connection,
+// the certificate to trust and the name to check it for: the agent moves
+// to HTTPS at the same address (see the agent's client).
+const (
+	HeaderServerCertificate = "Cumulus-Server-Certificate" // base64 DER of the server's certificate
+	HeaderServerName        = "Cumulus-Server-Name"        // the name it is valid for
+)
+
+// GPU is one accelerator a node has: a whole GPU, or a MIG instance of
+// one (MIG set: its profile, e.g. "1g.10gb"; Index is then its GPU's index
+// and MIGDevice its device number on that GPU).
 type GPU struct {
-	Index  int    `json:"index"`
-	Name   string `json:"name"`
-	UUID   string `json:"uuid,omitempty"`
-	Memory int64  `json:"memoryMiB,omitempty"`
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	UUID      string `json:"uuid,omitempty"`
+	Memory    int64  `json:"memoryMiB,omitempty"`
+	MIG       string `json:"mig,omitempty"`
+	MIGDevice int    `json:"migDevice,omitempty"`
 }
 
 // RegisterRequest is an agent joining. NodeID is set when the provider
@@ -110,7 +127,26 @@ type JobState struct {
 	// NodeStopped: the job ended because its node's agent was stopped (the
 	// machine or pod is going away), not through any fault of the job's.
 	NodeStopped bool `json:"nodeStopped,omitempty"`
+	// MPIRole is this node's part in an MPI launch (MPIRoleMpirun on node
+	// rank 0, MPIRoleLauncher on the others); "" outside one.
+	MPIRole string `json:"mpiRole,omitempty"`
+	// PortBusy is a port the assignment gave this node's part to listen on
+	// that was in use on the node: the part did not start, and the job is
+	// started again on other ports.
+	PortBusy int `json:"portBusy,omitempty"`
 }
+
+// Parts of an MPI launch (JobState.MPIRole).
+const (
+	// MPIRoleMpirun: node rank 0 runs mpirun over every node of the job;
+	// its end is the job's end.
+	MPIRoleMpirun = "mpirun"
+	// MPIRoleLauncher: the node runs the launcher that starts node 0's
+	// MPI daemon there. It ends when told to (node 0's mpirun ended, or
+	// the job is stopped), or when that daemon failed; ending on its own
+	// with 0 while mpirun runs means mpirun lost the node.
+	MPIRoleLauncher = "launcher"
+)
 
 // ReasonNodeStopped is the exit reason of a job whose agent was stopped.
 const ReasonNodeStopped = "the node agent was stopped"
@@ -120,10 +156,13 @@ type JobEvent = JobState
 
 // Assignment tells an agent to run a job.
 type Assignment struct {
-	UID      string            `json:"uid"`
-	Name     string            `json:"name"` // the job's name in its workspace
-	Attempt  int               `json:"attempt"`
-	Command  string            `json:"command"`            // run with /bin/sh -c
+	UID     string `json:"uid"`
+	Name    string `json:"name"` // the job's name in its workspace
+	Attempt int    `json:"attempt"`
+	Command string `json:"command"` // run with /bin/sh -c
+	// Owner is who submitted the job: a node empties its jobs' private
+	// /tmp and /dev/shm between jobs of different owners.
+	Owner    string            `json:"owner,omitempty"`
 	CodeBlob string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
 	Image    string            `json:"image,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
@@ -149,6 +188,36 @@ type Assignment struct {
 	// request without a client id gets.
 	Identity        bool   `json:"identity,omitempty"`
 	DefaultClientID string `json:"defaultClientId,omitempty"`
+	// CodeFiles says the code is a folder of the workspace's blob store:
+	// the agent lists it (GET …/jobs/{uid}/code/files) and downloads
+	// each file (GET BlobPrefix/{digest}) into the working directory.
+	CodeFiles bool `json:"codeFiles,omitempty"`
+	// DataInputs are inputs in the blob store, listed at
+	// …/jobs/{uid}/inputs/{name}/files and downloaded file by file into
+	// inputs/<name>; AZUREML_INPUT_<name> names that folder, or for a
+	// File input the one file in it.
+	DataInputs map[string]DataInput `json:"dataInputs,omitempty"`
+	// Notes are lines the agent writes at the top of the job's log (what
+	// the server decided that the job's author should know).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// DataInput is one input the agent downloads from the blob store.
+type DataInput struct {
+	File bool `json:"file,omitempty"` // a uri_file: one file
+}
+
+// FileList is what a code or data input holds: each file by its path
+// under the folder (forward slashes), its content's sha256 and size.
+type FileList struct {
+	Files []ListedFile `json:"files"`
+}
+
+// ListedFile is one file of a FileList.
+type ListedFile struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
 }
 
 // TokenRequest asks for a token of one of the job's cluster identities.
@@ -187,6 +256,12 @@ type Distribution struct {
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.
+// LogFull means the log reached the server's limit: the agent sends no
+// more of it.
 type LogAck struct {
 	Size int64 `json:"size"`
 }
+
+// LogFull is LogAck.Size of a log at its limit: larger than any offset, so
+// that an agent sends nothing more of it.
+const LogFull int64 = math.MaxInt64

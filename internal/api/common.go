@@ -12,6 +12,20 @@ type SystemData struct {
 	LastModifiedAt     *time.Time `json:"lastModifiedAt,omitempty"`
 }
 
+// Touch returns sd (nil: none yet) as changed by who at now: created then
+// when it had no creation, last modified then in any case.
+func Touch(sd *SystemData, who string, now time.Time) *SystemData {
+	out := &SystemData{}
+	if sd != nil {
+		*out = *sd
+	}
+	if out.CreatedAt == nil {
+		out.CreatedBy, out.CreatedByType, out.CreatedAt = who, "User", &now
+	}
+	out.LastModifiedBy, out.LastModifiedByType, out.LastModifiedAt = who, "User", &now
+	return out
+}
+
 // Identity is a managed identity block (ManagedServiceIdentity).
 type Identity struct {
 	Type                   string                           `json:"type"`

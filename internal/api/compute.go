@@ -69,9 +69,13 @@ type AmlComputeProperties struct {
 	AllocationState               string          `json:"allocationState,omitempty"`
 	AllocationStateTransitionTime *time.Time      `json:"allocationStateTransitionTime,omitempty"`
 	Errors                        []ErrorResponse `json:"errors,omitempty"`
-	CurrentNodeCount              int32           `json:"currentNodeCount"`
-	TargetNodeCount               int32           `json:"targetNodeCount"`
-	NodeStateCounts               NodeStateCounts `json:"nodeStateCounts"`
+	// Blocked (read-only, a Cumulus extension) is why queued jobs wait and
+	// the cluster cannot grow, as the cluster controller last decided, as
+	// values; Errors words them for Azure's clients.
+	Blocked          Blocks          `json:"blocked,omitempty"`
+	CurrentNodeCount int32           `json:"currentNodeCount"`
+	TargetNodeCount  int32           `json:"targetNodeCount"`
+	NodeStateCounts  NodeStateCounts `json:"nodeStateCounts"`
 }
 
 // ResourceRef is ARM's {id} reference.

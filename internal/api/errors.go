@@ -55,6 +55,15 @@ const (
 	CodeUserError           = "UserError" // the ML resource provider's code for a call the resource does not support
 )
 
+// Codes of a compute's status errors (AmlCompute properties.errors), written
+// by the cluster controller.
+const (
+	CodeScaleUpBlocked         = "ScaleUpBlocked"         // queued jobs wait and the cluster may not grow
+	CodeNodeProvisioningFailed = "NodeProvisioningFailed" // the provider failed to create nodes; retried
+	CodeNodeNotReady           = "NodeNotReady"           // a node is being prepared (pulling an image, …)
+	CodeNodeUnusable           = "NodeUnusable"           // a node is unusable, with why
+)
+
 func newErr(status int, code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"strings"
 	"time"
 )
 
@@ -49,11 +48,23 @@ type JobProperties struct {
 	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
 
 	// Cumulus extensions, read-only.
-	Priority      int            `json:"priority,omitempty"`         // settable: higher runs first
-	Image         string         `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
-	StatusMessage string         `json:"statusMessage,omitempty"`
-	History       []StatusChange `json:"statusHistory,omitempty"`
-	Cost          *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
+	Priority int    `json:"priority,omitempty"`         // settable: higher runs first
+	Image    string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
+	// EnvironmentNote says how environmentId was resolved when that is
+	// worth a line at the top of the job's log (a curated environment
+	// name run in the node's own environment).
+	EnvironmentNote string `json:"environmentNote,omitempty"`
+	// CodeBlobPath is where codeId's files are in the blob store, resolved
+	// at submit (nil for none, and for a code snapshot the CLI uploaded).
+	CodeBlobPath  *BlobPath `json:"codeBlobPath,omitempty"`
+	StatusMessage string    `json:"statusMessage,omitempty"`
+	// Waiting is why a queued job waits when the reason is its own (quota,
+	// the machine's GPUs: which jobs wait for them is decided job by job);
+	// the server words it as the status message. Other reasons are its
+	// compute's (Blocked).
+	Waiting *Block         `json:"waitingFor,omitempty"`
+	History []StatusChange `json:"statusHistory,omitempty"`
+	Cost    *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
 	// Metrics is the latest value of each metric the job logged the
 	// MLflow way (read-only; in a single job's GET, not in lists).
 	Metrics   map[string]float64 `json:"metrics,omitempty"`
@@ -80,6 +91,9 @@ type JobInput struct {
 	Mode         string `json:"mode,omitempty"`
 	Value        string `json:"value,omitempty"`
 	Description  string `json:"description,omitempty"`
+	// BlobPath is where the input is in the workspace's blob store, as
+	// its uri resolved at submission (read-only, a Cumulus extension).
+	BlobPath *BlobPath `json:"blobPath,omitempty"`
 }
 
 // JobOutput is a job output folder.
@@ -88,6 +102,9 @@ type JobOutput struct {
 	URI           string `json:"uri,omitempty"`
 	Mode          string `json:"mode,omitempty"`
 	Description   string `json:"description,omitempty"`
+	// BlobPath is where the output is uploaded when the job ends
+	// (read-only, a Cumulus extension).
+	BlobPath *BlobPath `json:"blobPath,omitempty"`
 }
 
 // JobResources is where and on how many nodes a job runs.
@@ -213,6 +230,7 @@ func (j *Job) SetStatus(status string, now time.Time, reason string) {
 	}
 	j.Properties.Status = status
 	j.Properties.StatusMessage = reason
+	j.Properties.Waiting = nil
 	j.Properties.History = append(j.Properties.History, StatusChange{Status: status, Time: now, Reason: reason})
 	if JobTerminal(status) {
 		j.Properties.EndTime = &now
@@ -232,15 +250,9 @@ type LogChunk struct {
 }
 
 // QuotaWaitPrefix starts the status message of a queued job that waits
-// for quota (the cluster controller writes it; the store indexes it).
+// for quota.
 const QuotaWaitPrefix = "waiting for quota: "
 
 // BudgetWaitPrefix begins the status message of a queued job held back
 // because a budget of its compute is spent.
 const BudgetWaitPrefix = "waiting for budget: "
-
-// WaitsForQuota reports whether a job's status message says it waits for
-// quota or a budget (a message the cluster controller set and clears).
-func WaitsForQuota(statusMessage string) bool {
-	return strings.HasPrefix(statusMessage, QuotaWaitPrefix) || strings.HasPrefix(statusMessage, BudgetWaitPrefix)
-}

@@ -1,49 +1,47 @@
 package api
 
-import (
-	"fmt"
-	"strings"
-)
+import "strings"
 
 // NodesWaitPrefix begins the reason of a queued job that waits for its
 // cluster's nodes: the cluster is at maxNodeCount, growing, or failing to
 // provision.
 const NodesWaitPrefix = "waiting for nodes: "
 
-// QueueReason says why a queued job (ARM name, store uid) waits, from its
-// compute's status as the cluster controller last wrote it: at
-// maxNodeCount, more nodes than maxNodeCount, provisioning failing or
-// under way (growing: its target above its current count, as GET of the
-// compute says them), nodes preparing (pulling the job's image). Quota and budget
-// waits are written on the job itself by the controller. "" when the
-// compute says nothing.
-func QueueReason(c Compute, name, uid string) string {
+// WordsWait reports whether a job's status message is its QueueReason when
+// it is read: a queued job with a reason of its own, or none recorded (a
+// message about something else, such as why it was requeued, is kept).
+func (p *JobProperties) WordsWait() bool {
+	return p.Status == JobQueued && (p.StatusMessage == "" || p.Waiting != nil)
+}
+
+// QueueReason says why queued job j (store uid) waits: its own reason
+// (Waiting: quota, the machine's GPUs), else its compute's as the cluster controller last
+// recorded them (Blocked: at maxNodeCount, a job too big for it — this one
+// only —, the provider backing off, a budget), else what the compute's state
+// says (nodes preparing, the cluster growing: its target above its current
+// count, as GET of the compute says them). "" when nothing says.
+func QueueReason(c Compute, j *Job, uid string) string {
+	if w := j.Properties.Waiting; w != nil {
+		return w.ForJob(&c)
+	}
 	a := c.Aml()
 	var why []string
-	for _, e := range a.Errors {
-		if e.Error == nil {
-			continue
+	prefix := NodesWaitPrefix
+	for _, b := range a.Blocked {
+		if b.Kind == BlockQuota || b.Kind == BlockGPUs || (b.Job != "" && b.Job != uid) {
+			continue // those that wait for quota or GPUs say so themselves; another job's
 		}
-		msg := e.Error.Message
-		switch e.Error.Code {
-		case "ScaleUpBlocked":
-			for _, part := range strings.Split(strings.TrimPrefix(msg, "queued jobs wait: "), "; ") {
-				switch {
-				case strings.HasPrefix(part, "at maxNodeCount "):
-					// "at maxNodeCount 2", or "…, set by schedule …"
-					n, by, _ := strings.Cut(strings.TrimPrefix(part, "at maxNodeCount "), ", ")
-					if by != "" {
-						by = " (" + by + ")"
-					}
-					why = append(why, fmt.Sprintf("the cluster is at its maximum of %s nodes (max_instances)%s; the job starts when nodes free up", n, by))
-				case uid != "" && strings.HasPrefix(part, "job "+uid+" "):
-					why = append(why, "job "+name+strings.TrimPrefix(part, "job "+uid)+"; raise max_instances or lower instance_count")
-				}
-			}
-		case "NodeProvisioningFailed":
-			why = append(why, "node provisioning fails and is retried: "+msg)
-		case "NodeNotReady":
-			why = append(why, "a node is being prepared ("+msg+")")
+		if b.Job == uid && j.Name != "" {
+			b.JobName = j.Name // as its owner spelled it
+		}
+		if b.Kind == BlockBudget {
+			prefix = b.jobPrefix() // a budget holds every job
+		}
+		why = append(why, b.forJob(&c))
+	}
+	for _, e := range a.Errors {
+		if e.Error != nil && e.Error.Code == CodeNodeNotReady {
+			why = append(why, "a node is being prepared ("+e.Error.Message+")")
 		}
 	}
 	if len(why) == 0 && a.AllocationState == AllocationResizing && a.TargetNodeCount > a.CurrentNodeCount {
@@ -52,5 +50,5 @@ func QueueReason(c Compute, name, uid string) string {
 	if len(why) == 0 {
 		return ""
 	}
-	return NodesWaitPrefix + strings.Join(why, "; ")
+	return prefix + strings.Join(why, "; ")
 }

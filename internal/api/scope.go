@@ -52,11 +52,40 @@ func ParseComputeID(id string, def Scope) (Scope, string, error) {
 		}
 		return def, id, nil
 	}
+	sc, name, ok := parseChildID(id, "computes")
+	if !ok {
+		return Scope{}, "", fmt.Errorf("%q is not a compute id of the form /subscriptions/S/resourceGroups/G/providers/%s/workspaces/W/computes/NAME", id, Provider)
+	}
+	return sc, name, nil
+}
+
+// ParseJobID splits a job's ARM id.
+func ParseJobID(id string) (Scope, string, error) {
+	sc, name, ok := parseChildID(id, "jobs")
+	if !ok {
+		return Scope{}, "", fmt.Errorf("%q is not a job id of the form /subscriptions/S/resourceGroups/G/providers/%s/workspaces/W/jobs/NAME", id, Provider)
+	}
+	return sc, name, nil
+}
+
+// parseChildID splits the ARM id of a workspace's child of a kind
+// (computes, jobs).
+func parseChildID(id, kind string) (Scope, string, bool) {
 	p := strings.Split(strings.Trim(id, "/"), "/")
 	if len(p) != 10 || !strings.EqualFold(p[0], "subscriptions") || !strings.EqualFold(p[2], "resourceGroups") ||
 		!strings.EqualFold(p[4], "providers") || !strings.EqualFold(p[5], Provider) ||
-		!strings.EqualFold(p[6], "workspaces") || !strings.EqualFold(p[8], "computes") {
-		return Scope{}, "", fmt.Errorf("%q is not a compute id of the form /subscriptions/S/resourceGroups/G/providers/%s/workspaces/W/computes/NAME", id, Provider)
+		!strings.EqualFold(p[6], "workspaces") || !strings.EqualFold(p[8], kind) {
+		return Scope{}, "", false
 	}
-	return Scope{Subscription: p[1], ResourceGroup: p[3], Workspace: p[7]}, p[9], nil
+	return Scope{Subscription: p[1], ResourceGroup: p[3], Workspace: p[7]}, p[9], true
+}
+
+// ParseWorkspaceID splits a workspace's ARM id.
+func ParseWorkspaceID(id string) (Scope, error) {
+	p := strings.Split(strings.Trim(id, "/"), "/")
+	if len(p) != 8 || !strings.EqualFold(p[0], "subscriptions") || !strings.EqualFold(p[2], "resourceGroups") ||
+		!strings.EqualFold(p[4], "providers") || !strings.EqualFold(p[5], Provider) || !strings.EqualFold(p[6], "workspaces") {
+		return Scope{}, fmt.Errorf("%q is not a workspace id of the form /subscriptions/S/resourceGroups/G/providers/%s/workspaces/W", id, Provider)
+	}
+	return Scope{Subscription: p[1], ResourceGroup: p[3], Workspace: p[7]}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -18,14 +19,13 @@ import (
 // called, and the location's quota usage follows the nodes that come and
 // go, for the clusters after this one in the pass.
 type passActuator struct {
-	c        *Clusters
-	st       clusterState
-	queued   []store.QueuedJob // the head of the queue the decision saw
-	qv       quotaView
-	headroom int // the headroom the decision was given
-	u        *quota.Usage
-	now      time.Time
-	budget   string // why a budget holds the cluster from growing; "" when none
+	c      *Clusters
+	st     clusterState
+	queued []store.QueuedJob // the head of the queue the decision saw
+	qv     quotaView
+	u      *quota.Usage
+	now    time.Time
+	pool   *gpu.Pool // the machine's devices (nil: the nodes share none)
 
 	// quotaBound, set by Record: quota kept the cluster from its target.
 	quotaBound bool
@@ -48,6 +48,9 @@ func (a *passActuator) Remove(ctx context.Context, id string) (bool, error) {
 	if gone == nil {
 		return false, err
 	}
+	if a.pool != nil {
+		a.pool.Release(gone.ID) // at once, for the nodes this pass creates
+	}
 	a.u.Add(gone.VMSize, gone.Priority == api.PriorityLowPriority, -1)
 	a.c.Metrics.ScaledDown(a.st.doc.Value.ID)
 	return true, err
@@ -55,7 +58,7 @@ func (a *passActuator) Remove(ctx context.Context, id string) (bool, error) {
 
 func (a *passActuator) Create(ctx context.Context, count int, images []string) (int, error) {
 	comp := a.st.doc.Value
-	made, err := a.c.create(ctx, comp, count, images, a.now)
+	made, err := a.c.create(ctx, comp, count, images, a.pool, a.now)
 	size, _ := catalog.Lookup(comp.Aml().VMSize)
 	a.u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, made)
 	a.c.Metrics.ScaledUp(comp.ID, made)
@@ -65,10 +68,10 @@ func (a *passActuator) Create(ctx context.Context, count int, images []string) (
 // Record writes what the plan leaves the compute at: the quota messages
 // of the jobs that wait for quota, and the compute's status.
 func (a *passActuator) Record(ctx context.Context, p decide.Plan, _ actuate.Applied) error {
-	short := a.qv.shortfall(a.st.doc.Value, p, a.headroom, *a.u)
+	short := a.qv.shortfall(a.st.doc.Value, p, *a.u)
 	a.quotaBound = short != nil
 	return errors.Join(
-		a.c.recordQuotaWaits(ctx, a.queued, p, short, a.budget),
+		a.c.recordQuotaWaits(ctx, a.queued, p, short),
 		a.c.recordStatus(ctx, a.st, p, short, a.now),
 	)
 }

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // BudgetInterval is how often budgets are judged.
@@ -30,13 +30,15 @@ type Budgets struct {
 	Clock  clock.Clock
 	Prices cost.Prices
 	Log    *slog.Logger
-	// Client posts webhooks (nil: a client with a 10 s timeout).
-	Client *http.Client
+	// Webhooks is where budget webhooks may go (see package webhook).
+	Webhooks webhook.Policy
 	// Changed is told when an action starts or ends, to wake the clusters.
 	Changed func()
 
-	wakeOnce sync.Once
-	wake     chan struct{}
+	wakeOnce   sync.Once
+	wake       chan struct{}
+	clientOnce sync.Once
+	client     *http.Client
 }
 
 // budgetWakeGap is the least time between two judgements asked for by
@@ -211,49 +213,33 @@ func (b *Budgets) coveredComputes(ctx context.Context, wsID string, p api.Budget
 	return out, nil
 }
 
-// notify posts a notice to the budget's webhook once; a failure is logged
-// (the threshold stays reached: a notice is sent at most once).
+// notify posts a notice to the budget's webhook once, where the webhook
+// policy lets it go; a failure is logged (the threshold stays reached: a
+// notice is sent at most once).
 func (b *Budgets) notify(ctx context.Context, bud api.Budget, n BudgetNotice) {
 	body, _ := json.Marshal(n)
-	client := b.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, bud.Properties.Webhook, bytes.NewReader(body))
-	if err == nil {
-		req.Header.Set("Content-Type", "application/json")
-		var res *http.Response
-		if res, err = client.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode >= 300 {
-				err = fmt.Errorf("answered %s", res.Status)
-			}
-		}
-	}
-	if err != nil {
+	b.clientOnce.Do(func() { b.client = b.Webhooks.Client() })
+	if err := webhook.Post(ctx, b.client, bud.Properties.Webhook, body); err != nil {
 		b.Log.Error("budget webhook", "budget", bud.Name, "err", err)
 	}
 }
 
-// budgetHold is why a compute may not grow now, from the budgets of its
-// workspace whose action is in force ("" when none), and whether one
-// scales it to its minimum.
-func budgetHold(ctx context.Context, q store.Querier, comp api.Compute) (string, bool, error) {
+// budgetHolds are the budgets of a compute's workspace whose action is in
+// force on it.
+func budgetHolds(ctx context.Context, q store.Querier, comp api.Compute) ([]api.BudgetHold, error) {
 	wsID, _, _ := strings.Cut(comp.ID, "/computes/")
 	docs, err := store.List[api.Budget](ctx, q, store.KindBudget, wsID, true, "", 10000)
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
-	var why []string
-	toMin := false
+	var out []api.BudgetHold
 	for _, d := range docs {
 		p := d.Value.Properties
 		if p.Status == nil || !p.Status.ActionActive || !cost.Covers(p, comp.Name, comp.Tags) {
 			continue
 		}
-		why = append(why, fmt.Sprintf("budget %s reached %.0f %% of %.2f %s this %s", d.Value.Name, p.Status.Percent, p.Amount,
-			p.Status.Currency, strings.ToLower(p.Period)))
-		toMin = toMin || p.Action == api.BudgetScaleToMin
+		out = append(out, api.BudgetHold{Name: d.Value.Name, Percent: p.Status.Percent, Amount: p.Amount, Currency: p.Status.Currency,
+			Period: p.Period, ToMin: p.Action == api.BudgetScaleToMin})
 	}
-	return strings.Join(why, "; "), toMin, nil
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/metrics"
@@ -71,10 +73,18 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	gangCheck map[string]time.Time // last check of each compute's jobs for lost nodes (checkGangs)
 	nodeCache *store.NodeCache     // decoded node documents between passes
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
 	idle map[string]*idleTrack
+
+	// GPUs, when set, are the devices of the one machine the provider's
+	// nodes share (provider.Accelerators): each node of a GPU size gets
+	// devices of its own, and a node that cannot get them waits. See
+	// gpus.go.
+	GPUs     *gpu.Machine
+	gpuWants map[string]gpuWant // by compute id, under mu: what each waited for at its last decision
 }
 
 type backoff struct {
@@ -115,10 +125,12 @@ func (c *Clusters) Init() {
 		c.Rand = rand.Float64
 	}
 	c.lastRoll = map[string]time.Time{}
+	c.gangCheck = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
 	c.idle = map[string]*idleTrack{}
+	c.gpuWants = map[string]gpuWant{}
 }
 
 // Notify wakes the loop (non-blocking).
@@ -216,6 +228,9 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 		}
 	}
 	c.dropIdleHistories(docs)
+	c.forgetGPUWants(docs)
+	pool := c.gpuPool(states)
+	gpuWaiting := false // a cluster before this one waits for devices
 	var wakeAt time.Time
 	var errs []error
 	// Quota is shared by the clusters of a location: cores that a cluster
@@ -228,14 +243,15 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 			continue
 		}
 		loc := usageKey(st.sc.Subscription, st.doc.Value.Properties.ComputeLocation)
-		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
+		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), pool, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("compute %s: %w", st.doc.Value.Name, err))
 		}
 		wakeAt = earliest(wakeAt, out.wakeAt)
-		if out.freed && waiting[loc] {
-			wakeAt = now
+		if out.freed && (waiting[loc] || gpuWaiting) {
+			wakeAt = now // a cluster before this one may grow into what it freed
 		}
+		gpuWaiting = gpuWaiting || out.gpuWaits
 		if out.quotaBound {
 			waiting[loc] = true
 		}
@@ -265,9 +281,10 @@ type outcome struct {
 	wakeAt     time.Time // when this cluster needs a pass at the latest; zero if never
 	freed      bool      // nodes were deleted: their cores are free for other clusters
 	quotaBound bool      // quota kept the cluster from its target
+	gpuWaits   bool      // the machine's free devices kept the cluster from its target
 }
 
-func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (outcome, error) {
+func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, pool *gpu.Pool, now time.Time) (outcome, error) {
 	var out outcome
 	comp := st.doc.Value
 	wakeAt, lost, err := c.checkHealth(ctx, st.nodes, now)
@@ -285,6 +302,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	broken, err := c.checkGangsDue(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
 	c.retryIfUpdated(comp)
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
@@ -297,23 +323,20 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u)
-	plan := decide.Decide(snap, now)
-	plan.WakeAt = earliest(plan.WakeAt, st.scale.next)
-	plan.Blocked = withSchedule(plan.Blocked, st.scale)
-	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
-	hold, toMin, err := budgetHold(ctx, c.DB.Q(), comp)
+	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	if hold != "" {
-		plan = decide.HoldForBudget(plan, snap, toMin, hold)
-	}
+	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap.GPUs = c.gpuSupply(pool, comp)
+	plan := decide.Decide(snap, now)
+	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
-	act := &passActuator{c: c, st: st, queued: queued, qv: qv, headroom: snap.Headroom, u: u, now: now, budget: hold}
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now, pool: pool}
 	done, err := actuate.Apply(ctx, act, plan)
 	out.freed = done.Removed > 0
 	out.quotaBound = act.quotaBound
+	out.gpuWaits = c.noteGPUWant(comp, snap.GPUs, plan)
 	if done.CreateErr != nil {
 		// Recorded on the compute and backed off; not a failure of the pass.
 		c.Log.Warn("node creation failed", "compute", comp.Name, "err", done.CreateErr)
@@ -331,34 +354,24 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 	return err
 }
 
-// snapshot turns stored state into the decision's input, and says what
-// quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage) (decide.Cluster, quotaView) {
+// snapshot turns stored state into the decision's input: the compute's
+// view at now (decide.ForCompute: the bounds in force), its nodes and the
+// head of its queue as they are, and what holds its growth (quota, the
+// provider's backoff, budgets). The rules that read them are decide's. It
+// also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	_, _, idle := comp.Scale()
-	snap := decide.Cluster{ID: comp.ID, Min: st.scale.min, Max: st.scale.max, IdleTimeout: idle, Headroom: -1}
-	requeued := make(map[string]bool, len(queued))
-	for _, j := range queued {
-		requeued[j.UID] = true
-	}
+	snap := decide.ForCompute(comp, now)
+	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
 	for _, n := range st.nodes {
-		state, job := n.State, n.JobID
-		if state == api.NodeIdle && n.SSHOpen > 0 {
-			state = api.NodeRunning // someone is logged in: busy, not to be scaled down
-		}
-		if state == api.NodeRunning && requeued[job] {
-			// Its job went back to the queue (another of its nodes was
-			// lost, or it was preempted): it is idle once its agent has
-			// stopped the old attempt. Capacity on its way, like a node
-			// being prepared, so no extra node is created for it.
-			state, job = api.NodePreparing, ""
-		}
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: state, JobID: job, IdleSince: n.IdleSince, Created: n.Created, Image: n.Image})
+		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
+			Image: n.Image, SSHOpen: n.SSHOpen > 0})
 	}
 	snap.ImageBound = c.imageBound()
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
+	snap.Queued = make([]decide.Job, 0, len(queued))
 	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
+		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
 		if snap.ImageBound {
 			dj.Image = j.Image
 		}
@@ -377,9 +390,10 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 			c.Log.Error("quota limits", "compute", comp.Name, "err", err)
 		}
 	}
-	if b, ok := c.backoffOf(comp.ID); ok && c.Clock.Now().Before(b.until) {
-		snap.Headroom = 0 // no new nodes while the provider is backing off
+	if b, ok := c.backoffOf(comp.ID); ok {
+		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
+	snap.Budgets = budgets
 	return snap, qv
 }
 
@@ -488,7 +502,7 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 
 // create records count new nodes and asks the provider for them; it stops
 // at the first provider failure and backs off exponentially.
-func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, now time.Time) (int, error) {
+func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, pool *gpu.Pool, now time.Time) (int, error) {
 	a := comp.Aml()
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
@@ -504,12 +518,20 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		}
 		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
 			Provider: c.Provider.Name(), Created: now, JoinHash: hash, Image: image}
+		devices, ok := takeGPUs(pool, size, n)
+		if !ok {
+			return made, fmt.Errorf("node of %s: %d GPUs are no longer free", size.Name, size.GPUs)
+		}
+		n.GPUDevices = gpu.IDs(devices)
 		if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.PutNode(ctx, q, n) }); err != nil { // with its event
+			if pool != nil {
+				pool.Release(id)
+			}
 			return made, err
 		}
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
-			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
+			GPUs: size.GPUs, Devices: devices, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
 			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID
@@ -647,19 +669,21 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		}
 		comp := d.Value
 		a := comp.Aml()
+		was := *a
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(total, int32(plan.Target), counts)
-		errs := c.statusErrors(comp.ID, plan, short, troubled)
-		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) && sameActive(st.scale.active, a.ActiveSchedule) {
+		a.ActiveSchedule = st.scale.active // the reasons word the entry in force now
+		errs := c.statusErrors(&comp, plan, short, troubled)
+		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) &&
+			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(plan.Blocked, a.Blocked) {
 			return nil
 		}
-		events := append(scheduleEvents(comp.ID, a.ActiveSchedule, st.scale, now),
-			statusEvents(comp.ID, a, state, plan.Target, int(total), errs, now)...)
-		a.ActiveSchedule = st.scale.active
+		events := append(scheduleEvents(comp.ID, was.ActiveSchedule, st.scale, now),
+			statusEvents(comp.ID, &was, state, plan.Target, int(total), errs, now)...)
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}
-		a.TargetNodeCount, a.AllocationState, a.Errors = int32(plan.Target), state, errs
+		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, plan.Blocked
 		_, err = store.Put(ctx, q, store.KindCompute, st.sc.WorkspaceID(), comp.Name, comp, d.Version, now)
 		if errors.Is(err, store.ErrETagMismatch) {
 			return nil // the user changed it meanwhile; the next pass writes again
@@ -676,26 +700,27 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 	})
 }
 
-// statusErrors explains why a cluster is not where its jobs want it. A
-// quota shortfall gets its own QuotaExceeded entry; ScaleUpBlocked keeps the
-// other reasons.
-func (c *Clusters) statusErrors(compute string, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
+// statusErrors explains why a cluster is not where its jobs want it, in
+// the words Azure's clients read. A quota shortfall gets its own
+// QuotaExceeded entry and the provider's failures NodeProvisioningFailed;
+// ScaleUpBlocked words the plan's other reasons.
+func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
 	var out []api.ErrorResponse
-	if b, ok := c.backoffOf(compute); ok {
-		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeProvisioningFailed", Message: b.msg}})
+	if b, ok := c.backoffOf(comp.ID); ok {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := blockedBesidesQuota(plan); blocked != "" {
-		out = append(out, api.ErrorResponse{Error: &api.Error{Code: "ScaleUpBlocked", Message: "queued jobs wait: " + blocked}})
+	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeQuotaExceeded, Message: quotaError(plan, *short)}})
 	}
 	for _, n := range nodes {
 		if n.State == api.NodePreparing && n.Reason != "" {
-			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeNotReady", Message: n.ID + ": " + n.Reason}})
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeNotReady, Message: n.ID + ": " + n.Reason}})
 		}
 		if n.State == api.NodeUnusable && n.Reason != "" {
-			out = append(out, api.ErrorResponse{Error: &api.Error{Code: "NodeUnusable", Message: n.ID + ": " + n.Reason}})
+			out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeUnusable, Message: n.ID + ": " + n.Reason}})
 		}
 	}
 	return out

@@ -50,7 +50,7 @@ func statusEvents(compute string, was *api.AmlComputeProperties, state string, t
 			continue
 		}
 		switch x.Error.Code {
-		case "ScaleUpBlocked", api.CodeQuotaExceeded:
+		case api.CodeScaleUpBlocked, api.CodeQuotaExceeded:
 			e := ev(api.EventScaleUpBlocked, x.Error.Message)
 			e.Reason = x.Error.Code
 			out = append(out, e)

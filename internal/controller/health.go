@@ -96,11 +96,10 @@ func (c *Clusters) ReleaseCompute(ctx context.Context, computeID string) (int, e
 	for _, j := range jobs {
 		err := c.DB.Tx(ctx, func(q store.Querier) error {
 			cur, err := store.GetJobByUID(ctx, q, j.UID)
-			if err != nil || api.JobTerminal(cur.Doc.Properties.Status) {
+			if err != nil {
 				return err
 			}
-			cur.Doc.SetStatus(api.JobFailed, now, "the compute was deleted")
-			return store.UpdateJob(ctx, q, &cur)
+			return lifecycle.Abandon(ctx, q, &cur, "the compute was deleted", now)
 		})
 		if err != nil {
 			return 0, err
@@ -138,6 +137,7 @@ func (c *Clusters) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.checkGPUAllocations(ctx, nodes)
 	known := map[string]store.Node{}
 	for _, n := range nodes {
 		known[n.ID] = n

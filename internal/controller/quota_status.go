@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"reflect"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/decide"
@@ -30,10 +30,9 @@ type shortfall struct {
 }
 
 // shortfall returns what quota keeps the cluster from, or nil when quota
-// is not what holds it back: the plan was not cut, or the cut came from
-// the provider's backoff (headroom is what the decision was given).
-func (qv quotaView) shortfall(comp api.Compute, plan decide.Plan, headroom int, u quota.Usage) *shortfall {
-	if plan.QuotaShort <= 0 || !qv.known || headroom != qv.headroom {
+// is not what holds it back.
+func (qv quotaView) shortfall(comp api.Compute, plan decide.Plan, u quota.Usage) *shortfall {
+	if plan.QuotaShort <= 0 || !qv.known {
 		return nil
 	}
 	a := comp.Aml()
@@ -56,51 +55,35 @@ func quotaError(plan decide.Plan, s shortfall) string {
 		plan.Target, plan.Target+plan.QuotaShort, s.Describe(s.location), quota.RaiseCommand(s.Quota, s.location))
 }
 
-// blockedBesidesQuota is plan.Blocked without its quota part, which
-// QuotaExceeded explains (or which came from the provider's backoff, which
-// NodeProvisioningFailed explains).
-func blockedBesidesQuota(plan decide.Plan) string {
-	if plan.QuotaShort <= 0 {
-		return plan.Blocked
-	}
-	var kept []string
-	for _, part := range strings.Split(plan.Blocked, "; ") {
-		if !strings.HasPrefix(part, "quota allows ") {
-			kept = append(kept, part)
-		}
-	}
-	return strings.Join(kept, "; ")
-}
-
-// recordQuotaWaits sets the status message of each queued job that waits
-// for quota (naming the family, the cores it needs and the cores free) or
-// for a budget (naming it) and clears it from jobs that no longer wait. The status itself is
-// not changed; a job that starts loses the message with its new status. A
-// job is written only when its message changes; one changed meanwhile is
-// left to the next pass.
-func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall, budget string) error {
-	want := map[string]string{}
+// recordQuotaWaits sets the reason of each queued job that waits for quota
+// (a value naming the family, the cores it needs and the cores free) or for
+// the machine's GPUs (the devices a node needs, how many are free, who
+// holds the others) — which jobs wait for those rather than maxNodeCount is
+// decided job by job — and clears it from jobs that no longer wait. The
+// status itself is not changed; a job that starts loses its reason with its
+// new status. A job is written only when its reason changes; one changed
+// meanwhile is left to the next pass.
+func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall) error {
+	want := map[string]*api.Block{}
 	if short != nil {
 		for _, w := range plan.QuotaWait {
-			want[w.JobID] = api.QuotaWaitPrefix + short.forNodes(w.Nodes).Describe(short.location)
+			want[w.JobID] = &api.Block{Kind: api.BlockQuota, Job: w.JobID, Quota: api.QuotaNeedOf(short.forNodes(w.Nodes), short.location)}
+		}
+	}
+	if need := gpuNeed(plan); need != nil {
+		for _, w := range plan.GPUWait {
+			want[w.JobID] = &api.Block{Kind: api.BlockGPUs, Job: w.JobID, GPUs: need}
 		}
 	}
 	started := map[string]bool{}
 	for _, a := range plan.Assign {
 		started[a.JobID] = true
 	}
-	if budget != "" { // a spent budget holds every job that did not start
-		for _, qj := range queued {
-			if !started[qj.UID] {
-				want[qj.UID] = api.BudgetWaitPrefix + budget
-			}
-		}
-	}
 	var errs []error
 	for _, qj := range queued {
-		msg, waits := want[qj.UID]
+		reason, waits := want[qj.UID]
 		if started[qj.UID] || (!waits && !qj.QuotaWait) {
-			continue // no message, or one about something else: keep it
+			continue // no reason of its own now or before
 		}
 		j, err := store.GetJobByUID(ctx, c.DB.Q(), qj.UID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -110,17 +93,19 @@ func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJo
 			errs = append(errs, err)
 			continue
 		}
-		cur := j.Doc.Properties.StatusMessage
-		if !waits && !api.WaitsForQuota(cur) {
+		p := &j.Doc.Properties
+		if p.Status != api.JobQueued || reflect.DeepEqual(reason, p.Waiting) {
 			continue
 		}
-		if msg == cur || j.Doc.Properties.Status != api.JobQueued {
-			continue
+		if p.Waiting == nil && reason == nil {
+			// Flagged by an earlier version, which wrote the reason as the
+			// status message itself.
+			p.StatusMessage = ""
 		}
-		j.Doc.Properties.StatusMessage = msg
+		p.Waiting = reason
 		err = store.UpdateJob(ctx, c.DB.W(), &j)
 		if err != nil && !errors.Is(err, store.ErrETagMismatch) {
-			errs = append(errs, fmt.Errorf("job %s status message: %w", j.Doc.Name, err))
+			errs = append(errs, fmt.Errorf("job %s reason: %w", j.Doc.Name, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -51,9 +51,34 @@ func (h *harness) checkedPass(limit int64) {
 	}
 }
 
+// message is what the controller recorded on a job: its own reason to
+// wait (worded), or its status message.
 func (h *harness) message(uid string) string {
 	h.t.Helper()
-	return h.job(uid).Doc.Properties.StatusMessage
+	p := h.job(uid).Doc.Properties
+	if p.Waiting != nil {
+		return p.Waiting.ForJob(nil)
+	}
+	return p.StatusMessage
+}
+
+// reason is a job's status message as a reader of the job sees it: with
+// its compute's reasons.
+func (h *harness) reason(j store.Job) string {
+	h.t.Helper()
+	p := &j.Doc.Properties
+	if !p.WordsWait() {
+		return p.StatusMessage
+	}
+	sc, name, err := api.ParseComputeID(j.Compute, api.Scope{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d, err := store.Get[api.Compute](h.ctx, h.db.Q(), store.KindCompute, sc.WorkspaceID(), name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return api.QueueReason(d.Value, &j.Doc, j.UID)
 }
 
 func errorCodes(c *api.Compute) map[string]string {
@@ -275,8 +300,8 @@ func TestLowPriorityPoolSharedAcrossFamilies(t *testing.T) {
 	}
 	want := "waiting for quota: standardFSv2Family needs 4 more low-priority cores, 2 of 10 free in location local"
 	for _, j := range queued {
-		if j.Doc.Properties.StatusMessage != want {
-			t.Errorf("job %s says %q, want %q", j.UID, j.Doc.Properties.StatusMessage, want)
+		if got := h.reason(j); got != want {
+			t.Errorf("job %s says %q, want %q", j.UID, got, want)
 		}
 	}
 }

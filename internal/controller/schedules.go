@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -27,22 +26,6 @@ func scaleOf(comp api.Compute, now time.Time) scaleNow {
 		s.zone = comp.ZoneOf(s.active.Name)
 	}
 	return s
-}
-
-// withSchedule names the schedule entry that set maxNodeCount in the
-// parts of a plan's Blocked that speak of it, so that whoever wonders why
-// queued jobs wait reads which schedule holds them and until when.
-func withSchedule(blocked string, s scaleNow) string {
-	if blocked == "" || s.active == nil || s.max == s.own {
-		return blocked
-	}
-	parts := strings.Split(blocked, "; ")
-	for i, p := range parts {
-		if strings.Contains(p, "maxNodeCount") {
-			parts[i] = p + ", set by " + s.active.Describe(s.zone)
-		}
-	}
-	return strings.Join(parts, "; ")
 }
 
 // sameActive says whether two recorded schedule states are the same.

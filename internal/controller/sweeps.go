@@ -13,7 +13,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
-	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
@@ -44,6 +43,7 @@ type Sweeps struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+	next     func(sweep.Request) []sweep.Params // sweep.Next; tests watch it
 }
 
 func (c *Sweeps) wakeCh() chan struct{} {
@@ -94,12 +94,7 @@ func (c *Sweeps) RunOnce(ctx context.Context) error {
 		if !sw.Doc.IsSweep() {
 			continue
 		}
-		var res passResult
-		err := c.DB.Tx(ctx, func(q store.Querier) error {
-			var err error
-			res, err = c.drive(ctx, q, sw.UID, c.Clock.Now().UTC())
-			return err
-		})
+		res, err := c.pass(ctx, sw.UID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", sw.Doc.Name, err))
 			continue
@@ -116,6 +111,46 @@ func (c *Sweeps) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// pass drives one sweep. Picking new trials' parameters (a Bayesian pass
+// takes up to a second of CPU) is done between two transactions, not in
+// one: the store's writer is never held while the optimizer runs, so no
+// other workspace's write waits for it. The first transaction does the
+// rest of the pass and says what it would pick; the second creates the
+// trials picked, unless the sweep changed meanwhile (the next pass picks
+// again).
+func (c *Sweeps) pass(ctx context.Context, uid string) (passResult, error) {
+	var res passResult
+	var asked *sweep.Request
+	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		asked = nil
+		var err error
+		res, err = c.drive(ctx, q, uid, c.Clock.Now().UTC(), func(r sweep.Request) []sweep.Params { asked = &r; return nil })
+		return err
+	})
+	if err != nil || asked == nil {
+		return res, err
+	}
+	next := c.next
+	if next == nil {
+		next = sweep.Next
+	}
+	picked := next(*asked)
+	var more passResult
+	err = c.DB.Tx(ctx, func(q store.Querier) error {
+		var err error
+		more, err = c.drive(ctx, q, uid, c.Clock.Now().UTC(), func(r sweep.Request) []sweep.Params {
+			if r.Issued != asked.Issued || len(r.Done) != len(asked.Done) || len(r.Pending) != len(asked.Pending) {
+				return nil
+			}
+			return picked[:min(len(picked), r.N)]
+		})
+		return err
+	})
+	res.changed = res.changed || more.changed
+	res.wake = append(res.wake, more.wake...)
+	return res, err
+}
+
 type passResult struct {
 	changed bool     // trials created or canceled
 	wake    []string // nodes of canceled trials
@@ -130,7 +165,8 @@ type trial struct {
 func (t trial) active() bool { return !api.JobTerminal(t.job.Doc.Properties.Status) }
 
 // drive is one pass over one sweep, inside the caller's transaction.
-func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now time.Time) (passResult, error) {
+// pick gives the parameters of the trials a request asks for (see pass).
+func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now time.Time, pick func(sweep.Request) []sweep.Params) (passResult, error) {
 	var res passResult
 	sw, err := store.GetJobByUID(ctx, q, uid)
 	if err != nil || api.JobTerminal(sw.Doc.Properties.Status) {
@@ -143,8 +179,7 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 	st := p.Sweep
 	space, err := sw.Doc.SweepSpace()
 	if err != nil { // checked at submission; a stored sweep that no longer parses fails
-		sw.Doc.SetStatus(api.JobFailed, now, "searchSpace: "+err.Error())
-		return res, store.UpdateJob(ctx, q, &sw)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "searchSpace: "+err.Error(), now)
 	}
 	trials, err := c.trials(ctx, q, sw)
 	if err != nil {
@@ -176,8 +211,7 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 			}
 		}
 		best(p, trials)
-		sw.Doc.SetStatus(api.JobCanceled, now, reason)
-		return res, store.UpdateJob(ctx, q, &sw)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobCanceled, reason, now)
 	}
 
 	// Early termination.
@@ -220,33 +254,32 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 		}
 	}
 	n := min(sw.Doc.MaxConcurrentTrials()-active, total-st.TrialsCreated)
+	started := false
 	if n > 0 {
-		next := sweep.Next(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
+		next := pick(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
 			Done: done, Pending: pending, Issued: st.TrialsCreated, N: n})
+		ws, _, err := api.ParseJobID(sw.Doc.ID)
+		if err != nil {
+			return res, err
+		}
 		for _, params := range next {
 			name := api.TrialName(sw.Doc.Name, st.TrialsCreated)
-			t := store.Job{UID: secret.NewID(), Parent: sw.Parent, Compute: store.Key(p.ComputeID), Created: now, Doc: sw.Doc.Trial(name, params)}
-			d := &t.Doc
-			d.ID, d.Type = strings.TrimSuffix(sw.Doc.ID, "/"+sw.Doc.Name)+"/"+name, sw.Doc.Type
-			d.SystemData = sw.Doc.SystemData
-			d.SetStatus(api.JobNotStarted, now, "")
-			d.SetStatus(api.JobQueued, now, "")
-			if err := store.InsertJob(ctx, q, &t); errors.Is(err, store.ErrExists) {
-				sw.Doc.SetStatus(api.JobFailed, now, "a job named "+name+" already exists, so the sweep cannot create its trial "+name)
-				return res, store.UpdateJob(ctx, q, &sw)
-			} else if err != nil {
+			_, _, err := lifecycle.Submit(ctx, q, lifecycle.Submission{Workspace: ws, Name: name, Job: sw.Doc.Trial(name, params), Parent: &sw}, now)
+			if errors.Is(err, store.ErrExists) {
+				return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "a job named "+name+" already exists, so the sweep cannot create its trial "+name, now)
+			}
+			var refused *api.Error
+			if errors.As(err, &refused) { // its compute is gone or can no longer hold a trial
+				return res, lifecycle.ParentEnded(ctx, q, &sw, api.JobFailed, "trial "+name+": "+refused.Message, now)
+			}
+			if err != nil {
 				return res, err
 			}
 			st.TrialsCreated++
 			active++
 			res.changed = true
 		}
-		if len(next) > 0 && p.Status != api.JobRunning {
-			sw.Doc.SetStatus(api.JobRunning, now, "")
-			if p.StartTime == nil {
-				p.StartTime = &now
-			}
-		}
+		started = len(next) > 0
 	}
 	best(p, trials)
 	if active == 0 && st.TrialsCreated >= total {
@@ -254,7 +287,10 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 		if p.Sweep.BestTrial == nil {
 			status, reason = api.JobFailed, "no trial logged the primary metric "+p.Objective.PrimaryMetric
 		}
-		sw.Doc.SetStatus(status, now, reason)
+		return res, lifecycle.ParentEnded(ctx, q, &sw, status, reason, now)
+	}
+	if started {
+		return res, lifecycle.ParentRunning(ctx, q, &sw, now)
 	}
 	return res, store.UpdateJob(ctx, q, &sw)
 }

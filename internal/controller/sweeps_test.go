@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -11,7 +13,9 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
 
 const sweepWS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"
@@ -54,10 +58,28 @@ func (h *sweepHarness) submit(name string, mut func(p *api.JobProperties)) {
 	if err := api.PrepareJob(&j, name); err != nil {
 		h.t.Fatal(err)
 	}
-	now := h.clk.Now()
 	j.Properties.Sweep = &api.SweepStatus{Seed: 3}
-	j.SetStatus(api.JobQueued, now, "")
-	if err := store.InsertJob(h.ctx, h.db.W(), &store.Job{UID: name + "-uid", Parent: sweepWS, Created: now, Doc: j}); err != nil {
+	sc, _, err := api.ParseJobID(j.ID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := store.Get[api.Compute](h.ctx, h.db.Q(), store.KindCompute, sweepWS, "cpu"); errors.Is(err, store.ErrNotFound) {
+		max := int32(3)
+		c := api.Compute{Name: "cpu", Properties: api.ComputeProperties{ComputeType: api.ComputeTypeAml,
+			Properties: &api.AmlComputeProperties{VMSize: "Standard_DS3_v2", ScaleSettings: &api.ScaleSettings{MaxNodeCount: &max}}}}
+		if err := api.PrepareCompute(&c, "cpu", nil, "local"); err != nil {
+			h.t.Fatal(err)
+		}
+		c.ID, c.Properties.ProvisioningState = sc.ComputeID("cpu"), api.StateSucceeded
+		if _, err := store.Put(h.ctx, h.db.W(), store.KindCompute, sweepWS, "cpu", c, 0, h.clk.Now()); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	err = h.db.Tx(h.ctx, func(q store.Querier) error {
+		_, _, err := lifecycle.Submit(h.ctx, q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: "alice"}, h.clk.Now())
+		return err
+	})
+	if err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -212,5 +234,53 @@ func TestSweepRandomRepeatable(t *testing.T) {
 	h.pass()
 	if p := h.job("a").Doc.Properties; p.Sweep.TrialsCreated != 3 {
 		t.Errorf("a requeued trial made a new one: %d trials", p.Sweep.TrialsCreated)
+	}
+}
+
+// TestSweepPicksTrialsOutsideTheWriteTransaction: the optimizer runs with
+// no transaction open, so that another workspace's write goes through
+// while it works (before, a Bayesian pass over a large space held the
+// store's writer for a minute and another workspace's job start waited);
+// trials picked for a sweep that changed meanwhile are dropped and picked
+// again at the next pass.
+func TestSweepPicksTrialsOutsideTheWriteTransaction(t *testing.T) {
+	h := newSweepHarness(t)
+	h.submit("sw", nil)
+	var writeErr error
+	other := 0
+	change := func() {}
+	h.c.next = func(r sweep.Request) []sweep.Params {
+		ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+		defer cancel()
+		other++
+		j := &store.Job{UID: fmt.Sprintf("other-%d", other), Parent: "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/other",
+			Created: h.clk.Now(), Doc: api.Job{Name: fmt.Sprintf("other-%d", other)}}
+		j.Doc.SetStatus(api.JobQueued, h.clk.Now(), "")
+		if err := h.db.Tx(ctx, func(q store.Querier) error { return store.InsertJob(ctx, q, j) }); err != nil && writeErr == nil {
+			writeErr = err
+		}
+		change()
+		return sweep.Next(r)
+	}
+	h.pass()
+	if writeErr != nil {
+		t.Fatalf("a write while the sweep's trials were picked: %v", writeErr)
+	}
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 3 {
+		t.Fatalf("%d trials created, want 3", n)
+	}
+	// A trial ends while the next one is picked: the pick is dropped.
+	h.log("sw_0", 1)
+	h.log("sw_1", 2)
+	h.end("sw_1", api.JobCompleted)
+	change = func() { h.end("sw_0", api.JobCompleted) }
+	h.pass()
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 3 {
+		t.Fatalf("%d trials created from a pick the sweep outran, want still 3", n)
+	}
+	change = func() {}
+	h.pass()
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 5 {
+		t.Fatalf("%d trials created at the next pass, want 5", n)
 	}
 }

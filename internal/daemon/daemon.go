@@ -26,6 +26,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -44,6 +45,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 	"github.com/cumulus-ml/cumulus/internal/ui"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Options configure the control plane. DefaultOptions gives a working
@@ -85,6 +87,12 @@ type Options struct {
 	// PriceFile holds the hourly prices of VM sizes for cost reports
 	// ("": the catalogue's, in USD); see cost.Load.
 	PriceFile string
+	// SizesFile adds sizes of one's own hardware to the catalogue (see
+	// catalog.ParseSizes); GPUModelMatch is how a size's GPU model is
+	// matched against the machine's devices: "count" (any device, the
+	// default) or "strict" (only devices of that model).
+	SizesFile     string
+	GPUModelMatch string
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -122,6 +130,13 @@ type Options struct {
 	// UsageRetention how long the samples are kept (see usage.go).
 	UsageInterval  time.Duration
 	UsageRetention time.Duration
+
+	// Limits bound what a workspace and a job keep (see server.Limits).
+	Limits server.Limits
+
+	// WebhookAllow are the address ranges (CIDRs or addresses) budget
+	// webhooks may reach besides the public internet (see package webhook).
+	WebhookAllow []string
 }
 
 // HTTP connection limits of the control plane's listener.
@@ -155,6 +170,8 @@ func DefaultOptions() Options {
 		UploadTimeout:    server.DefaultUploadTimeout,
 		UsageInterval:    dispatch.DefaultUsageInterval,
 		UsageRetention:   DefaultUsageRetention,
+		Limits: server.Limits{WorkspaceRunData: server.DefaultWorkspaceRunData, WorkspaceBlobs: server.DefaultWorkspaceBlobs,
+			JobLog: server.DefaultJobLog},
 	}
 }
 
@@ -199,6 +216,12 @@ func (o Options) Validate() error {
 	if err := server.CheckLocations(o.Locations, o.Defaults.Location); err != nil {
 		return fmt.Errorf("--locations: %w", err)
 	}
+	if _, err := webhook.ParseAllow(o.WebhookAllow); err != nil {
+		return fmt.Errorf("--webhook-allow: %w", err)
+	}
+	if o.Limits.WorkspaceRunData < 0 || o.Limits.WorkspaceBlobs < 0 || o.Limits.JobLog < 0 {
+		return errors.New("--max-workspace-run-data, --max-workspace-blobs and --max-job-log may not be negative")
+	}
 	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
 		return errors.New("--max-blob-size and --blob-grace may not be negative")
 	}
@@ -210,6 +233,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.validateUsage(); err != nil {
 		return err
+	}
+	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
+		return fmt.Errorf("--gpu-model-match: %w", err)
 	}
 	switch {
 	case o.NodeProvider != nil:
@@ -266,12 +292,13 @@ type Daemon struct {
 	srv *http.Server
 	// bridges are the subnet bridges' addresses the API also serves on
 	// (see bridgeListener).
-	bmu     sync.Mutex
-	bridges map[string]bool
-	msrv    *http.Server // the metrics listener, or nil
-	hub     *hub.Hub
-	ln      net.Listener
-	prov    provider.Provider
+	bmu       sync.Mutex
+	bridges   map[string]bool
+	bridgeIPs map[string]bool // every subnet bridge address agents reach the API at
+	msrv      *http.Server    // the metrics listener, or nil
+	hub       *hub.Hub
+	ln        net.Listener
+	prov      provider.Provider
 	// replica is this process among the replicas of a PostgreSQL store
 	// (nil on SQLite).
 	replica *replica.Replica
@@ -291,6 +318,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
+	if err := addSizes(o.SizesFile, o.Log); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, o.Store, o.DataDir)
 	if err != nil {
 		return nil, err
@@ -308,6 +338,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	var tlsCfg *tls.Config
+	var blobTLS server.BlobTLS
 	switch {
 	case o.TLSSelfSigned:
 		d.CAFile = filepath.Join(o.DataDir, "tls.crt")
@@ -316,12 +347,22 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, err
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// The blob endpoints azure-ai-ml builds itself, answered as an
+		// HTTPS proxy, get certificates from the same CA.
+		if issuer, err := tlsutil.NewIssuer(cert, o.Clock.Now); err == nil {
+			blobTLS = issuer.Issue
+		} else {
+			o.Log.Warn("no certificates for blob endpoints", "err", err)
+		}
 	case o.TLSCert != "":
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("load --tls-cert/--tls-key: %w", err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if tlsCfg != nil {
+		tlsCfg.NextProtos = []string{"h2", "http/1.1"} // as ServeTLS offers them; the listener is ours (dualListener)
 	}
 
 	ln, err := net.Listen("tcp", o.Listen)
@@ -361,6 +402,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	network, nw := networkEnforcement(prov, o)
+	match, _ := gpu.ParseMatch(o.GPUModelMatch)
+	machine := readMachine(ctx, prov, match, o.Log.With("component", "gpus"))
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -369,7 +412,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 	}
 	var api *server.Server
-	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log, GPUs: machine,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})
@@ -380,16 +423,19 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
+	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
+	hooks := webhook.Policy{Allow: allow}
 	newControllers := func(db *store.DB) controllers {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits}
+			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits, GPUs: machine}
 		clusters.Init()
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
-		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
+		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
+			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
 		return controllers{clusters, ops, events, budgets, sweeps}
 	}
@@ -401,9 +447,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network},
+		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
-			Metrics: m})
+			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)
@@ -417,7 +463,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// uploads; the server bounds each request's body itself (BodyTimeout,
 	// UploadTimeout). No WriteTimeout: it would cut off agents' held polls
 	// and long downloads.
-	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
+	var handler http.Handler = api
+	if tlsCfg != nil {
+		handler = plainAgents(api, tlsCfg.Certificates[0], serverName, d.URL)
+	}
+	d.srv = &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	if o.Provider == "sim" && o.SimHTTP2 {
@@ -467,7 +517,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		defer d.wg.Done()
 		var err error
 		if tlsCfg != nil {
-			err = d.srv.ServeTLS(ln, "", "")
+			err = d.srv.Serve(newDualListener(ln, tlsCfg, d.plainOK))
 		} else {
 			err = d.srv.Serve(ln)
 		}
@@ -515,6 +565,22 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	ok = true
 	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir, "store", db.Engine(), "metrics_url", d.MetricsURL)
 	return d, nil
+}
+
+// plainOK reports whether a connection to the local address a may speak
+// plain HTTP to a TLS server (see plainAgents): a loopback or subnet
+// bridge address, where the agents that joined over plain HTTP are.
+func (d *Daemon) plainOK(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	if t.IP.IsLoopback() {
+		return true
+	}
+	d.bmu.Lock()
+	defer d.bmu.Unlock()
+	return d.bridgeIPs[t.IP.String()]
 }
 
 // configPath is the CLI config the server writes its admin token to.
@@ -680,11 +746,15 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr, tlsCfg *tls.Config, serverNam
 		if tlsCfg != nil {
 			ep = provider.Endpoint{URL: "https://" + addr, TLSServerName: serverName}
 		}
+		d.bmu.Lock()
+		defer d.bmu.Unlock()
+		if d.bridgeIPs == nil {
+			d.bridgeIPs = map[string]bool{}
+		}
+		d.bridgeIPs[ip] = true
 		if host.IP.IsUnspecified() {
 			return ep, nil // the main listener serves every address
 		}
-		d.bmu.Lock()
-		defer d.bmu.Unlock()
 		if d.bridges[addr] {
 			return ep, nil
 		}
@@ -704,7 +774,7 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr, tlsCfg *tls.Config, serverNam
 			defer d.wg.Done()
 			serve := func() error { return d.srv.Serve(ln) }
 			if tlsCfg != nil {
-				serve = func() error { return d.srv.ServeTLS(ln, "", "") }
+				serve = func() error { return d.srv.Serve(newDualListener(ln, tlsCfg, d.plainOK)) }
 			}
 			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("serve a subnet's bridge", "addr", addr, "err", err)

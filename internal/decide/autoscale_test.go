@@ -3,6 +3,8 @@ package decide
 import (
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // TestAutoscale covers Autoscale on snapshots that Schedule has not seen.
@@ -37,7 +39,7 @@ func TestAutoscale(t *testing.T) {
 			name: "negative max counts as zero",
 			c:    Cluster{Min: 1, Max: -1, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a"), Nodes: []Node{idleNode("i1", t0)}},
 			now:  t0,
-			want: Plan{Remove: []string{"i1"}, Blocked: "job a needs 1 node, more than maxNodeCount 0"},
+			want: Plan{Remove: []string{"i1"}, Blocked: api.Blocks{tooBig("a", 1, 0)}},
 		},
 	}
 	for _, tt := range tests {

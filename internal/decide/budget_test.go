@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -25,8 +26,11 @@ func TestHoldForBudget(t *testing.T) {
 	if p.Create == 0 {
 		t.Fatalf("the plan without a budget creates no node: %+v", p)
 	}
-	held := HoldForBudget(p, c, false, "budget b reached 100 %")
-	if held.Create != 0 || held.Blocked != "budget b reached 100 %" || len(held.Assign) != len(p.Assign) || len(held.Remove) != 0 {
+	spent := api.BudgetHold{Name: "b", Percent: 100}
+	c.Budgets = []api.BudgetHold{spent}
+	held := Decide(c, now)
+	want := api.Blocks{{Kind: api.BlockBudget, Budget: &spent}}
+	if held.Create != 0 || !reflect.DeepEqual(held.Blocked, want) || len(held.Assign) != len(p.Assign) || len(held.Remove) != 0 {
 		t.Errorf("stop-scale-up: %+v", held)
 	}
 	if held.Target != 3 {
@@ -35,9 +39,9 @@ func TestHoldForBudget(t *testing.T) {
 	// Nothing queued: scale to min removes idle nodes down to min 1 (the
 	// running one counts).
 	c.Queued = nil
-	p = Decide(c, now)
-	toMin := HoldForBudget(p, c, true, "budget b")
-	if !slices.Equal(toMin.Remove, []string{"a", "b"}) || toMin.Target != 1 || toMin.Blocked != "" {
-		t.Errorf("scale-to-min: remove %v target %d blocked %q, want a and b gone, target 1", toMin.Remove, toMin.Target, toMin.Blocked)
+	c.Budgets = []api.BudgetHold{{Name: "b", ToMin: true}}
+	toMin := Decide(c, now)
+	if !slices.Equal(toMin.Remove, []string{"a", "b"}) || toMin.Target != 1 || len(toMin.Blocked) != 0 {
+		t.Errorf("scale-to-min: remove %v target %d blocked %v, want a and b gone, target 1", toMin.Remove, toMin.Target, toMin.Blocked)
 	}
 }

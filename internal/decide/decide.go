@@ -3,20 +3,38 @@ package decide
 import (
 	"slices"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
-// Decide runs Schedule, then Autoscale on the snapshot with the assignments
-// applied (assigned nodes running, assigned jobs out of the queue), and
-// returns one Plan with Assign filled: the same Plan as
+// Decide decides what a cluster should do now: decideNodes (scheduling and
+// autoscaling), then the holds on growth that are not the cluster's own
+// size: a provider backing off after failures and budgets in force. It
+// wakes the plan when a schedule next changes the bounds.
+func Decide(c Cluster, now time.Time) Plan {
+	p := decideNodes(c, now)
+	p.WakeAt = earliest(p.WakeAt, c.BoundsChange, now)
+	if now.Before(c.Backoff.Until) {
+		p = holdForBackoff(p, c.Backoff, now)
+	}
+	if len(c.Budgets) > 0 {
+		p = holdForBudget(p, c)
+	}
+	return p
+}
+
+// decideNodes runs Schedule, then Autoscale on the snapshot with the
+// assignments applied (assigned nodes running, assigned jobs out of the
+// queue), and returns one Plan with Assign filled: the same Plan as
 // Autoscale(ApplyAssignments(c, Schedule(c)), now) plus Assign, computed
 // without copying the snapshot. Assigning first is what keeps a node that
 // gets a job in this pass from being removed in the same pass.
-func Decide(c Cluster, now time.Time) Plan {
+func decideNodes(c Cluster, now time.Time) Plan {
 	if c.ImageBound {
 		return decideImages(c, now)
 	}
 	_, hi := limits(c)
-	v := newView(c.Nodes)
+	v := newView(c)
 	assign, used := schedule(c, &v)
 	// Apply the assignments to the view: the nodes used become busy and
 	// the demand drops by as many. Jobs that can never run are never
@@ -29,6 +47,31 @@ func Decide(c Cluster, now time.Time) Plan {
 	p := autoscale(c, &v, demand-used, unfit, len(assign), now)
 	p.Assign = assign
 	return p
+}
+
+// holdForBackoff keeps a plan from creating nodes while the provider backs
+// off; it says so and wakes when the backoff ends.
+func holdForBackoff(p Plan, b Backoff, now time.Time) Plan {
+	if p.Create == 0 {
+		return p
+	}
+	p.Target -= p.Create
+	p.Create, p.CreateImages = 0, nil
+	p.Blocked = append(p.Blocked, api.Block{Kind: api.BlockBackoff, Message: b.Message})
+	p.WakeAt = earliest(p.WakeAt, b.Until, now)
+	return p
+}
+
+// earliest is the earlier of two wake-up times after now; a zero time
+// (or one not after now) is none.
+func earliest(a, b, now time.Time) time.Time {
+	if !b.After(now) {
+		return a
+	}
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // ApplyAssignments returns a copy of c in which every assigned node is

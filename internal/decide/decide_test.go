@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 const timeout = 10 * time.Minute
@@ -20,7 +22,7 @@ func TestDecide(t *testing.T) {
 			name: "scale from zero up to max",
 			c:    Cluster{Min: 0, Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: jobs("a", "b", "c")},
 			now:  t0,
-			want: Plan{Create: 2, Target: 2, Blocked: "at maxNodeCount 2"},
+			want: Plan{Create: 2, Target: 2, Blocked: api.Blocks{atMax(2)}},
 		},
 		{
 			name: "scale from zero for a gang job",
@@ -34,7 +36,7 @@ func TestDecide(t *testing.T) {
 				runningNode("r1", "a", t0), runningNode("r2", "b", t0),
 			}},
 			now:  t0,
-			want: Plan{Target: 2, Blocked: "at maxNodeCount 2"},
+			want: Plan{Target: 2, Blocked: api.Blocks{atMax(2)}},
 		},
 		{
 			name: "preparing nodes count toward demand",
@@ -67,14 +69,14 @@ func TestDecide(t *testing.T) {
 			name: "quota headroom limits creates",
 			c:    Cluster{Max: 10, IdleTimeout: timeout, Headroom: 2, Queued: jobs("a", "b", "c", "d", "e")},
 			now:  t0,
-			want: Plan{Create: 2, Target: 2, Blocked: "quota allows 2 more nodes",
+			want: Plan{Create: 2, Target: 2, Blocked: api.Blocks{quotaAllows(2)},
 				QuotaShort: 3, QuotaWait: []Wait{{"c", 1}, {"d", 1}, {"e", 1}}},
 		},
 		{
 			name: "no quota left",
 			c:    Cluster{Max: 10, IdleTimeout: timeout, Headroom: 0, Queued: jobs("a")},
 			now:  t0,
-			want: Plan{Blocked: "quota allows 0 more nodes", QuotaShort: 1, QuotaWait: []Wait{{"a", 1}}},
+			want: Plan{Blocked: api.Blocks{quotaAllows(0)}, QuotaShort: 1, QuotaWait: []Wait{{"a", 1}}},
 		},
 		{
 			name: "headroom larger than needed does not limit",
@@ -87,19 +89,19 @@ func TestDecide(t *testing.T) {
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: 1, Queued: jobs("a", "b", "c")},
 			now:  t0,
 			// b waits for quota; c waits for maxNodeCount.
-			want: Plan{Create: 1, Target: 1, Blocked: "at maxNodeCount 2; quota allows 1 more node", QuotaShort: 1, QuotaWait: []Wait{{"b", 1}}},
+			want: Plan{Create: 1, Target: 1, Blocked: api.Blocks{atMax(2), quotaAllows(1)}, QuotaShort: 1, QuotaWait: []Wait{{"b", 1}}},
 		},
 		{
 			name: "job bigger than max is not grown for",
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: []Job{gang("big", 5, 1)}},
 			now:  t0,
-			want: Plan{Blocked: "job big needs 5 nodes, more than maxNodeCount 2"},
+			want: Plan{Blocked: api.Blocks{tooBig("big", 5, 2)}},
 		},
 		{
 			name: "job bigger than max does not hold back the jobs behind it",
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: -1, Queued: []Job{gang("big", 5, 1), gang("small", 1, 2)}},
 			now:  t0,
-			want: Plan{Create: 1, Target: 1, Blocked: "job big needs 5 nodes, more than maxNodeCount 2"},
+			want: Plan{Create: 1, Target: 1, Blocked: api.Blocks{tooBig("big", 5, 2)}},
 		},
 
 		// Gang jobs.
@@ -117,7 +119,7 @@ func TestDecide(t *testing.T) {
 				runningNode("r1", "x", t0), idleNode("i1", t0), idleNode("i2", t0),
 			}},
 			now:  t0.Add(time.Hour),
-			want: Plan{Target: 3, Blocked: "at maxNodeCount 3"},
+			want: Plan{Target: 3, Blocked: api.Blocks{atMax(3)}},
 		},
 		{
 			name: "waiting gang job blocked by quota keeps its reserved idle nodes",
@@ -125,7 +127,7 @@ func TestDecide(t *testing.T) {
 				idleNode("i1", t0), idleNode("i2", t0),
 			}},
 			now:  t0.Add(time.Hour),
-			want: Plan{Target: 2, Blocked: "quota allows 0 more nodes", QuotaShort: 1, QuotaWait: []Wait{{"g", 1}}},
+			want: Plan{Target: 2, Blocked: api.Blocks{quotaAllows(0)}, QuotaShort: 1, QuotaWait: []Wait{{"g", 1}}},
 		},
 
 		// Idle scale-down.
@@ -222,7 +224,7 @@ func TestDecide(t *testing.T) {
 				idleNode("i1", t0), idleNode("i2", t0.Add(time.Minute)),
 			}},
 			now:  t0.Add(2 * time.Minute),
-			want: Plan{Remove: []string{"i1", "i2"}, Target: 2, Blocked: "at maxNodeCount 2"},
+			want: Plan{Remove: []string{"i1", "i2"}, Target: 2, Blocked: api.Blocks{atMax(2)}},
 		},
 		{
 			name: "max lowered: jobs start on the idle nodes kept",
@@ -246,7 +248,7 @@ func TestDecide(t *testing.T) {
 			name: "min raised beyond quota",
 			c:    Cluster{Min: 3, Max: 5, IdleTimeout: timeout, Headroom: 1},
 			now:  t0,
-			want: Plan{Create: 1, Target: 1, Blocked: "quota allows 1 more node", QuotaShort: 2},
+			want: Plan{Create: 1, Target: 1, Blocked: api.Blocks{quotaAllows(1)}, QuotaShort: 2},
 		},
 		{
 			name: "min above max counts as max",
@@ -289,7 +291,7 @@ func TestDecide(t *testing.T) {
 				nodeIn("s1", "starting"),
 			}},
 			now:  t0,
-			want: Plan{Target: 1, Blocked: "at maxNodeCount 1"},
+			want: Plan{Target: 1, Blocked: api.Blocks{atMax(1)}},
 		},
 
 		// WakeAt.

@@ -10,8 +10,13 @@
 // as busy). Nodes that are leaving, preempted or unusable are on their way out
 // and count toward no capacity. A node is:
 //
-//   - idle (usable by the scheduler) when its state is idle and it has no job;
-//   - preparing when its state is preparing and it has no job;
+//   - idle (usable by the scheduler) when its state is idle, it has no job
+//     and nobody is logged in to it (SSHOpen: such a node is busy, neither
+//     given work nor scaled down);
+//   - preparing when its state is preparing and it has no job, or when it is
+//     running a job that is back in the queue (another of its nodes was
+//     lost, or it was preempted): it is idle once its agent has stopped the
+//     old attempt, so it is capacity on its way and no node is created for it;
 //   - busy otherwise: running, or holding a job whatever its state.
 //
 // # Scheduling (Schedule)
@@ -57,6 +62,20 @@
 //     nodes, newest first; then mark busy nodes Drain, newest first, until
 //     the live nodes left number maxNodeCount. A node with a job is never
 //     removed; a drained node is removed when its job ends.
+//   - Devices (Cluster.GPUs, set for a GPU size whose nodes share one
+//     machine's devices with other clusters): after quota's cut, Create is
+//     at most Free/PerNode; GPUShort is the nodes cut, Blocked holds the
+//     reason (BlockGPUs: the devices a node needs, the free and total
+//     counts, who holds the others — "needs 2 GPUs; 1 of 4 free: 3 held
+//     by nodes of gpu-a"), and GPUWait names the queued jobs that wait for
+//     those nodes as QuotaWait does for quota (the jobs past them wait for
+//     quota). Nothing is created half: a node holds all its devices or is
+//     not created.
+//   - Early release: when nodes of other clusters wait for Wanted devices,
+//     idle nodes that idle scale-down could take (above the floor, not
+//     needed by this cluster's own queue) go now, longest idle first,
+//     whatever their idle time, until they free Wanted devices (a node's
+//     own expired timer counts toward that).
 //   - Idle scale-down: an idle node whose IdleSince+IdleTimeout is not after
 //     now is removable (with Cluster.IdlePolicy set, the policy's
 //     RemovableAt replaces IdleSince+IdleTimeout; see IdlePolicy).
@@ -74,10 +93,11 @@
 //     the same snapshot gives the same Plan.
 //   - Remove lists the exiting nodes first (by ID), then live nodes in the
 //     order they were chosen; Drain is newest first.
-//   - Blocked says why demand is not met: "job J needs N nodes, more than
-//     maxNodeCount M", "at maxNodeCount M" (busy + demand exceed the
-//     maximum), "quota allows N more nodes" (Create cut by Headroom); parts
-//     are joined with "; ".
+//   - Blocked says why demand is not met, as values (api.Block) that the API,
+//     the CLI and the studio word: a job that needs more than maxNodeCount
+//     (BlockTooBig), busy + demand above the maximum (BlockAtMax, naming the
+//     schedule entry that set it, MaxSetBy), Create cut by Headroom
+//     (BlockQuota), Create cut by the machine's free devices (BlockGPUs).
 //   - When Headroom cuts Create, QuotaShort is the number of nodes cut and
 //     QuotaWait names the queued jobs that wait for quota, in queue order:
 //     the nodes that are ready after the plan (live and not busy, new ones
@@ -92,7 +112,21 @@
 // (assigned nodes become running with their job, assigned jobs leave the
 // queue) and runs Autoscale on that copy. Because assignment comes first, a
 // node whose idle timer runs out in the very pass that gives it a job is kept:
-// the idle-boundary race cannot delete a node under a job.
+// the idle-boundary race cannot delete a node under a job. Then the holds on
+// growth that are not the cluster's own size apply:
+//
+//   - A provider backing off after failures (Backoff, until Until): no node
+//     is created (Target drops by as many), Blocked gains BlockBackoff, and
+//     the plan wakes when the backoff ends.
+//   - Budgets whose action is in force (Budgets): no node is created; when a
+//     job that did not start waits, Blocked is the budgets (BlockBudget) and
+//     quota's shortfall is dropped (quota is not what holds the queue); with
+//     a scale-to-minimum budget, idle nodes above minNodeCount go now.
+//   - A schedule's next change of the bounds (BoundsChange) wakes the plan.
+//
+// ForCompute gives the snapshot of a compute as the API stores it (the
+// bounds its schedules put in force at now); the controller and the
+// simulator both start from it.
 //
 // Inputs are never modified. Node and job IDs are expected to be unique. For
 // bad bounds the maximum wins: a negative maxNodeCount counts as 0 and a

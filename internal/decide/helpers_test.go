@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // t0 is the start of every test's timeline; tests never read the wall clock.
@@ -54,6 +56,9 @@ func normalized(p Plan) Plan {
 	if len(p.QuotaWait) == 0 {
 		p.QuotaWait = nil
 	}
+	if len(p.Blocked) == 0 {
+		p.Blocked = nil
+	}
 	return p
 }
 
@@ -64,8 +69,8 @@ func show(p Plan) string {
 	if !p.WakeAt.IsZero() {
 		wake = "t0+" + p.WakeAt.Sub(t0).String()
 	}
-	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%q QuotaShort:%d QuotaWait:%v}",
-		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked, p.QuotaShort, p.QuotaWait)
+	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%v QuotaShort:%d QuotaWait:%v GPUShort:%d GPUWait:%v}",
+		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked, p.QuotaShort, p.QuotaWait, p.GPUShort, p.GPUWait)
 }
 
 func checkPlan(t *testing.T, got, want Plan) {
@@ -80,4 +85,11 @@ func cloneCluster(c Cluster) Cluster {
 	c.Nodes = append([]Node(nil), c.Nodes...)
 	c.Queued = append([]Job(nil), c.Queued...)
 	return c
+}
+
+// The reasons a plan gives, as values.
+func atMax(n int) api.Block       { return api.Block{Kind: api.BlockAtMax, Max: n} }
+func quotaAllows(n int) api.Block { return api.Block{Kind: api.BlockQuota, Allowed: n} }
+func tooBig(job string, need, max int) api.Block {
+	return api.Block{Kind: api.BlockTooBig, Job: job, Need: need, Max: max}
 }

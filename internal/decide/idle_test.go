@@ -228,9 +228,12 @@ func TestAdaptiveProperties(t *testing.T) {
 func checkRemovedDue(c Cluster, now time.Time, p Plan) error {
 	_, hi := limits(c)
 	after := ApplyAssignments(c, p.Assign)
-	v := newView(after.Nodes)
+	v := newView(after)
 	if v.live() > hi {
 		return nil // over max: idle nodes go whatever their time
+	}
+	if c.GPUs != nil && c.GPUs.Wanted > 0 {
+		return nil // released for other clusters' GPUs (checkGPUs bounds how many)
 	}
 	demand, _ := demandOf(after.Queued, hi)
 	protected := min(len(v.idle), demand)

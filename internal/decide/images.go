@@ -39,10 +39,11 @@ func decideImages(c Cluster, now time.Time) Plan {
 		}
 		return g
 	}
+	requeued := requeuedJobs(c)
 	for _, n := range c.Nodes {
 		g := get(n.Image)
 		g.nodes = append(g.nodes, n)
-		switch classOf(&n) {
+		switch classOf(&n, requeued) {
 		case classBusy:
 			g.committed++
 		case classPreparing:
@@ -67,7 +68,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 	plain := c
 	plain.ImageBound = false
 	if len(groups) <= 1 {
-		p := Decide(plain, now)
+		p := decideNodes(plain, now)
 		if p.Create > 0 {
 			image := ""
 			if len(groups) == 1 {
@@ -101,7 +102,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 		if g.image == "" {
 			sub.Min = min(lo, g.cap)
 		}
-		gp := Decide(sub, now)
+		gp := decideNodes(sub, now)
 		if headroom >= 0 {
 			headroom -= gp.Create
 		}
@@ -117,14 +118,14 @@ func decideImages(c Cluster, now time.Time) Plan {
 			p.WakeAt = gp.WakeAt
 		}
 		for i := range g.nodes {
-			if classOf(&g.nodes[i]) == classBusy {
+			if classOf(&g.nodes[i], requeued) == classBusy {
 				busy++
 			}
 		}
 	}
 	// Why demand is not met, in the cluster's terms rather than a group's.
 	demand, unfit := demandOf(c.Queued, hi)
-	p.Blocked = blocked(unfit, hi, busy, demand, p.QuotaShort > 0, max(c.Headroom, 0))
+	p.Blocked = blocked(c, unfit, busy, demand, p.QuotaShort > 0, max(c.Headroom, 0))
 	return p
 }
 

@@ -2,9 +2,12 @@ package decide
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 func imageJob(id, image string, n int, seq int64) Job {
@@ -88,8 +91,8 @@ func TestImagesBlockedAndQuota(t *testing.T) {
 	if p.Create != 1 || !slices.Equal(p.CreateImages, []string{"x"}) {
 		t.Errorf("creates %q; want one x node (quota allows 1, job a is first)", p.CreateImages)
 	}
-	if p.Blocked != "at maxNodeCount 2; quota allows 1 more node" {
-		t.Errorf("blocked %q", p.Blocked)
+	if !reflect.DeepEqual(p.Blocked, api.Blocks{atMax(2), quotaAllows(1)}) {
+		t.Errorf("blocked %v", p.Blocked)
 	}
 }
 
@@ -168,14 +171,14 @@ func TestImagesProperties(t *testing.T) {
 		}
 		live := 0
 		for _, n := range c.Nodes {
-			if classOf(&n) != classExiting {
+			if classOf(&n, nil) != classExiting {
 				live++
 			}
 		}
 		removedLive := 0
 		for _, id := range p.Remove {
 			for _, n := range c.Nodes {
-				if n.ID == id && classOf(&n) != classExiting {
+				if n.ID == id && classOf(&n, nil) != classExiting {
 					removedLive++
 				}
 			}

@@ -1,6 +1,10 @@
 package decide
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
 
 // TestQuotaWait covers which queued jobs a plan says wait for quota, and
 // for how many nodes, when Headroom cuts Create.
@@ -17,7 +21,7 @@ func TestQuotaWait(t *testing.T) {
 			}},
 			want: Plan{
 				Assign: []Assignment{{JobID: "a", NodeIDs: []string{"i1"}}},
-				Create: 1, Target: 3, Blocked: "quota allows 1 more node",
+				Create: 1, Target: 3, Blocked: api.Blocks{quotaAllows(1)},
 				QuotaShort: 1, QuotaWait: []Wait{{"d", 1}},
 			},
 		},
@@ -26,7 +30,7 @@ func TestQuotaWait(t *testing.T) {
 			c: Cluster{Max: 10, IdleTimeout: timeout, Headroom: 1, Queued: []Job{gang("g", 4, 1), gang("h", 2, 2)}, Nodes: []Node{
 				preparingNode("p1", t0),
 			}},
-			want: Plan{Create: 1, Target: 2, Blocked: "quota allows 1 more node",
+			want: Plan{Create: 1, Target: 2, Blocked: api.Blocks{quotaAllows(1)},
 				QuotaShort: 4, QuotaWait: []Wait{{"g", 2}, {"h", 2}}},
 		},
 		{
@@ -34,25 +38,25 @@ func TestQuotaWait(t *testing.T) {
 			c: Cluster{Max: 3, IdleTimeout: timeout, Headroom: 0, Queued: []Job{gang("g", 3, 1), gang("s", 1, 2)}, Nodes: []Node{
 				runningNode("r1", "x", t0),
 			}},
-			want: Plan{Target: 1, Blocked: "at maxNodeCount 3; quota allows 0 more nodes", QuotaShort: 2},
+			want: Plan{Target: 1, Blocked: api.Blocks{atMax(3), quotaAllows(0)}, QuotaShort: 2},
 		},
 		{
 			name: "queue order is priority first: the high-priority job gets the ready node",
 			c: Cluster{Max: 10, IdleTimeout: timeout, Headroom: 0, Queued: []Job{
 				{ID: "low", InstanceCount: 1, Seq: 1}, {ID: "high", InstanceCount: 1, Priority: 5, Seq: 2},
 			}, Nodes: []Node{preparingNode("p1", t0)}},
-			want: Plan{Target: 1, Blocked: "quota allows 0 more nodes", QuotaShort: 1, QuotaWait: []Wait{{"low", 1}}},
+			want: Plan{Target: 1, Blocked: api.Blocks{quotaAllows(0)}, QuotaShort: 1, QuotaWait: []Wait{{"low", 1}}},
 		},
 		{
 			name: "jobs that can never run are neither demand nor waiting",
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: 0, Queued: []Job{gang("big", 5, 1), gang("s", 1, 2)}},
-			want: Plan{Blocked: "job big needs 5 nodes, more than maxNodeCount 2; quota allows 0 more nodes",
+			want: Plan{Blocked: api.Blocks{tooBig("big", 5, 2), quotaAllows(0)},
 				QuotaShort: 1, QuotaWait: []Wait{{"s", 1}}},
 		},
 		{
 			name: "quota that does not bind leaves the fields empty",
 			c:    Cluster{Max: 2, IdleTimeout: timeout, Headroom: 5, Queued: jobs("a", "b", "c")},
-			want: Plan{Create: 2, Target: 2, Blocked: "at maxNodeCount 2"},
+			want: Plan{Create: 2, Target: 2, Blocked: api.Blocks{atMax(2)}},
 		},
 	}
 	for _, tt := range tests {

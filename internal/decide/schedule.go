@@ -3,7 +3,7 @@ package decide
 // Schedule assigns queued jobs to idle nodes (see the package comment for
 // the rules). It returns the assignments in queue order; nil if none.
 func Schedule(c Cluster) []Assignment {
-	v := newView(c.Nodes)
+	v := newView(c)
 	as, _ := schedule(c, &v)
 	return as
 }

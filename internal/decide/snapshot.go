@@ -39,12 +39,14 @@ const (
 	classExiting
 )
 
-// newView classifies nodes (see the package comment) and orders the idle
-// ones. The four groups share one allocation.
-func newView(nodes []Node) view {
+// newView classifies the cluster's nodes (see the package comment) and
+// orders the idle ones. The four groups share one allocation.
+func newView(c Cluster) view {
+	nodes := c.Nodes
+	requeued := requeuedJobs(c)
 	var count [4]int
 	for i := range nodes {
-		count[classOf(&nodes[i])]++
+		count[classOf(&nodes[i], requeued)]++
 	}
 	all := make([]int, len(nodes))
 	v := view{nodes: nodes}
@@ -55,19 +57,29 @@ func newView(nodes []Node) view {
 		at += count[k]
 	}
 	for i := range nodes {
-		g := groups[classOf(&nodes[i])]
+		g := groups[classOf(&nodes[i], requeued)]
 		*g = append(*g, i)
 	}
 	v.sort(v.idle, recentlyIdleFirst)
 	return v
 }
 
-func classOf(n *Node) int {
+// classOf is a node's class. requeued holds the queued jobs that nodes
+// still name (see requeuedJobs).
+func classOf(n *Node, requeued map[string]bool) int {
 	switch {
 	case n.State == NodeLeaving || n.State == NodePreempted || n.State == NodeUnusable:
 		return classExiting
+	case n.State == NodeRunning && requeued[n.JobID]:
+		// Its job went back to the queue (another of its nodes was lost,
+		// or it was preempted): the node is idle once its agent has
+		// stopped the old attempt. Capacity on its way, like a node being
+		// prepared, so no extra node is created for it.
+		return classPreparing
 	case n.JobID != "":
 		return classBusy
+	case n.State == NodeIdle && n.SSHOpen:
+		return classBusy // someone is logged in: not given work, not scaled down
 	case n.State == NodeIdle:
 		return classIdle
 	case n.State == NodePreparing:
@@ -75,6 +87,31 @@ func classOf(n *Node) int {
 	default: // running without a job, or a state we do not know: keep it
 		return classBusy
 	}
+}
+
+// requeuedJobs is the set of queued jobs that a running node still names;
+// nil when there is none.
+func requeuedJobs(c Cluster) map[string]bool {
+	if len(c.Queued) == 0 {
+		return nil
+	}
+	var set map[string]bool
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.State != NodeRunning || n.JobID == "" {
+			continue
+		}
+		if set == nil {
+			set = make(map[string]bool, len(c.Queued))
+			for j := range c.Queued {
+				set[c.Queued[j].ID] = true
+			}
+		}
+		if set[n.JobID] {
+			return set
+		}
+	}
+	return nil
 }
 
 // sort orders a group of node indices by the nodes they name.

@@ -51,6 +51,15 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 	}
 	n := v.Node
 	runs := false
+	stop := func(uid, why string) {
+		p.Response.Cancel = append(p.Response.Cancel, uid)
+		if why != "canceled" {
+			if p.Response.StopReasons == nil {
+				p.Response.StopReasons = map[string]string{}
+			}
+			p.Response.StopReasons[uid] = why
+		}
+	}
 	for _, st := range reported {
 		if st.Phase != agentapi.PhaseRunning {
 			continue
@@ -58,13 +67,11 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		j, found := v.Jobs[st.UID]
 		switch {
 		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
-			p.Response.Cancel = append(p.Response.Cancel, st.UID)
-			if why := stopReason(j, found, st, n.ID); why != "canceled" {
-				if p.Response.StopReasons == nil {
-					p.Response.StopReasons = map[string]string{}
-				}
-				p.Response.StopReasons[st.UID] = why
-			}
+			stop(st.UID, stopReason(j, found, st, n.ID))
+		case j.MPIDone && j.Nodes[0] != n.ID:
+			// Node 0's mpirun ended: the launch is over, and this node's
+			// launcher (held until now) ends with it.
+			stop(st.UID, LaunchOver)
 		case !n.Evicted.IsZero():
 			p.Response.Preempt = append(p.Response.Preempt, st.UID)
 			p.Response.PreemptGrace = v.Grace
@@ -78,6 +85,9 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		j, found := v.Jobs[n.JobID]
 		if found && reportedAttempt(reported, n.JobID, j.Attempt) {
 			break // it runs (or just ended) this attempt
+		}
+		if found && partEnded(j, n.ID) && runsOn(j, n.ID) && n.Evicted.IsZero() {
+			break // its part ended: the node stays the job's until the job ends
 		}
 		if j, ok := pending(v, reported); ok {
 			a := Assignment(j, n, v.Work)
@@ -121,8 +131,19 @@ func pending(v View, reported []agentapi.JobState) (store.Job, bool) {
 	if n.JobID == "" || !found || reportedAttempt(reported, j.UID, j.Attempt) {
 		return j, false
 	}
-	return j, runsOn(j, n.ID) && n.Evicted.IsZero()
+	return j, runsOn(j, n.ID) && n.Evicted.IsZero() && !partEnded(j, n.ID)
 }
+
+// partEnded reports whether the node's part of the job's current attempt
+// has ended (the node is held for the job until it ends).
+func partEnded(j store.Job, nodeID string) bool {
+	_, ended := j.Exits[nodeID]
+	return ended
+}
+
+// LaunchOver is why a node's MPI launcher is stopped once node rank 0's
+// mpirun has ended.
+const LaunchOver = "the job's mpirun on node rank 0 ended; this node's MPI launcher is no longer needed"
 
 // runsOn reports whether the job's current attempt still runs on the
 // node: it has not ended, is not being canceled, and the node has a rank.

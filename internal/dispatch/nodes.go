@@ -11,6 +11,12 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
+// stoppedFromOutside is why a job's attempt ended when its node's machine
+// was stopped from outside Cumulus. The agent may say so twice, by a leave
+// notice and by its job's exit report, and either may arrive first (a
+// control plane that was down hears both at once): both record this.
+const stoppedFromOutside = "the node was stopped from outside while the job ran"
+
 // Leave handles a node's agent telling that its machine is going away
 // (stopped from outside), inside the caller's transaction. On a
 // low-priority cluster that is a preemption: the job is requeued when the
@@ -31,7 +37,7 @@ func Leave(ctx context.Context, q store.Querier, nodeID string, r Retries, now t
 	if j, err := store.GetJobByUID(ctx, q, n.JobID); err == nil {
 		wake = j.Nodes
 	}
-	return wake, lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, "the node was shut down from outside", r.MaxAttempts, now)
+	return wake, lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, stoppedFromOutside, r.MaxAttempts, now)
 }
 
 // Register makes a node's record ready for the agent presenting a join

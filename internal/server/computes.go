@@ -49,6 +49,9 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		if err := api.PrepareCompute(&c, name, existing, wsd.Value.Location); err != nil {
 			return err
 		}
+		if err := s.checkGPUs(c); err != nil {
+			return err
+		}
 		if existing == nil { // an existing compute's location and network cannot change
 			if err := s.checkNetwork(c); err != nil {
 				return err
@@ -71,7 +74,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		c.Properties.IsAttachedCompute = false
 		c.Properties.ProvisioningErrors = nil
 		a := c.Aml()
-		a.Errors, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule, a.NetworkIsolation = nil, 0, api.NodeStateCounts{}, nil, ""
+		a.Errors, a.Blocked, a.CurrentNodeCount, a.NodeStateCounts, a.ActiveSchedule, a.NetworkIsolation = nil, nil, 0, api.NodeStateCounts{}, nil, ""
 		if existing == nil {
 			created = true
 			c.Name = name
@@ -82,7 +85,7 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			c.Properties.ProvisioningState = api.StateCreating
 			a.AllocationState, a.AllocationStateTransitionTime = api.AllocationSteady, &now
 			a.TargetNodeCount = 0
-			c.SystemData = touch(nil, principal(r), now)
+			c.SystemData = api.Touch(nil, principal(r), now)
 			opID = secret.NewID()
 			if err := store.InsertOperation(r.Context(), q, store.Operation{ID: opID, Kind: store.OpComputeCreate, Target: c.ID, Status: api.OpInProgress, Started: now}); err != nil {
 				return err
@@ -93,8 +96,8 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			c.Properties.ProvisioningState = existing.Properties.ProvisioningState
 			ea := existing.Aml()
 			a.AllocationState, a.AllocationStateTransitionTime, a.TargetNodeCount = ea.AllocationState, ea.AllocationStateTransitionTime, ea.TargetNodeCount
-			a.Errors, a.ActiveSchedule = ea.Errors, ea.ActiveSchedule
-			c.SystemData = touch(existing.SystemData, principal(r), now)
+			a.Errors, a.Blocked, a.ActiveSchedule = ea.Errors, ea.Blocked, ea.ActiveSchedule
+			c.SystemData = api.Touch(existing.SystemData, principal(r), now)
 		}
 		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, ifv, now)
 		return err
@@ -269,7 +272,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 			return err
 		}
 		c.Properties.ModifiedOn = &now
-		c.SystemData = touch(c.SystemData, principal(r), now)
+		c.SystemData = api.Touch(c.SystemData, principal(r), now)
 		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, d.Version, now)
 		return err
 	})

@@ -1,9 +1,9 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -46,6 +46,15 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 	doc.Properties.Services = map[string]api.JobService{
 		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
 	}
+	if sp := doc.Properties.Sweep; sp != nil && sp.BestTrial != nil {
+		// where azure-ai-ml's jobs.download of a sweep finds its best trial
+		props := maps.Clone(doc.Properties.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		props["best_child_run_id"] = sp.BestTrial.Name
+		doc.Properties.Properties = props
+	}
 	jc, ok := computes[j.Compute]
 	if !ok {
 		jc = &jobCompute{}
@@ -67,7 +76,7 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 		c.MaxCost = &m
 	}
 	doc.Properties.Cost = c
-	if p := &doc.Properties; p.Status == api.JobQueued && p.StatusMessage == "" && jc.doc != nil {
+	if p := &doc.Properties; p.WordsWait() && jc.doc != nil {
 		if !jc.counted { // the allocation state as GET of the compute says it
 			if counts, err := store.NodeCounts(ctx, s.db.Q(), jc.doc.ID); err == nil {
 				v := computeWithCounts(*jc.doc, counts)
@@ -75,7 +84,7 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 			}
 			jc.counted = true
 		}
-		p.StatusMessage = api.QueueReason(*jc.doc, doc.Name, j.UID)
+		p.StatusMessage = api.QueueReason(*jc.doc, &doc, j.UID)
 	}
 	return doc
 }
@@ -84,85 +93,57 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 func computeParent(id string) string { p, _, _ := strings.Cut(id, "/computes/"); return p }
 func computeName(id string) string   { _, n, _ := strings.Cut(id, "/computes/"); return n }
 
+// putJob submits a job (command or sweep) or re-submits one that exists
+// (lifecycle.Submit): the handler decodes, checks what only the server can
+// (code snapshots uploaded to the workspace), resolves where its code,
+// inputs and outputs are (jobdata) and resolves the image.
 func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error {
 	sc, name := scopeOf(p), p["name"]
 	var j api.Job
 	if err := decode(r, &j); err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+	wsd, err := s.workspace(r, s.db.Q(), sc)
+	if err != nil {
 		return err
 	}
 	if err := api.PrepareJob(&j, name); err != nil {
 		return err
 	}
+	if err := s.resolveJobData(r.Context(), sc, wsd.Value, name, &j.Properties); err != nil {
+		return err
+	}
+	runs := j.Properties // what runs: the job itself, or a sweep's trials
 	if j.IsSweep() {
-		return s.putSweep(w, r, sc, name, j)
+		runs = j.Trial(api.TrialName(name, 0), nil).Properties
+		j.Properties.Sweep = &api.SweepStatus{Seed: sweepSeed(j)}
 	}
-	j.Properties.ParentJobName, j.Properties.Parameters = "", nil // set on trials only
-	csc, cname, err := api.ParseComputeID(j.Properties.ComputeID, sc)
-	if err != nil {
-		return api.BadRequest(api.CodeValidationError, "computeId: %s", err)
-	}
-	if csc != sc {
-		return api.BadRequest(api.CodeValidationError, "computeId must name a compute of workspace %s", sc.Workspace)
-	}
-	if err := s.checkJobBlobs(r.Context(), sc, j.Properties); err != nil {
+	if err := s.checkJobBlobs(r.Context(), sc, runs); err != nil {
 		return err
 	}
-	image, err := s.jobImage(r.Context(), sc, j.Properties.EnvironmentID)
+	image, note, err := s.jobImage(r.Context(), sc, runs.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	j.Properties.Image = image
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	now := s.clock.Now().UTC()
-	status := http.StatusCreated
 	var out store.Job
+	created := false
 	err = s.tx(r, func(q store.Querier) error {
-		c, err := s.computeFor(r.Context(), q, sc, cname, j.InstanceCount(), "resources.instanceCount")
-		if err != nil {
-			return err
-		}
-		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)
-		if err == nil {
-			status = http.StatusOK
-			out, err = updateJobMetadata(old, j)
-			if err != nil {
-				return err
-			}
-			return store.UpdateJob(r.Context(), q, &out)
-		}
-		if !isNotFound(err) {
-			return err
-		}
-		j.ID, j.Name, j.Type = sc.JobID(name), name, api.TypeJob
-		j.Properties.ComputeID = c.ID
-		j.Properties.Status, j.Properties.History, j.Properties.Attempts = "", nil, nil
-		j.Properties.StartTime, j.Properties.EndTime = nil, nil
-		j.SystemData = touch(nil, principal(r), now)
-		j.SetStatus(api.JobNotStarted, now, "")
-		j.SetStatus(api.JobQueued, now, "")
-		out = store.Job{UID: secret.NewID(), Parent: sc.WorkspaceID(), Compute: c.ID, Created: now, Doc: j}
-		return store.InsertJob(r.Context(), q, &out)
+		var err error
+		out, created, err = lifecycle.Submit(r.Context(), q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: principal(r)}, now)
+		return err
 	})
 	if err != nil {
 		return err
 	}
 	s.changed()
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
 	writeJSON(w, status, s.jobView(r, out, nil))
 	return nil
-}
-
-// updateJobMetadata applies a PUT on an existing job: only what Azure lets
-// change after submission (description, tags, display name, archive flag).
-func updateJobMetadata(old store.Job, j api.Job) (store.Job, error) {
-	o, n := &old.Doc.Properties, &j.Properties
-	if n.Command != o.Command || n.CodeID != o.CodeID || n.EnvironmentID != o.EnvironmentID || old.Doc.InstanceCount() != j.InstanceCount() {
-		return old, &api.Error{Status: http.StatusConflict, Code: api.CodeImmutable,
-			Message: "job " + old.Doc.Name + " exists and its command, code, environment and resources cannot change; submit a new job with another name"}
-	}
-	o.Description, o.Tags, o.DisplayName, o.IsArchived = n.Description, n.Tags, n.DisplayName, n.IsArchived
-	return old, nil
 }
 
 func (s *Server) job(r *http.Request, q store.Querier, p params) (store.Job, error) {
@@ -365,17 +346,3 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 // computeFor is the compute a new job (or sweep trial, field naming its
 // node count) runs on: it exists, is not being deleted, and can ever have
 // the job's nodes.
-func (s *Server) computeFor(ctx context.Context, q store.Querier, sc api.Scope, cname string, instances int, field string) (api.Compute, error) {
-	cd, err := s.compute(ctx, q, sc, cname)
-	if err != nil {
-		return api.Compute{}, api.BadRequest(api.CodeValidationError, "computeId: compute %s does not exist in workspace %s; create it with 'cumulus compute create'", cname, sc.Workspace)
-	}
-	c := cd.Value
-	if c.Properties.ProvisioningState == api.StateDeleting {
-		return c, api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
-	}
-	if max := c.LargestMax(); instances > max {
-		return c, api.BadRequest(api.CodeValidationError, "%s %d is more than compute %s can ever have (maxNodeCount %d)", field, instances, c.Name, max)
-	}
-	return c, nil
-}

@@ -7,77 +7,18 @@ import (
 	"net/http"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
-	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
-// putSweep stores a validated sweep job (api.PrepareJob). A sweep holds no
-// nodes: its row names no compute, so the scheduler never sees it; the
-// sweep controller creates its trials, command jobs on its compute.
-func (s *Server) putSweep(w http.ResponseWriter, r *http.Request, sc api.Scope, name string, j api.Job) error {
-	csc, cname, err := api.ParseComputeID(j.Properties.ComputeID, sc)
-	if err != nil {
-		return api.BadRequest(api.CodeValidationError, "computeId: %s", err)
+// sweepSeed is the seed of a sweep's sampling: the one it names, or a
+// random one, recorded so that a restart samples the same trials.
+func sweepSeed(j api.Job) uint64 {
+	if a := j.Properties.SamplingAlgorithm; a != nil && a.Seed != nil {
+		return uint64(*a.Seed)
 	}
-	if csc != sc {
-		return api.BadRequest(api.CodeValidationError, "computeId must name a compute of workspace %s", sc.Workspace)
-	}
-	trial := j.Trial(api.TrialName(name, 0), nil)
-	if err := s.checkJobBlobs(r.Context(), sc, trial.Properties); err != nil {
-		return err
-	}
-	image, err := s.jobImage(r.Context(), sc, j.Properties.Trial.EnvironmentID)
-	if err != nil {
-		return err
-	}
-	j.Properties.Image = image
-	seed := uint64(0)
-	if a := j.Properties.SamplingAlgorithm; a.Seed != nil {
-		seed = uint64(*a.Seed)
-	} else {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		seed = binary.LittleEndian.Uint64(b[:]) >> 1
-	}
-	now := s.clock.Now().UTC()
-	status := http.StatusCreated
-	var out store.Job
-	err = s.tx(r, func(q store.Querier) error {
-		c, err := s.computeFor(r.Context(), q, sc, cname, trial.InstanceCount(), "trial.resources.instanceCount")
-		if err != nil {
-			return err
-		}
-		old, err := store.GetJob(r.Context(), q, sc.WorkspaceID(), name)
-		if err == nil {
-			if !old.Doc.IsSweep() {
-				return api.Conflict(api.CodeImmutable, "job %s exists and is a command job; submit the sweep with another name", name)
-			}
-			status = http.StatusOK
-			o, n := &old.Doc.Properties, &j.Properties
-			o.Description, o.Tags, o.DisplayName, o.IsArchived = n.Description, n.Tags, n.DisplayName, n.IsArchived
-			out = old
-			return store.UpdateJob(r.Context(), q, &out)
-		}
-		if !isNotFound(err) {
-			return err
-		}
-		j.ID, j.Name, j.Type = sc.JobID(name), name, api.TypeJob
-		j.Properties.ComputeID = c.ID
-		j.Properties.Status, j.Properties.History, j.Properties.Attempts = "", nil, nil
-		j.Properties.StartTime, j.Properties.EndTime = nil, nil
-		j.Properties.Sweep = &api.SweepStatus{Seed: seed}
-		j.SystemData = touch(nil, principal(r), now)
-		j.SetStatus(api.JobNotStarted, now, "")
-		j.SetStatus(api.JobQueued, now, "")
-		out = store.Job{UID: secret.NewID(), Parent: sc.WorkspaceID(), Compute: "", Created: now, Doc: j}
-		return store.InsertJob(r.Context(), q, &out)
-	})
-	if err != nil {
-		return err
-	}
-	s.changed()
-	writeJSON(w, status, s.jobView(r, out, nil))
-	return nil
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) >> 1
 }
 
 // listTrials answers GET …/jobs?parentJobName=NAME: the trials of sweep

@@ -29,13 +29,22 @@ func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 	p := *c.Aml()
 	p.NodeStateCounts, p.CurrentNodeCount = api.CountNodes(counts)
 	p.AllocationState = api.AllocationStateOf(p.CurrentNodeCount, p.TargetNodeCount, p.NodeStateCounts)
+	if p.Subnet == nil && p.EnableNodePublicIP != nil && *p.EnableNodePublicIP {
+		// The default (true), answered only when it says something: a
+		// compute read back with enableNodePublicIp and no subnet is one
+		// azure-ai-ml before 1.5 cannot send again (get, change,
+		// begin_create_or_update fails in its _set_full_subnet_name).
+		p.EnableNodePublicIP = nil
+	}
 	c.Properties.Properties = &p
 	return c
 }
 
 // NodeInfo renders a node as listNodes does; runId is the name of the
 // job it runs (jobName), as on Azure ML, where a job's name is its run id.
-func NodeInfo(n store.Node, jobName string) api.NodeInfo {
+// rankEnded says the node's rank of that job has ended (the node is held
+// for the job until it ends).
+func NodeInfo(n store.Node, jobName string, rankEnded bool) api.NodeInfo {
 	info := api.NodeInfo{NodeID: n.ID, PrivateIPAddress: n.Address, Port: int32(n.Port), NodeState: n.State}
 	if n.Port > 0 && n.PublicSSH {
 		addr := n.Address
@@ -43,6 +52,13 @@ func NodeInfo(n store.Node, jobName string) api.NodeInfo {
 	}
 	if jobName != "" {
 		info.RunID = &jobName
+		info.RankEnded = rankEnded
+	}
+	info.GPUs = n.GPUDevices
+	if len(info.GPUs) == 0 {
+		for _, i := range n.GPUs {
+			info.GPUs = append(info.GPUs, strconv.Itoa(i))
+		}
 	}
 	return info
 }
@@ -63,16 +79,18 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) err
 	size := s.pageSize(r)
 	page := api.NodesPage{Nodes: []api.NodeInfo{}}
 	for i := skip; i < len(nodes) && i < skip+size; i++ {
-		name := ""
+		name, ended := "", false
 		if uid := nodes[i].JobID; uid != "" {
 			name = uid // a job that is gone: its id is all there is
 			if j, err := store.GetJobByUID(r.Context(), s.db.Q(), uid); err == nil {
 				name = j.Doc.Name
+				_, ended = j.Exits[nodes[i].ID]
+				ended = ended && !api.JobTerminal(j.Doc.Properties.Status)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
-		page.Nodes = append(page.Nodes, NodeInfo(nodes[i], name))
+		page.Nodes = append(page.Nodes, NodeInfo(nodes[i], name, ended))
 	}
 	if skip+size < len(nodes) {
 		page.NextLink = s.nextLink(r, "$skip", strconv.Itoa(skip+size))

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -36,7 +35,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 			ws.ID = sc.WorkspaceID()
 			ws.Properties.WorkspaceID = old.Value.Properties.WorkspaceID
 			ws.Properties.CreationTime = old.Value.Properties.CreationTime
-			ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+			ws.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 			if ws.Location != old.Value.Location {
 				return api.BadRequest(api.CodeImmutable, "the location of workspace %s cannot change (%s → %s)", sc.Workspace, old.Value.Location, ws.Location)
 			}
@@ -50,7 +49,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 			status = http.StatusCreated
 			ws.Properties.WorkspaceID = secret.NewID()
 			ws.Properties.CreationTime = &now
-			ws.SystemData = touch(nil, principal(r), now)
+			ws.SystemData = api.Touch(nil, principal(r), now)
 			if err := s.checkAssign(r, q, ws.Identity, nil); err != nil {
 				return err
 			}
@@ -64,7 +63,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 		return err
 	}
 	w.Header().Set("ETag", store.ETagOf(version))
-	writeJSON(w, status, ws)
+	writeJSON(w, status, s.workspaceView(r, ws))
 	return nil
 }
 
@@ -108,7 +107,7 @@ func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request, p params
 		if err := s.checkAssign(r, q, u.Identity, old.Value.Identity); err != nil {
 			return err
 		}
-		ws.SystemData = touch(old.Value.SystemData, principal(r), now)
+		ws.SystemData = api.Touch(old.Value.SystemData, principal(r), now)
 		version, err = store.Put(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, ws, old.Version, now)
 		return err
 	})
@@ -116,7 +115,7 @@ func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request, p params
 		return err
 	}
 	w.Header().Set("ETag", store.ETagOf(version))
-	writeJSON(w, http.StatusOK, ws)
+	writeJSON(w, http.StatusOK, s.workspaceView(r, ws))
 	return nil
 }
 
@@ -130,7 +129,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 		return err
 	}
 	w.Header().Set("ETag", d.ETag())
-	writeJSON(w, http.StatusOK, d.Value)
+	writeJSON(w, http.StatusOK, s.workspaceView(r, d.Value))
 	return nil
 }
 
@@ -151,11 +150,11 @@ func (s *Server) workspace(r *http.Request, q store.Querier, sc api.Scope) (stor
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	return listPage[api.Workspace](s, w, r, store.KindWorkspace, sc.GroupID(), true, func(x api.Workspace) any { return x })
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, sc.GroupID(), true, func(x api.Workspace) any { return s.workspaceView(r, x) })
 }
 
 func (s *Server) listWorkspacesInSubscription(w http.ResponseWriter, r *http.Request, p params) error {
-	return listPage[api.Workspace](s, w, r, store.KindWorkspace, "/subscriptions/"+p["sub"], false, func(x api.Workspace) any { return x })
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, "/subscriptions/"+p["sub"], false, func(x api.Workspace) any { return s.workspaceView(r, x) })
 }
 
 func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
@@ -186,7 +185,10 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 			return err
 		}
 		if len(computes) == 0 {
-			return store.Delete(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0)
+			if err := store.Delete(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0); err != nil {
+				return err
+			}
+			return store.DeleteWorkspaceBlobs(r.Context(), q, sc.WorkspaceID())
 		}
 		if !force {
 			return api.ErrWorkspaceHasComputes(sc.Workspace, len(computes))
@@ -227,14 +229,13 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 	return nil
 }
 
-func touch(sd *api.SystemData, who string, now time.Time) *api.SystemData {
-	out := &api.SystemData{}
-	if sd != nil {
-		*out = *sd
+// workspaceView is a workspace as the API answers it: with its
+// discoveryUrl (the services the SDKs read logs and outputs from, all on
+// this server) and the storage account of its blob store.
+func (s *Server) workspaceView(r *http.Request, ws api.Workspace) api.Workspace {
+	ws.Properties.DiscoveryURL = s.baseURL(r) + discoveryPath
+	if sc, err := api.ParseWorkspaceID(ws.ID); err == nil {
+		ws.Properties.StorageAccount = api.StorageAccountID(sc, api.StorageAccountName(ws.WorkspaceUID()))
 	}
-	if out.CreatedAt == nil {
-		out.CreatedBy, out.CreatedByType, out.CreatedAt = who, "User", &now
-	}
-	out.LastModifiedBy, out.LastModifiedByType, out.LastModifiedAt = who, "User", &now
-	return out
+	return ws
 }

@@ -131,6 +131,20 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Compute is the compute cluster the Config describes, as the API stores
+// one: the simulator decides from it as the controller does.
+func (c Config) Compute() api.Compute {
+	var comp api.Compute
+	a := comp.Aml()
+	a.VMSize, a.VMPriority = c.Size, api.PriorityDedicated
+	if c.LowPriority {
+		a.VMPriority = api.PriorityLowPriority
+	}
+	lo, hi := int32(c.Min), int32(c.Max)
+	a.ScaleSettings = &api.ScaleSettings{MinNodeCount: &lo, MaxNodeCount: &hi, NodeIdleTimeBeforeScaleDown: api.FormatDuration(c.IdleTimeout)}
+	return comp
+}
+
 // Settings describes the Config as a Result shows it.
 func (c Config) Settings() Settings {
 	s := Settings{
@@ -304,6 +318,7 @@ type cluster struct {
 
 type sim struct {
 	cfg      Config
+	comp     api.Compute // every cluster's settings
 	size     catalog.Size
 	prov     Provider
 	events   eventHeap
@@ -329,7 +344,7 @@ type sim struct {
 }
 
 func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
-	s := &sim{cfg: cfg, size: size, prov: cfg.Provider}
+	s := &sim{cfg: cfg, comp: cfg.Compute(), size: size, prov: cfg.Provider}
 	if s.prov == nil {
 		s.prov = NewProvider(cfg.Provision, cfg.Deletion, cfg.EvictionRate, cfg.Seed)
 	}
@@ -614,10 +629,8 @@ func (s *sim) freeQuota() {
 
 // reconcile runs one decision for a cluster and applies it.
 func (s *sim) reconcile(c *cluster) error {
-	snap := decide.Cluster{
-		ID: c.name, Min: s.cfg.Min, Max: s.cfg.Max, IdleTimeout: s.cfg.IdleTimeout, Headroom: -1,
-		Nodes: s.nodeBuf[:0], Queued: s.jobBuf[:0],
-	}
+	snap := decide.ForCompute(s.comp, at(s.now))
+	snap.ID, snap.Nodes, snap.Queued = c.name, s.nodeBuf[:0], s.jobBuf[:0]
 	for _, n := range c.nodes {
 		dn := decide.Node{ID: n.id, State: n.state, IdleSince: at(n.idleSince), Created: at(n.created)}
 		if n.job != nil {
@@ -628,7 +641,7 @@ func (s *sim) reconcile(c *cluster) error {
 	need := 0
 	for _, j := range c.queue[c.head:] {
 		snap.Queued = append(snap.Queued, decide.Job{ID: j.id, InstanceCount: j.nodes, Seq: j.seq})
-		if need += j.nodes; need > s.cfg.Max {
+		if need += j.nodes; need > snap.Max {
 			break // the rest of the queue cannot change the plan
 		}
 	}

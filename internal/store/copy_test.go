@@ -34,7 +34,8 @@ func fill(t *testing.T, db *DB) {
 	must(PutSecret(ctx, db.W(), "sec", []byte{0, 1, 2, 255}))
 	must(PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/C", State: api.NodeIdle, Created: now}))
 	for i, name := range []string{"j1", "j2"} {
-		j := queuedJob("u"+name, name, 2, i, "img", api.QuotaWaitPrefix+" cores")
+		j := queuedJob("u"+name, name, 2, i, "img", "")
+		j.Doc.Properties.Waiting = &api.Block{Kind: api.BlockQuota}
 		if i == 1 { // a run in the cost ledger
 			j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
 		}
@@ -43,6 +44,9 @@ func fill(t *testing.T, db *DB) {
 	_, err = AppendAudit(ctx, db.W(), AuditEntry{Time: now, Principal: "alice", Operation: "PUT", Resource: "/x", Status: 200})
 	must(err)
 	must(PutBlobOwner(ctx, db.W(), BlobOwner{Digest: "d1", Workspace: "/ws", Size: 3, Uploaded: now, Principal: "alice"}))
+	must(PutBlobPath(ctx, db.W(), BlobEntry{Workspace: "/ws", Container: "c", Path: "a/b", Digest: "d1", Size: 3, MD5: "m", ContentType: "text/plain",
+		Metadata: map[string]string{"k": "v"}, Created: now, Modified: now, ETag: `"0x1"`}))
+	must(PutBlock(ctx, db.W(), "/ws", "c", "big", Block{ID: "YQ==", Digest: "d1", Size: 3}, now))
 	_, err = PutLock(ctx, db.W(), "/ws", api.Lock{ID: api.LockID("/ws", "l"), Name: "l", Properties: api.LockProperties{Level: api.LockReadOnly}}, now)
 	must(err)
 	must(PutMetrics(ctx, db.W(), "uj1", []Metric{{Name: "loss", Value: 0.5, Step: 1, Time: now}}))
@@ -71,8 +75,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	for _, tb := range copied {
 		want := 1
-		if tb.table == "jobs" || tb.table == "job_params" { // job_params: a param and the metric count
+		switch tb.table {
+		case "jobs":
 			want = 2
+		case "job_params": // a param and the job's counts: metric values, params, bytes
+			want = 4
 		}
 		if report[tb.table] != want {
 			t.Errorf("%s: copied %d rows, want %d", tb.table, report[tb.table], want)
@@ -84,6 +91,9 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	toks, err := ListTokens(ctx, dst.Q(), "alice")
 	if err != nil || len(toks) != 1 || !toks[0].Revoked || toks[0].Hash != "h1" {
 		t.Errorf("tokens: %+v %v", toks, err)
+	}
+	if e, err := GetBlobPath(ctx, dst.Q(), "/ws", "c", "a/b"); err != nil || e.Digest != "d1" || e.Metadata["k"] != "v" {
+		t.Errorf("blob path: %+v %v", e, err)
 	}
 	if b, err := GetSecret(ctx, dst.Q(), "sec"); err != nil || string(b) != string([]byte{0, 1, 2, 255}) {
 		t.Errorf("secret: %v %v", b, err)

@@ -29,6 +29,14 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+	// PortRetries counts attempts that ended because a port the job was
+	// given was in use on one of its nodes; they do not count against the
+	// failure retry limit either (the next attempt gets other ports).
+	PortRetries int
+	// MPIDone: the current attempt's node rank 0 ran mpirun over the job's
+	// nodes and it ended with 0; the other nodes' launchers are told to
+	// stop, and how they end no longer decides the job's result.
+	MPIDone bool
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -39,11 +47,18 @@ type jobBody struct {
 	Nodes   []string       `json:"nodes,omitempty"`
 	Exits   map[string]int `json:"exits,omitempty"`
 	Preempt int            `json:"preemptions,omitempty"`
+	Ports   int            `json:"portRetries,omitempty"`
+	MPIDone bool           `json:"mpiDone,omitempty"`
+}
+
+func bodyOf(j *Job) jobBody {
+	return jobBody{Doc: j.Doc, Attempt: j.Attempt, Nodes: j.Nodes, Exits: j.Exits, Preempt: j.Preemptions,
+		Ports: j.PortRetries, MPIDone: j.MPIDone}
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -62,7 +77,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
 		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
-		p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage))
+		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -82,7 +97,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -96,7 +111,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, api.WaitsForQuota(p.StatusMessage), j.UID, j.Version)
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -150,18 +165,19 @@ func JobsByStatus(ctx context.Context, q Querier, compute string, statuses ...st
 // QueuedJob is what the scheduler reads of a queued job (no document).
 type QueuedJob struct {
 	UID       string
+	Name      string // its name as the store keys it (lower case)
 	Seq       int64
 	Priority  int
 	Nodes     int    // instance count, at least 1
 	Image     string // the job's image, "" for none
-	QuotaWait bool   // its status message says it waits for quota
+	QuotaWait bool   // it waits for a reason of its own (Waiting: quota)
 }
 
 // QueuedJobs lists the head of a compute's queue in scheduling order
 // (priority, highest first, then submission), at most limit jobs, from an
 // index and columns only: cheap with a hundred thousand jobs queued.
 func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]QueuedJob, error) {
-	rows, err := q.QueryContext(ctx, `SELECT uid, seq, priority, nodes, image, quota_wait FROM jobs
+	rows, err := q.QueryContext(ctx, `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
 		WHERE compute = ? AND status = ? ORDER BY priority DESC, seq LIMIT ?`, Key(compute), api.JobQueued, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued jobs: %w", err)
@@ -170,8 +186,37 @@ func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]Qu
 	var out []QueuedJob
 	for rows.Next() {
 		var j QueuedJob
-		if err := rows.Scan(&j.UID, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
+		if err := rows.Scan(&j.UID, &j.Name, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
 			return nil, fmt.Errorf("queued jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// ActiveJob is what the cluster controller reads of a job that was given
+// nodes and has not ended (no document).
+type ActiveJob struct {
+	UID   string
+	Nodes int // instance count, at least 1
+}
+
+// ActiveJobs lists a compute's jobs between assignment and end (Preparing,
+// Starting, Running, Finalizing, CancelRequested) from an index and
+// columns only. Jobs that hold no nodes of their own (sweeps) are among
+// them.
+func ActiveJobs(ctx context.Context, q Querier, compute string) ([]ActiveJob, error) {
+	rows, err := q.QueryContext(ctx, `SELECT uid, nodes FROM jobs WHERE compute = ? AND status IN (?, ?, ?, ?, ?)`,
+		Key(compute), api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing, api.JobCancelRequested)
+	if err != nil {
+		return nil, fmt.Errorf("active jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []ActiveJob
+	for rows.Next() {
+		var j ActiveJob
+		if err := rows.Scan(&j.UID, &j.Nodes); err != nil {
+			return nil, fmt.Errorf("active jobs: %w", err)
 		}
 		out = append(out, j)
 	}

@@ -59,14 +59,15 @@ func queuedJob(uid, name string, nodes int32, priority int, image, msg string) *
 func TestQueuedJobsColumns(t *testing.T) {
 	db := openTest(t)
 	ctx := context.Background()
-	a := queuedJob("u1", "a", 3, 5, "torch:2", api.QuotaWaitPrefix+"standardNCSv3Family needs 6 cores")
+	a := queuedJob("u1", "a", 3, 5, "torch:2", "")
+	a.Doc.Properties.Waiting = &api.Block{Kind: api.BlockQuota}
 	b := queuedJob("u2", "b", 0, 0, "", "")
 	for _, j := range []*Job{a, b} {
 		if err := InsertJob(ctx, db.W(), j); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := []QueuedJob{{UID: "u1", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Seq: b.Seq, Nodes: 1}}
+	want := []QueuedJob{{UID: "u1", Name: "a", Seq: a.Seq, Priority: 5, Nodes: 3, Image: "torch:2", QuotaWait: true}, {UID: "u2", Name: "b", Seq: b.Seq, Nodes: 1}}
 	check := func(when string) {
 		t.Helper()
 		got, err := QueuedJobs(ctx, db.Q(), "/c", 10)
@@ -80,7 +81,7 @@ func TestQueuedJobsColumns(t *testing.T) {
 	}
 	check("after insert")
 
-	a.Doc.Properties.Priority, a.Doc.Properties.StatusMessage = 9, ""
+	a.Doc.Properties.Priority, a.Doc.Properties.Waiting = 9, nil
 	if err := UpdateJob(ctx, db.W(), a); err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +234,51 @@ func TestSubmittedAfterAndRecentJobs(t *testing.T) {
 	}
 	if jobs, err := RecentJobs(ctx, db.Q(), "/none", 10); err != nil || len(jobs) != 0 {
 		t.Errorf("RecentJobs of a compute without jobs = %d, %v", len(jobs), err)
+	}
+}
+
+// ActiveJobs lists the jobs of a compute between assignment and end with
+// their node counts, from the columns, and the run state a job carries
+// beside its document (port restarts, mpirun's end) survives a write.
+func TestActiveJobs(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	statuses := []string{api.JobQueued, api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing,
+		api.JobCancelRequested, api.JobCompleted, api.JobFailed, api.JobCanceled}
+	for i, st := range statuses {
+		j := queuedJob(fmt.Sprintf("u%d", i), fmt.Sprintf("j%d", i), int32(i+1), 0, "", "")
+		if err := InsertJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+		j.Doc.Properties.Status = st
+		j.PortRetries, j.MPIDone = i, i%2 == 0
+		if err := UpdateJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := queuedJob("elsewhere", "elsewhere", 2, 0, "", "")
+	other.Compute = "/other"
+	if err := InsertJob(ctx, db.W(), other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ActiveJobs(ctx, db.Q(), "/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"u1": 2, "u2": 3, "u3": 4, "u4": 5, "u5": 6}
+	if len(got) != len(want) {
+		t.Fatalf("active jobs = %+v; want %v", got, want)
+	}
+	for _, a := range got {
+		if want[a.UID] != a.Nodes {
+			t.Errorf("active job %+v; want %d nodes", a, want[a.UID])
+		}
+	}
+	j, err := GetJobByUID(ctx, db.Q(), "u4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.PortRetries != 4 || !j.MPIDone {
+		t.Errorf("read back port retries %d, mpirun done %v; want 4, true", j.PortRetries, j.MPIDone)
 	}
 }

@@ -231,16 +231,16 @@ func TestNodesRunJobsAsUsersOfTheirOwn(t *testing.T) {
 	}
 }
 
-// A node in a subnet with a public IP is a
-// configuration error: the compute must change.
-func TestSubnetWithPublicIPIsAConfigurationError(t *testing.T) {
+// A node in a subnet, where the provider cannot make networks (no control
+// plane served on the subnets' bridges here), is a configuration error in
+// the provider's words.
+func TestSubnetWithoutNetworksIsAConfigurationError(t *testing.T) {
 	p := newTestProvider(t)
 	srv := providertest.NewStubServer(t)
-	ctx := context.Background()
-	s := spec(srv, "subnet-public")
-	s.Subnet = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/a"
-	_, err := p.Create(ctx, s)
-	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "enableNodePublicIp false") {
-		t.Errorf("Create in a subnet with a public IP = %v; want a configuration error that says to set enableNodePublicIp false", err)
+	s := spec(srv, "subnet")
+	s.Subnet, s.NoPublicIP = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/a", true
+	_, err := p.Create(context.Background(), s)
+	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "cannot place nodes in networks here") {
+		t.Errorf("Create in a subnet without networks = %v; want a configuration error saying so", err)
 	}
 }

@@ -120,6 +120,14 @@ func (f *Fake) List(context.Context) ([]provider.Instance, error) {
 	return out, nil
 }
 
+// Node is the spec a node that exists was created with.
+func (f *Fake) Node(nodeID string) (provider.NodeSpec, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	spec, ok := f.nodes[nodeID]
+	return spec, ok
+}
+
 // Nodes are the ids of the nodes that exist (created, not deleted), sorted.
 func (f *Fake) Nodes() []string {
 	ins, _ := f.List(context.Background())
