@@ -48,12 +48,16 @@ func TestInsufficientCapacityBacksOffAndSaysSo(t *testing.T) {
 	m := metrics.New(metrics.Options{})
 	h.c.Metrics = m
 	c := h.compute("cpu", 0, 1, "PT120S")
-	h.submit(c, 1)
+	uid := h.submit(c, 1)
 	h.prov.AllowedCreateCalls = 0 // a cloud with no room
 	h.pass()
 	msg := errorCodes(h.storedCompute(c))["NodeProvisioningFailed"]
 	if !strings.Contains(msg, "no capacity") || !strings.Contains(msg, "AllowedCreateCalls are used up") {
 		t.Fatalf("compute error %q; want it to say the provider has no capacity, in its words", msg)
+	}
+	j := h.job(uid).Doc
+	if why := api.QueueReason(*h.storedCompute(c), &j, uid); !strings.Contains(why, msg) {
+		t.Fatalf("the job's reason after the failed pass is %q; want the provider's failure", why)
 	}
 	if evs := h.provisioningEvents(c); len(evs) != 1 || evs[0] != msg {
 		t.Fatalf("ProvisioningFailed events %q; want one with the compute's error", evs)
