@@ -374,7 +374,7 @@ func (a *agent) loop(ctx context.Context) error {
 			a.cancelJob(uid, resp.StopReasons[uid])
 		}
 		for _, uid := range resp.Preempt {
-			a.preemptJob(uid, resp.PreemptGrace)
+			a.preemptJob(uid, resp.PreemptGrace, resp.StopReasons[uid])
 		}
 		accepted := true
 		if resp.Assign != nil {
@@ -515,15 +515,20 @@ func (a *agent) cancelJob(uid, reason string) {
 	}
 }
 
-// preemptJob stops a job because its node is being preempted, with the
-// preemption grace period between SIGTERM and SIGKILL.
-func (a *agent) preemptJob(uid string, grace time.Duration) {
+// preemptJob stops a job because its node is being preempted, or because
+// its compute's queue policy stopped it for another job (reason, when the
+// server gives one), with the preemption grace period between SIGTERM and
+// SIGKILL.
+func (a *agent) preemptJob(uid string, grace time.Duration, reason string) {
 	a.mu.Lock()
 	j := a.jobs[uid]
 	a.mu.Unlock()
+	if reason == "" {
+		reason = "preempted: the node is being reclaimed"
+	}
 	if j != nil {
 		j.setGrace(grace)
-		j.stop("preempted: the node is being reclaimed")
+		j.stop(reason)
 	}
 }
 

@@ -97,8 +97,10 @@ type PollRequest struct {
 type PollResponse struct {
 	Assign *Assignment `json:"assign,omitempty"`
 	Cancel []string    `json:"cancel,omitempty"` // job uids to stop (SIGTERM, grace, SIGKILL)
-	// StopReasons says why each job in Cancel is stopped, for its log and
-	// exit report ("canceled" when absent).
+	// StopReasons says why each job in Cancel (or Preempt, when the
+	// compute's queue policy stopped it for another job) is stopped, for
+	// its log and exit report ("canceled", or the node's preemption, when
+	// absent).
 	StopReasons map[string]string `json:"stopReasons,omitempty"`
 	// Preempt: the node is being preempted; stop these jobs with
 	// PreemptGrace between SIGTERM and SIGKILL, save their checkpoints
@@ -175,10 +177,13 @@ type Assignment struct {
 	Grace           time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
 	Outputs         []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
 	Inputs          map[string]string `json:"inputs,omitempty"`  // folder inputs: name → blob sha256, unpacked to a folder named by AZUREML_INPUT_<name>
-	GPUs            []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
-	InstanceIndex   int               `json:"instanceIndex"`     // this node's rank among the job's nodes
-	NodeIPs         []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
-	Distribution    *Distribution     `json:"distribution,omitempty"`
+	GPUs            []int             `json:"gpus,omitempty"`
+	// ShmSize is the size of the job's /dev/shm in bytes (resources.shmSize;
+	// 0: api.DefaultShmSize).
+	ShmSize       int64         `json:"shmSize,omitempty"` // device indexes for CUDA_VISIBLE_DEVICES
+	InstanceIndex int           `json:"instanceIndex"`     // this node's rank among the job's nodes
+	NodeIPs       []string      `json:"nodeIps,omitempty"` // every node of the job, by rank
+	Distribution  *Distribution `json:"distribution,omitempty"`
 	// Checkpoint says an earlier attempt left a checkpoint: restore it into
 	// $CUMULUS_CHECKPOINT_DIR before the command starts.
 	Checkpoint bool `json:"checkpoint,omitempty"`

@@ -63,6 +63,9 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 			MasterPort: distrib.MasterPort(j.UID, j.Attempt, distrib.PortBlock(j.Doc.InstanceCount(), int(d.ProcessCountPerInstance))), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
 			LaunchToken: w.LaunchToken}
 	}
+	if r := p.Resources; r != nil && r.ShmSize != "" {
+		a.ShmSize, _ = api.ParseShmSize(r.ShmSize) // checked at submit
+	}
 	return a
 }
 

@@ -41,7 +41,8 @@ type Plan struct {
 
 // Instructions decides what a polling agent should do now, given what it
 // reported it runs: stop jobs that no longer run on the node, stop jobs of
-// a preempted node with its compute's grace, start the node's job when the
+// a preempted node, and an attempt the queue policy stopped for another
+// job, with its compute's grace, start the node's job when the
 // agent does not run it yet, and leave when the node is being removed.
 func Instructions(v View, reported []agentapi.JobState) Plan {
 	var p Plan
@@ -66,6 +67,19 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		}
 		j, found := v.Jobs[st.UID]
 		switch {
+		case found && st.UID == n.JobID && reclaimed(j, st.Attempt):
+			// The queue policy stopped this attempt for another job: it
+			// stops as on a preempted node, with the grace to save its
+			// checkpoint; the node is released when it reports the end.
+			p.Response.Preempt = append(p.Response.Preempt, st.UID)
+			p.Response.PreemptGrace = v.Grace
+			if a := j.Doc.Properties.Attempts; len(a) > 0 {
+				if p.Response.StopReasons == nil {
+					p.Response.StopReasons = map[string]string{}
+				}
+				p.Response.StopReasons[st.UID] = a[len(a)-1].Reason
+			}
+			runs = true
 		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
 			stop(st.UID, stopReason(j, found, st, n.ID))
 		case j.MPIDone && j.Nodes[0] != n.ID:
@@ -99,6 +113,14 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		p.Response.Shutdown = true
 	}
 	return p
+}
+
+// reclaimed reports whether attempt of job j was stopped by its compute's
+// queue policy (lifecycle.Reclaim) and the job has not ended since: a
+// cancel or the end of the job stops it as those do.
+func reclaimed(j store.Job, attempt int) bool {
+	st := j.Doc.Properties.Status
+	return j.Reclaimed > 0 && j.Reclaimed == attempt && !api.JobTerminal(st) && st != api.JobCancelRequested
 }
 
 // stopReason says why an agent stops a job it runs on a node: what its

@@ -65,6 +65,18 @@ func evicted(v View) View {
 	return v
 }
 
+// reclaimedJob is j with its last attempt stopped by the queue policy.
+func reclaimedJob(j store.Job, why string) store.Job {
+	j.Reclaimed, j.Reclaims = j.Attempt, 1
+	j.Doc.Properties.Attempts = []api.Attempt{{Number: j.Attempt, Ended: &t0, Reason: why}}
+	return j
+}
+
+func graced(v View) View {
+	v.Grace = 45 * time.Second
+	return v
+}
+
 func TestInstructions(t *testing.T) {
 	assigned := func(uid string, attempt int) *agentapi.Assignment {
 		a := Assignment(job(uid, api.JobPreparing, attempt, "n1"), store.Node{ID: "n1"}, Work{NodeIPs: []string{"10.0.0.1"}})
@@ -128,6 +140,18 @@ func TestInstructions(t *testing.T) {
 			view:     evicted(view(api.NodeRunning, "j1", job("j1", api.JobRunning, 1, "n1"))),
 			reported: []agentapi.JobState{running("j1", 1)},
 			want:     Plan{Response: agentapi.PollResponse{Preempt: []string{"j1"}, PreemptGrace: 45 * time.Second}}},
+		{name: "an attempt the queue policy stopped for another job is preempted with the compute's grace and why",
+			view:     graced(view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobQueued, 1), "preempted for fair share: …"))),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want: Plan{Response: agentapi.PollResponse{Preempt: []string{"j1"}, PreemptGrace: 45 * time.Second,
+				StopReasons: map[string]string{"j1": "preempted for fair share: …"}}}},
+		{name: "a stopped attempt the agent no longer runs releases the node",
+			view: view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobQueued, 1), "preempted for fair share: …")),
+			want: Plan{Release: "j1"}},
+		{name: "a stopped attempt whose job was then canceled is stopped as canceled",
+			view:     view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobCanceled, 1), "x")),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}}}},
 		{name: "an evicted node is not given its job",
 			view: evicted(view(api.NodeRunning, "j1", job("j1", api.JobPreparing, 1, "n1"))),
 			want: Plan{Release: "j1"}},

@@ -293,7 +293,7 @@ func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, m
 		return err
 	}
 	j.Nodes, j.Exits, j.MPIDone = nil, nil, false
-	counted := j.Attempt - j.Preemptions - j.PortRetries
+	counted := j.Attempt - j.Preemptions - j.PortRetries - j.Reclaims
 	switch {
 	case p.Status == api.JobCancelRequested:
 		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")

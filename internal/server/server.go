@@ -250,6 +250,7 @@ func (s *Server) routes() {
 	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
 	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
+	r.handle("GET", ws+"/computes/{name}/queue", s.getQueue)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)

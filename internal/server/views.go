@@ -7,10 +7,12 @@ import (
 	"strconv"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/fairshare"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // computeView is what GET returns: the stored compute, without secrets,
+// with where each group stands on a fair-share compute,
 // with the read-only fields computed from the nodes that exist now.
 func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, error) {
 	counts, err := store.NodeCounts(ctx, s.db.Q(), c.ID)
@@ -19,6 +21,20 @@ func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, e
 	}
 	v := computeWithCounts(c, counts)
 	v.Aml().NetworkIsolation = s.cfg.Network.Describe(v)
+	if c.Queue().FairShare {
+		now := s.clock.Now().UTC()
+		nodes, err := store.NodesOf(ctx, s.db.Q(), c.ID)
+		if err != nil {
+			return v, err
+		}
+		st, err := fairshare.Read(ctx, s.db.Q(), c, nodes, c.LargestMax()+1, now)
+		if err != nil {
+			return v, err
+		}
+		if v.Aml().FairShare, err = s.fairShare(ctx, s.db.Q(), c, st.Cluster(c, nodes, now), now); err != nil {
+			return v, err
+		}
+	}
 	return v, nil
 }
 

@@ -37,6 +37,11 @@ type Job struct {
 	// nodes and it ended with 0; the other nodes' launchers are told to
 	// stop, and how they end no longer decides the job's result.
 	MPIDone bool
+	// Reclaims counts attempts that the compute's queue policy stopped for
+	// another job (fair share, priority); they count against no limit.
+	// Reclaimed is the last such attempt: its nodes stop it with the
+	// preemption grace.
+	Reclaims, Reclaimed int
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -49,11 +54,13 @@ type jobBody struct {
 	Preempt int            `json:"preemptions,omitempty"`
 	Ports   int            `json:"portRetries,omitempty"`
 	MPIDone bool           `json:"mpiDone,omitempty"`
+	Reclaim int            `json:"reclaims,omitempty"`
+	Last    int            `json:"reclaimed,omitempty"`
 }
 
 func bodyOf(j *Job) jobBody {
 	return jobBody{Doc: j.Doc, Attempt: j.Attempt, Nodes: j.Nodes, Exits: j.Exits, Preempt: j.Preemptions,
-		Ports: j.PortRetries, MPIDone: j.MPIDone}
+		Ports: j.PortRetries, MPIDone: j.MPIDone, Reclaim: j.Reclaims, Last: j.Reclaimed}
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
@@ -74,10 +81,12 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	p := &j.Doc.Properties
-	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
-		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
+	group, started, minRuntime := shareColumns(j)
+	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait,
+		share_group, started, min_runtime)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
-		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil)
+		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -109,9 +118,11 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 			return fmt.Errorf("update job: %w", err)
 		}
 	}
-	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
+	group, started, minRuntime := shareColumns(j)
+	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?,
+		share_group = ?, started = ?, min_runtime = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, j.UID, j.Version)
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -171,6 +182,7 @@ type QueuedJob struct {
 	Nodes     int    // instance count, at least 1
 	Image     string // the job's image, "" for none
 	QuotaWait bool   // it waits for a reason of its own (Waiting: quota)
+	Group     string // its fair-share group (QueuedJobsByGroup)
 }
 
 // QueuedJobs lists the head of a compute's queue in scheduling order
