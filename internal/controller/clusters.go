@@ -92,7 +92,15 @@ type backoff struct {
 	n     int
 	until time.Time
 	msg   string
+	// config: the provider refused the compute's configuration; the hold
+	// ends early when the compute is updated after modified.
+	config   bool
+	modified time.Time
 }
+
+// maxBackoff is the longest a compute waits between provider failures,
+// and what a configuration error waits at once.
+const maxBackoff = 5 * time.Minute
 
 // Init sets defaults; call before Run/Notify are used concurrently.
 func (c *Clusters) Init() {
@@ -304,6 +312,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	c.retryIfUpdated(comp)
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
@@ -533,9 +542,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		spec.NoPublicIP = a.EnableNodePublicIP != nil && !*a.EnableNodePublicIP
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
-			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
-			c.fail(comp.ID, reason, now)
-			c.Metrics.ProvisionFailed(comp.ID, metrics.ReasonCreate)
+			reason := c.createFailed(comp, err, now)
 			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
 			})
@@ -568,13 +575,67 @@ func (c *Clusters) imageBound() bool {
 // grace when it is stopped: time for the agent to report and exit.
 const reportMargin = 10 * time.Second
 
+// createFailed records the provider's refusal to create a node of comp,
+// by its kind, and returns the reason the compute and the node show. A
+// want of capacity, like any other failure, backs off exponentially (1 s,
+// 2 s, … up to maxBackoff). A configuration error fails the same way
+// until a setting changes: the compute waits maxBackoff at once, or less
+// if it is updated meanwhile (retryIfUpdated), and shows the provider's
+// words.
+func (c *Clusters) createFailed(comp api.Compute, err error, now time.Time) string {
+	name := c.Provider.Name()
+	var reason, metric string
+	switch {
+	case provider.IsConfiguration(err):
+		reason = fmt.Sprintf("provider %s cannot create the compute's nodes as configured: %v (tried again when the compute is updated, or in %s)", name, err, maxBackoff)
+		metric = metrics.ReasonConfiguration
+	case provider.IsInsufficientCapacity(err):
+		reason = fmt.Sprintf("provider %s has no capacity for another node now: %v (tried again after a backoff)", name, err)
+		metric = metrics.ReasonCapacity
+	default:
+		reason = fmt.Sprintf("provider %s could not create node: %v", name, err)
+		metric = metrics.ReasonCreate
+	}
+	c.fail(comp.ID, reason, now)
+	if provider.IsConfiguration(err) {
+		c.mu.Lock()
+		b := c.failures[comp.ID]
+		b.until, b.config, b.modified = now.Add(maxBackoff), true, modifiedOn(comp)
+		c.failures[comp.ID] = b
+		c.mu.Unlock()
+	}
+	c.Metrics.ProvisionFailed(comp.ID, metric)
+	return reason
+}
+
+// retryIfUpdated ends the hold of a configuration error once the compute
+// was updated (PUT or PATCH) since: its new settings get a node at once.
+func (c *Clusters) retryIfUpdated(comp api.Compute) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.failures[comp.ID]; ok && b.config && !modifiedOn(comp).Equal(b.modified) {
+		delete(c.failures, comp.ID)
+	}
+}
+
+// modifiedOn is when the compute's settings last changed (zero if never
+// recorded); the controller's status writes leave it alone.
+func modifiedOn(comp api.Compute) time.Time {
+	if t := comp.Properties.ModifiedOn; t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// fail backs a compute off after a provider failure: 1 s, doubling with
+// each failure in a row, up to maxBackoff.
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.failures[compute]
 	b.n++
-	b.msg = msg
-	b.until = now.Add(min(time.Second<<min(b.n-1, 16), 5*time.Minute))
+	b.msg, b.config = msg, false
+	b.until = now.Add(min(time.Second<<min(b.n-1, 16), maxBackoff))
 	c.failures[compute] = b
 }
 
