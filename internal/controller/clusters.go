@@ -370,15 +370,8 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 // them are decide's. It also says what quota alone allowed.
 func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairshare.State, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	snap := decide.ForCompute(comp, now)
-	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
-			Image: n.Image, SSHOpen: n.SSHOpen > 0})
-	}
-	snap.ImageBound = c.imageBound()
+	snap := queue.Cluster(comp, st.nodes, c.imageBound(), now)
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
-	snap.Queued = queue.Jobs(snap.ImageBound)
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
@@ -396,7 +389,6 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairsha
 		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
 	snap.Budgets = budgets
-	snap.Running, snap.Usage = queue.Running, queue.Usage
 	return snap, qv
 }
 
