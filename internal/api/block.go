@@ -26,6 +26,10 @@ const (
 	BlockBackoff BlockKind = "ProviderBackoff"
 	// BlockBudget: a budget's action holds the cluster (Budget).
 	BlockBudget BlockKind = "Budget"
+	// BlockQueued: Nodes of the cluster's new nodes wait in the queue of
+	// the scheduler the provider hands them to (Slurm), for the reason that
+	// scheduler gives (Wait).
+	BlockQueued BlockKind = "ProviderQueue"
 )
 
 // Block is one reason why queued jobs wait or a cluster cannot grow: a value
@@ -52,6 +56,10 @@ type Block struct {
 	Message string `json:"message,omitempty"`
 	// Budget is the budget whose action holds the cluster (BlockBudget).
 	Budget *BudgetHold `json:"budget,omitempty"`
+	// Wait is the scheduler's reason and Nodes how many nodes wait for it
+	// (BlockQueued).
+	Wait  *NodeWait `json:"wait,omitempty"`
+	Nodes int       `json:"nodes,omitempty"`
 }
 
 // QuotaNeed is what the nodes a job waits for need of a quota, and how much
@@ -139,6 +147,8 @@ func (b Block) forCompute(c *Compute) string {
 		return "node provisioning fails and is retried: " + b.Message
 	case BlockBudget:
 		return b.Budget.words()
+	case BlockQueued:
+		return fmt.Sprintf("%d new %s %s in %s", b.Nodes, plural(b.Nodes, "node"), verb(b.Nodes, "waits", "wait"), b.Wait.Words())
 	}
 	return string(b.Kind)
 }

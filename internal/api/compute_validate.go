@@ -48,6 +48,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	prepareSchedules(&v, a)
 	preparePreemption(&v, a)
 	prepareKubernetes(&v, a.Kubernetes)
+	prepareSlurm(&v, a.Slurm)
 	prepareNetwork(&v, a)
 	prepareCredentials(&v, a)
 	if existing != nil {

@@ -32,6 +32,8 @@ type NodeSpec struct {
 	GracePeriod time.Duration
 	// Kubernetes places the node's pod (kubernetes provider only).
 	Kubernetes *api.KubernetesPlacement
+	// Slurm places the node's Slurm job (slurm provider only).
+	Slurm *api.SlurmPlacement
 	// Image is the job image the node is made from, for providers that
 	// are ImageBound; "" is the provider's node image.
 	Image string
@@ -81,6 +83,9 @@ type Event struct {
 	NodeID string
 	Kind   EventKind
 	Reason string
+	// Wait, on a Pending event of a provider whose scheduler says why as a
+	// value (Slurm's reason code), is that value; Reason is then "".
+	Wait *api.NodeWait
 }
 
 // Watcher is a provider that reports node events as they happen, instead
@@ -89,6 +94,19 @@ type Event struct {
 type Watcher interface {
 	Watch(ctx context.Context, fn func(Event)) error
 }
+
+// Checker is a provider that can tell, before any node is made, that it
+// could never make a node of a spec (no machine it may use is that large,
+// a partition that does not exist): the server refuses a compute whose
+// nodes CheckNode refuses. It returns an error wrapping ErrNeverFits, with
+// the provider's words, for such a spec; any other error means it could
+// not tell.
+type Checker interface {
+	CheckNode(ctx context.Context, spec NodeSpec) error
+}
+
+// ErrNeverFits is wrapped by Checker.CheckNode's refusals.
+var ErrNeverFits = errors.New("the provider can never make such a node")
 
 // Provider creates and deletes nodes. Every method is idempotent: Create
 // of a node that exists returns its id; Delete of a node that is gone

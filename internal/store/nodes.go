@@ -27,19 +27,22 @@ type Node struct {
 	Address    string    `json:"address,omitempty"`
 	Port       int       `json:"port,omitempty"`
 	Created    time.Time `json:"created"`
-	Ready      time.Time `json:"ready,omitempty"`       // when the agent registered
-	IdleSince  time.Time `json:"idleSince,omitempty"`   // when it last became idle
-	Heartbeat  time.Time `json:"heartbeat,omitempty"`   // last heartbeat
-	TokenHash  string    `json:"tokenHash,omitempty"`   // the agent's token, hashed
-	JoinHash   string    `json:"joinHash,omitempty"`    // the one-time join token, hashed
-	Reason     string    `json:"reason,omitempty"`      // why it is unusable/leaving
-	GPUs       []int     `json:"gpus,omitempty"`        // device indexes the agent reported
-	Evicted    time.Time `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
-	SSHOpen    int       `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
-	PublicSSH  bool      `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
-	Image      string    `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
-	Allocated  time.Time `json:"allocated,omitzero"`    // when the provider had made its machine
-	Changed    time.Time `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
+	Ready      time.Time `json:"ready,omitempty"`     // when the agent registered
+	IdleSince  time.Time `json:"idleSince,omitempty"` // when it last became idle
+	Heartbeat  time.Time `json:"heartbeat,omitempty"` // last heartbeat
+	TokenHash  string    `json:"tokenHash,omitempty"` // the agent's token, hashed
+	JoinHash   string    `json:"joinHash,omitempty"`  // the one-time join token, hashed
+	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
+	// Wait is why a preparing node's machine is not there yet, as a value
+	// of the scheduler the provider hands nodes to (Slurm's reason).
+	Wait      *api.NodeWait `json:"wait,omitempty"`
+	GPUs      []int         `json:"gpus,omitempty"`        // device indexes the agent reported
+	Evicted   time.Time     `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
+	SSHOpen   int           `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
+	PublicSSH bool          `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
+	Image     string        `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
+	Allocated time.Time     `json:"allocated,omitzero"`    // when the provider had made its machine
+	Changed   time.Time     `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
 }
 
 // PutNode inserts or replaces a node record.

@@ -1,0 +1,87 @@
+package slurm
+
+import (
+	"sort"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/provider"
+)
+
+// tracker turns successive reads of the queue into node events: each
+// change of a node's newest job is told once.
+type tracker struct {
+	last map[string]seen // node id → what was last told of its newest job
+}
+
+type seen struct {
+	id     string
+	state  string
+	reason string // the pending reason told
+	gone   bool   // its end was told
+}
+
+func newTracker() *tracker { return &tracker{last: map[string]seen{}} }
+
+// events are the node events a read of the queue (this control plane's
+// jobs, as parseQueue gives them) means, next to what was told before:
+//   - a job pending for a reason Slurm gives: Pending, with that reason as
+//     a value, each time the reason changes;
+//   - a running job that Slurm starts ending (COMPLETING): Terminating —
+//     its agent has Slurm's grace to stop its job;
+//   - a suspended or ended job, or one that left the queue altogether:
+//     Gone, with Slurm's state in the reason, once.
+//
+// A node's older jobs (ended before it was made again) are not news.
+func (t *tracker) events(jobs []slurmJob) []provider.Event {
+	var out []provider.Event
+	cur := newest(jobs)
+	for node, j := range cur {
+		was, ok := t.last[node]
+		if ok && was.id != j.ID && older(j.ID, was.id) {
+			// Only an older job of the node is listed: the newer one left.
+			if !was.gone {
+				was.gone = true
+				t.last[node] = was
+				out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone,
+					Reason: "Slurm job " + was.id + " left Slurm's queue"})
+			}
+			continue
+		}
+		if !ok || was.id != j.ID {
+			was = seen{id: j.ID}
+		}
+		now := was
+		now.state = j.State
+		switch phaseOf(j.State) {
+		case phaseStarting:
+			if j.waits() && j.Reason != was.reason {
+				now.reason = j.Reason
+				out = append(out, provider.Event{NodeID: node, Kind: provider.EventPending,
+					Wait: &api.NodeWait{Scheduler: api.SchedulerSlurm, Reason: j.Reason, Queue: j.Partition}})
+			}
+		case phaseEnding:
+			if phaseOf(was.state) == phaseRunning || phaseOf(was.state) == phaseStarting && was.state != "" {
+				out = append(out, provider.Event{NodeID: node, Kind: provider.EventTerminating,
+					Reason: "Slurm is ending job " + j.ID})
+			}
+		case phaseSuspended, phaseEnded:
+			if !was.gone {
+				now.gone = true
+				out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone, Reason: endReason(j)})
+			}
+		}
+		t.last[node] = now
+	}
+	for node, was := range t.last {
+		if _, ok := cur[node]; ok {
+			continue
+		}
+		if !was.gone {
+			out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone,
+				Reason: "Slurm job " + was.id + " left Slurm's queue"})
+		}
+		delete(t.last, node)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].NodeID < out[k].NodeID })
+	return out
+}
