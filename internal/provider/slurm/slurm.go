@@ -42,7 +42,7 @@ type Options struct {
 	// compute says otherwise ("": Slurm's defaults). Low-priority computes'
 	// node jobs go to LowPriorityPartition and LowPriorityQOS when set: a
 	// partition or QOS that Slurm preempts.
-	Partition, QOS, Account             string
+	Partition, QOS, Account              string
 	LowPriorityPartition, LowPriorityQOS string
 	// SbatchArgs are more sbatch flags for every node job (a time limit,
 	// constraints, a reservation).

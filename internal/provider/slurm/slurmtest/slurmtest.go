@@ -42,9 +42,9 @@ type Machine struct {
 
 // Cluster is a running private Slurm.
 type Cluster struct {
-	Dir  string // its folder: configuration, state, logs, device files
-	Conf string // its slurm.conf: SLURM_CONF for commands
-	t    testing.TB
+	Dir   string // its folder: configuration, state, logs, device files
+	Conf  string // its slurm.conf: SLURM_CONF for commands
+	t     testing.TB
 	procs []*exec.Cmd
 }
 
