@@ -75,6 +75,9 @@ const (
 	EventTerminating EventKind = "Terminating"
 	// EventGone: the node's machine is gone or failed.
 	EventGone EventKind = "Gone"
+	// EventRunning: the node's machine is there (its agent starts); it no
+	// longer waits in the provider's queue.
+	EventRunning EventKind = "Running"
 )
 
 // Event is something a provider saw happen to one of its nodes. Events may

@@ -43,6 +43,10 @@ type Node struct {
 	Image     string        `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
 	Allocated time.Time     `json:"allocated,omitzero"`    // when the provider had made its machine
 	Changed   time.Time     `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
+	// LostJob is the job that ran on the node when it was lost (preempted,
+	// unusable): the provider's later word on the loss goes to that job's
+	// attempt (lifecycle.ExplainLoss).
+	LostJob string `json:"lostJob,omitempty"`
 }
 
 // PutNode inserts or replaces a node record.

@@ -26,6 +26,8 @@ func newTracker() *tracker { return &tracker{last: map[string]seen{}} }
 // jobs, as parseQueue gives them) means, next to what was told before:
 //   - a job pending for a reason Slurm gives: Pending, with that reason as
 //     a value, each time the reason changes;
+//   - a job seen running for the first time: Running (its machine is
+//     there);
 //   - a running job that Slurm starts ending (COMPLETING): Terminating —
 //     its agent has Slurm's grace to stop its job;
 //   - a suspended or ended job, or one that left the queue altogether:
@@ -59,8 +61,12 @@ func (t *tracker) events(jobs []slurmJob) []provider.Event {
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventPending,
 					Wait: &api.NodeWait{Scheduler: api.SchedulerSlurm, Reason: j.Reason, Queue: j.Partition}})
 			}
+		case phaseRunning:
+			if was.state == "" || phaseOf(was.state) != phaseRunning {
+				out = append(out, provider.Event{NodeID: node, Kind: provider.EventRunning})
+			}
 		case phaseEnding:
-			if phaseOf(was.state) == phaseRunning || phaseOf(was.state) == phaseStarting && was.state != "" {
+			if was.state != "" && (phaseOf(was.state) == phaseRunning || phaseOf(was.state) == phaseStarting) {
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventTerminating,
 					Reason: "Slurm is ending job " + j.ID})
 			}

@@ -76,19 +76,22 @@ func TestTrackerTellsChangesOnce(t *testing.T) {
 	check("the same reason again", step(job("1", "a", "PENDING", "Resources")))
 	check("another reason", step(job("1", "a", "PENDING", "Priority")),
 		provider.Event{NodeID: "a", Kind: provider.EventPending, Wait: wait("Priority")})
-	check("it runs", step(job("1", "a", "RUNNING", "None")))
+	check("it runs", step(job("1", "a", "RUNNING", "None")), provider.Event{NodeID: "a", Kind: provider.EventRunning})
+	check("it still runs", step(job("1", "a", "RUNNING", "None")))
 	check("Slurm ends it", step(job("1", "a", "COMPLETING", "None")),
 		provider.Event{NodeID: "a", Kind: provider.EventTerminating, Reason: "Slurm is ending job 1"})
 	check("still ending", step(job("1", "a", "COMPLETING", "None")))
 	check("ended", step(job("1", "a", "PREEMPTED", "None")),
 		provider.Event{NodeID: "a", Kind: provider.EventGone, Reason: "Slurm job 1 was preempted (PREEMPTED)"})
 	check("still listed ended", step(job("1", "a", "PREEMPTED", "None")))
-	check("made again: the old job is not news", step(job("1", "a", "PREEMPTED", "None"), job("2", "a", "RUNNING", "None")))
+	check("made again: the old job is not news", step(job("1", "a", "PREEMPTED", "None"), job("2", "a", "RUNNING", "None")),
+		provider.Event{NodeID: "a", Kind: provider.EventRunning})
 	check("the new one left the queue at once", step(job("1", "a", "PREEMPTED", "None")),
 		provider.Event{NodeID: "a", Kind: provider.EventGone, Reason: "Slurm job 2 left Slurm's queue"})
 	check("the old one is still no news", step(job("1", "a", "PREEMPTED", "None")))
 	check("all gone", step())
-	check("a node first seen running, then gone from the queue", step(job("5", "b", "RUNNING", "None")))
+	check("a node first seen running, then gone from the queue", step(job("5", "b", "RUNNING", "None")),
+		provider.Event{NodeID: "b", Kind: provider.EventRunning})
 	check("gone", step(), provider.Event{NodeID: "b", Kind: provider.EventGone, Reason: "Slurm job 5 left Slurm's queue"})
 	check("a node first seen ended", step(job("6", "c", "NODE_FAIL", "None")),
 		provider.Event{NodeID: "c", Kind: provider.EventGone, Reason: "Slurm job 6 ended: its machine failed (NODE_FAIL)"})
