@@ -87,7 +87,8 @@ const exitNoAgent = 127
 // machine Slurm chose, tells the agent the CPUs and memory Slurm allocated
 // and that its GPUs are those in CUDA_VISIBLE_DEVICES (Slurm's GRES), runs
 // it, passes Slurm's SIGTERM on, and removes the work dir when the agent
-// has exited.
+// has exited (ignoring a SIGTERM that comes meanwhile; SIGKILL comes only
+// after Slurm's KillWait).
 func (o Options) script(spec provider.NodeSpec) string {
 	work := path.Join(o.WorkDir, spec.NodeID)
 	agent := []string{quote(o.AgentBinary), "agent",
@@ -109,7 +110,7 @@ func (o Options) script(spec provider.NodeSpec) string {
 	b.WriteString("agent=$!\n")
 	b.WriteString("trap 'kill -TERM \"$agent\" 2>/dev/null' TERM INT\n")
 	b.WriteString("while :; do wait \"$agent\"; rc=$?; kill -0 \"$agent\" 2>/dev/null || break; done\n")
-	b.WriteString("rm -rf \"$work\"\nexit \"$rc\"\n")
+	b.WriteString("trap '' TERM INT\nrm -rf \"$work\"\nexit \"$rc\"\n") // Slurm's SIGTERM may come as the agent exits
 	return b.String()
 }
 

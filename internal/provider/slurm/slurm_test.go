@@ -353,3 +353,27 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A deleted node's work dir is removed from its machine once its agent
+// has exited.
+func TestDeleteRemovesWorkDir(t *testing.T) {
+	l := newLab(t)
+	p := l.provider(t)
+	ctx := context.Background()
+	spec := l.spec("short-lived")
+	if _, err := p.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the agent to register", func() bool { return l.stub.JoinToken(spec.NodeID) != "" })
+	work := filepath.Join(l.opts.WorkDir, spec.NodeID)
+	if _, err := os.Stat(work); err != nil {
+		t.Fatalf("the node's work dir: %v", err)
+	}
+	if err := p.Delete(ctx, spec.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the work dir removed", func() bool {
+		_, err := os.Stat(work)
+		return errors.Is(err, os.ErrNotExist)
+	})
+}
