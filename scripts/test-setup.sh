@@ -9,7 +9,8 @@
 # server per test process; nothing here starts a system one), the official Azure
 # clients test/sdk drives (Debian's python3-azure: azure-ai-ml and
 # azure-mgmt-machinelearningservices; @azure/arm-machinelearning by npm ci in
-# test/sdk/js), and the Kubernetes test tools
+# test/sdk/js), Debian's slurm-wlm and munge (only the binaries: each Slurm
+# test runs a private munged, slurmctld and slurmd, internal/provider/slurm/slurmtest), and the Kubernetes test tools
 # (a kube-apiserver, scheduler and controller-manager built from source: scripts/kube-tools.sh). Idempotent; scripts/test.sh runs
 # it first.
 set -euo pipefail
@@ -35,6 +36,9 @@ done
 command -v promtool >/dev/null 2>&1 || framework_pkgs+=(prometheus) # promtool and a server for the metrics tests
 dpkg -s postgresql >/dev/null 2>&1 || framework_pkgs+=(postgresql) # initdb and postgres for internal/pgtest
 dpkg -s python3-azure >/dev/null 2>&1 || framework_pkgs+=(python3-azure) # test/sdk: azure-ai-ml, azure-mgmt-machinelearningservices
+for p in slurm-wlm munge; do # the slurm provider's tests: each starts its own munged, slurmctld and slurmd (slurmtest); nothing here starts them
+  dpkg -s "$p" >/dev/null 2>&1 || framework_pkgs+=("$p")
+done
 if [ ${#need_pkgs[@]} -gt 0 ] || [ ${#framework_pkgs[@]} -gt 0 ]; then
   $sudo apt-get update -qq
 fi

@@ -29,7 +29,7 @@ export CUMULUS_REQUIRE_POSTGRES=1
 phase tests
 go test -count=1 -timeout 20m ./...
 phase "race detector"
-go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/metrics/ ./internal/provider/kubernetes/ ./internal/replica/ ./internal/daemon/ ./internal/batch/
+go test -count=1 -race -timeout 20m ./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/ ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/metrics/ ./internal/provider/kubernetes/ ./internal/provider/slurm/ ./internal/replica/ ./internal/daemon/ ./internal/batch/
 phase "store on PostgreSQL"
 # The store's tests again on PostgreSQL, writers really side by side, under
 # the race detector: the same behaviour on both engines.
