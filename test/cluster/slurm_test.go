@@ -28,7 +28,7 @@ type slurmServer struct {
 	work  string // the node jobs' work dirs
 }
 
-func startSlurmServer(t *testing.T, args ...string) *slurmServer {
+func startSlurmServer(t testing.TB, args ...string) *slurmServer {
 	t.Helper()
 	c := slurmtest.Start(t, slurmtest.Machine{})
 	t.Setenv("SLURM_CONF", c.Conf)
@@ -36,7 +36,7 @@ func startSlurmServer(t *testing.T, args ...string) *slurmServer {
 	// find the stand-in nvidia-smi.
 	t.Setenv("PATH", slurmtest.StandInGPUs(t, t.TempDir(), 4)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	logs, work := t.TempDir(), t.TempDir()
-	s := startServer(t, append([]string{"--provider", "slurm", "--slurm-work-dir", work, "--slurm-log-dir", logs,
+	s := startServerTB(t, append([]string{"--provider", "slurm", "--slurm-work-dir", work, "--slurm-log-dir", logs,
 		"--slurm-node-address", "127.0.0.0/8", "--slurm-poll-interval", "200ms",
 		"--slurm-low-priority-partition", slurmtest.Spot}, args...)...)
 	t.Cleanup(func() {
@@ -339,4 +339,58 @@ func TestSlurmRanksRendezvous(t *testing.T) {
 	if got := s.rankLog("slurm-torch", 1); !strings.Contains(got, "master=127.0.0.1 rank=1 world=2") {
 		t.Errorf("rank 1 log = %q", got)
 	}
+}
+
+// BenchmarkSlurmScaleFromZero: a job submitted to an empty cluster on the
+// slurm provider; Queued→Running includes sbatch, Slurm scheduling the
+// node job (its main loop runs every second here, and at each submission),
+// slurmd starting the batch script, the agent starting and registering,
+// and the job starting.
+//
+//	go test ./test/cluster/ -run '^$' -bench SlurmScaleFromZero -benchtime 20x
+func BenchmarkSlurmScaleFromZero(b *testing.B) {
+	s := startSlurmServer(b, "--log-level", "warn")
+	s.createSlurmCompute("scold", "Standard_DS3_v2", api.PriorityDedicated, 1, "PT0S")
+	benchFromZero(b, s.server, "scold", func() bool { return len(s.liveNodeJobs()) == 0 })
+}
+
+// BenchmarkSlurmBurst: 30 jobs submitted at once to an empty cluster of
+// max 30 on the slurm provider (30 node jobs of 2 CPUs on the test
+// machine's 64); each job's Queued→Running, and until the last runs
+// ("all-ms").
+//
+//	go test ./test/cluster/ -run '^$' -bench SlurmBurst -benchtime 3x
+func BenchmarkSlurmBurst(b *testing.B) {
+	const n = 30
+	s := startSlurmServer(b, "--log-level", "warn")
+	s.createSlurmCompute("sburst", "Standard_DS2_v2", api.PriorityDedicated, n, "PT0S")
+	var ds, all []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for k := 0; k < n; k++ {
+			s.submit(fmt.Sprintf("sb-%d-%d", i, k), "sburst", "sleep 1")
+		}
+		var last time.Time
+		for k := 0; k < n; k++ {
+			name := fmt.Sprintf("sb-%d-%d", i, k)
+			waitFor(b, name, 180*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+			j := s.job(name)
+			ds = append(ds, latency(b, j))
+			for _, h := range j.Properties.History {
+				if h.Status == api.JobRunning && h.Time.After(last) {
+					last = h.Time
+				}
+			}
+		}
+		all = append(all, last.Sub(start))
+		waitFor(b, "no node jobs again", 180*time.Second, func() bool {
+			nodes, err := s.c.ListNodes(bctx, "sburst")
+			return err == nil && len(nodes) == 0 && len(s.liveNodeJobs()) == 0
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
 }

@@ -377,3 +377,28 @@ func TestDeleteRemovesWorkDir(t *testing.T) {
 		return errors.Is(err, os.ErrNotExist)
 	})
 }
+
+// BenchmarkList: List of a control plane with 200 node jobs (held, so that
+// they stay pending) among 200 jobs of others, one squeue and its parse.
+//
+//	go test ./internal/provider/slurm/ -run '^$' -bench List -benchtime 200x
+func BenchmarkList(b *testing.B) {
+	c := slurmtest.Start(b, slurmtest.Machine{})
+	b.Setenv("SLURM_CONF", c.Conf)
+	dir := b.TempDir()
+	p, err := New(context.Background(), Options{AgentBinary: agentBin, WorkDir: dir, LogDir: dir, Owner: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 200 {
+		c.Submit("#!/bin/sh\ntrue\n", "--hold", fmt.Sprintf("--job-name=node-%d", i), "--comment="+p.tag)
+		c.Submit("#!/bin/sh\ntrue\n", "--hold", fmt.Sprintf("--job-name=other-%d", i))
+	}
+	b.ResetTimer()
+	for range b.N {
+		ins, err := p.List(context.Background())
+		if err != nil || len(ins) != 200 {
+			b.Fatalf("List = %d nodes, %v; want 200", len(ins), err)
+		}
+	}
+}
