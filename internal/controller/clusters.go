@@ -489,7 +489,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
 			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
-			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Slurm: a.Slurm, Image: image}
+			GracePeriod: comp.PreemptionGrace() + ReportMargin, Kubernetes: a.Kubernetes, Slurm: a.Slurm, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID
 		}
@@ -527,9 +527,9 @@ func (c *Clusters) imageBound() bool {
 	return ok && b.ImageBound()
 }
 
-// reportMargin is what a node's machine gets beyond the job's preemption
+// ReportMargin is what a node's machine gets beyond the job's preemption
 // grace when it is stopped: time for the agent to report and exit.
-const reportMargin = 10 * time.Second
+const ReportMargin = 10 * time.Second
 
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()

@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/slurm"
 )
@@ -89,12 +89,17 @@ func computeCheck(prov provider.Provider) func(ctx context.Context, c api.Comput
 			return nil
 		}
 		spec := provider.NodeSpec{ComputeID: c.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB, GPUs: size.GPUs,
-			LowPriority: a.VMPriority == api.PriorityLowPriority, Kubernetes: a.Kubernetes, Slurm: a.Slurm}
+			LowPriority: a.VMPriority == api.PriorityLowPriority, GracePeriod: c.PreemptionGrace() + controller.ReportMargin,
+			Kubernetes: a.Kubernetes, Slurm: a.Slurm}
 		err := checker.CheckNode(ctx, spec)
+		var r *provider.Refusal
 		switch {
-		case errors.Is(err, provider.ErrNeverFits):
-			v.Add(api.CodeValidationError, "properties.properties.vmSize", "provider %s can never make a node of size %s (%d vCPUs, %g GB, %d GPUs) here: %v",
-				prov.Name(), size.Name, size.VCPUs, size.MemoryGB, size.GPUs, strings.TrimPrefix(err.Error(), provider.ErrNeverFits.Error()+": "))
+		case errors.As(err, &r) && r.Setting == "vmSize":
+			v.Add(api.CodeValidationError, "properties.properties.vmSize", "provider %s can never make a node of size %s (%d vCPUs, %g GB, %d GPUs) here: %s",
+				prov.Name(), size.Name, size.VCPUs, size.MemoryGB, size.GPUs, r.Reason)
+			return v.Err()
+		case errors.As(err, &r):
+			v.Add(api.CodeValidationError, "properties.properties."+r.Setting, "provider %s: %s", prov.Name(), r.Reason)
 			return v.Err()
 		case err != nil:
 			return &api.Error{Status: http.StatusServiceUnavailable, Code: "ServiceUnavailable",

@@ -101,15 +101,27 @@ type Watcher interface {
 // Checker is a provider that can tell, before any node is made, that it
 // could never make a node of a spec (no machine it may use is that large,
 // a partition that does not exist): the server refuses a compute whose
-// nodes CheckNode refuses. It returns an error wrapping ErrNeverFits, with
-// the provider's words, for such a spec; any other error means it could
-// not tell.
+// nodes CheckNode refuses. It returns a *Refusal (wrapping ErrNeverFits),
+// with the provider's words, for such a spec; any other error means it
+// could not tell.
 type Checker interface {
 	CheckNode(ctx context.Context, spec NodeSpec) error
 }
 
 // ErrNeverFits is wrapped by Checker.CheckNode's refusals.
 var ErrNeverFits = errors.New("the provider can never make such a node")
+
+// Refusal is a Checker's refusal of a node spec: the compute setting it is
+// about (vmSize, preemptionGracePeriod, slurm: as ARM names them under
+// properties.properties) and why, in the provider's words. It wraps
+// ErrNeverFits.
+type Refusal struct {
+	Setting string
+	Reason  string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+func (r *Refusal) Unwrap() error { return ErrNeverFits }
 
 // Provider creates and deletes nodes. Every method is idempotent: Create
 // of a node that exists returns its id; Delete of a node that is gone

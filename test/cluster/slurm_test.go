@@ -60,12 +60,15 @@ func (s *slurmServer) createSlurmCompute(name, size, priority string, max int32,
 	}
 }
 
-func (s *slurmServer) putSlurmCompute(name, size, priority string, max int32, idle string) (api.Compute, error) {
+func (s *slurmServer) putSlurmCompute(name, size, priority string, max int32, idle string, grace ...string) (api.Compute, error) {
 	zero := int32(0)
 	c := api.Compute{Name: name}
 	c.Properties.ComputeType = api.ComputeTypeAml
 	a := c.Aml()
 	a.VMSize, a.VMPriority, a.PreemptionGracePeriod = size, priority, "PT2S"
+	if len(grace) > 0 {
+		a.PreemptionGracePeriod = grace[0]
+	}
 	a.ScaleSettings = &api.ScaleSettings{MinNodeCount: &zero, MaxNodeCount: &max, NodeIdleTimeBeforeScaleDown: idle}
 	out, resp, err := s.c.PutCompute(bctx, c)
 	if err != nil {
@@ -171,6 +174,13 @@ func TestSlurmSizeBeyondTheMachinesRefusedAtCreate(t *testing.T) {
 	s.submitRefused(t, "never", "too-big")
 	if jobs := s.liveNodeJobs(); len(jobs) != 0 {
 		t.Errorf("node jobs were submitted: %q", jobs)
+	}
+
+	// A preempted node job gets Slurm's KillWait (30 s here) after SIGTERM:
+	// a grace period its agent could not have is refused.
+	_, err = s.putSlurmCompute("slow-spot", "Standard_DS3_v2", api.PriorityLowPriority, 1, "PT60S", "PT60S")
+	if err == nil || !strings.Contains(err.Error(), "KillWait") || !strings.Contains(err.Error(), "preemptionGracePeriod") {
+		t.Errorf("a low-priority compute with a 60 s preemption grace = %v; want a refusal naming KillWait", err)
 	}
 
 	dir := t.TempDir()

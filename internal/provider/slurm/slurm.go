@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -77,6 +79,9 @@ type Options struct {
 type Provider struct {
 	o   Options
 	tag string // the comment of this control plane's node jobs
+	// killWait is how long Slurm waits between SIGTERM and SIGKILL when it
+	// ends a job (0: unknown).
+	killWait time.Duration
 
 	mu sync.Mutex // serializes Create and Delete
 
@@ -135,6 +140,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if _, err := p.queue(ctx); err != nil {
 		return nil, fmt.Errorf("slurm provider: read the queue: %w", err)
 	}
+	p.killWait = p.readKillWait(ctx)
 	for _, low := range []bool{false, true} {
 		if err := p.CheckNode(ctx, provider.NodeSpec{VCPUs: 1, LowPriority: low}); err != nil {
 			return nil, fmt.Errorf("slurm provider: sbatch refuses a one-CPU node job (%s): %w", p.placementWords(low), err)
@@ -360,17 +366,48 @@ func (p *Provider) observe(jobs []slurmJob) {
 
 // CheckNode asks Slurm (sbatch --test-only) whether a node job of the spec
 // could ever run: a partition that does not exist, or a size larger than
-// every machine of the partition, is refused with Slurm's words, wrapping
-// provider.ErrNeverFits.
+// every machine of the partition, is refused with Slurm's words (a
+// *provider.Refusal about the vmSize, or the compute's Slurm placement
+// when it has one). A low-priority node whose agent needs longer after
+// SIGTERM (spec.GracePeriod) than Slurm gives a preempted job before
+// SIGKILL (KillWait) is refused too: its job could not stop and save its
+// checkpoint.
 func (p *Provider) CheckNode(ctx context.Context, spec provider.NodeSpec) error {
 	if _, err := p.queue(ctx); err != nil {
 		return fmt.Errorf("cannot ask Slurm: %w", err)
 	}
+	if spec.LowPriority && p.killWait > 0 && spec.GracePeriod > p.killWait {
+		return &provider.Refusal{Setting: "preemptionGracePeriod", Reason: fmt.Sprintf(
+			"a preempted node's agent needs %s after SIGTERM (the preemption grace period and time to report), and Slurm kills the node job %s after it (KillWait): lower preemptionGracePeriod, or have Slurm's administrator raise KillWait",
+			spec.GracePeriod, p.killWait)}
+	}
 	args := append([]string{"--test-only", "--job-name=cumulus-check"}, p.o.resourceArgs(spec)...)
 	if _, err := p.run(ctx, "#!/bin/sh\ntrue\n", commandEnv(), "sbatch", args...); err != nil {
-		return fmt.Errorf("%w: %s", provider.ErrNeverFits, slurmWords(err))
+		setting := "vmSize"
+		if spec.Slurm != nil {
+			setting = "slurm"
+		}
+		return &provider.Refusal{Setting: setting, Reason: "sbatch --test-only says: " + slurmWords(err)}
 	}
 	return nil
+}
+
+var killWaitRe = regexp.MustCompile(`(?m)^KillWait\s*=\s*(\d+) sec`)
+
+// readKillWait is Slurm's KillWait (scontrol show config), 0 when it
+// cannot be read.
+func (p *Provider) readKillWait(ctx context.Context) time.Duration {
+	out, err := p.run(ctx, "", commandEnv(), "scontrol", "show", "config")
+	if err != nil {
+		p.o.Log.Warn("cannot read Slurm's KillWait; preemption grace periods are not checked against it", "err", err)
+		return 0
+	}
+	m := killWaitRe.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return time.Duration(n) * time.Second
 }
 
 // queue reads this control plane's node jobs, including those ended

@@ -259,10 +259,25 @@ func TestCheckNodeAsksSlurm(t *testing.T) {
 	if !errors.Is(err, provider.ErrNeverFits) || !strings.Contains(err.Error(), "Requested node configuration is not available") {
 		t.Errorf("CheckNode of 8 GPUs = %v; want ErrNeverFits with Slurm's words", err)
 	}
+	var r *provider.Refusal
+	if !errors.As(err, &r) || r.Setting != "vmSize" {
+		t.Errorf("CheckNode of 8 GPUs = %#v; want a refusal about the vmSize", err)
+	}
 	nowhere := l.spec("x")
 	nowhere.Slurm = &api.SlurmPlacement{Partition: "nope"}
-	if err := p.CheckNode(ctx, nowhere); !errors.Is(err, provider.ErrNeverFits) || !strings.Contains(err.Error(), "nope") {
-		t.Errorf("CheckNode in partition nope = %v; want ErrNeverFits naming it", err)
+	if err := p.CheckNode(ctx, nowhere); !errors.As(err, &r) || r.Setting != "slurm" || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("CheckNode in partition nope = %v; want a refusal of the placement naming it", err)
+	}
+	// The test Slurm's KillWait is 30 s: a preempted node's agent may need
+	// up to that after SIGTERM.
+	spot := l.spec("x")
+	spot.LowPriority, spot.GracePeriod = true, 30*time.Second
+	if err := p.CheckNode(ctx, spot); err != nil {
+		t.Errorf("CheckNode of a spot node needing 30 s = %v", err)
+	}
+	spot.GracePeriod = 40 * time.Second
+	if err := p.CheckNode(ctx, spot); !errors.As(err, &r) || r.Setting != "preemptionGracePeriod" || !strings.Contains(err.Error(), "KillWait") {
+		t.Errorf("CheckNode of a spot node needing 40 s = %v; want a refusal of the grace period naming KillWait", err)
 	}
 	o := l.opts
 	o.LowPriorityPartition = "nope"
