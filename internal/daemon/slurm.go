@@ -95,8 +95,15 @@ func computeCheck(prov provider.Provider) func(ctx context.Context, c api.Comput
 		var r *provider.Refusal
 		switch {
 		case errors.As(err, &r) && r.Setting == "vmSize":
-			v.Add(api.CodeValidationError, "properties.properties.vmSize", "provider %s can never make a node of size %s (%d vCPUs, %g GB, %d GPUs) here: %s",
-				prov.Name(), size.Name, size.VCPUs, size.MemoryGB, size.GPUs, r.Reason)
+			gpus := fmt.Sprintf(", %d GPUs", size.GPUs)
+			switch size.GPUs {
+			case 0:
+				gpus = ""
+			case 1:
+				gpus = ", 1 GPU"
+			}
+			v.Add(api.CodeValidationError, "properties.properties.vmSize", "provider %s can never make a node of size %s (%d vCPUs, %g GB%s) here: %s",
+				prov.Name(), size.Name, size.VCPUs, size.MemoryGB, gpus, r.Reason)
 			return v.Err()
 		case errors.As(err, &r):
 			v.Add(api.CodeValidationError, "properties.properties."+r.Setting, "provider %s: %s", prov.Name(), r.Reason)
