@@ -404,3 +404,16 @@ func BenchmarkSlurmBurst(b *testing.B) {
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
 }
+
+// With the control plane's own certificate (--tls-self-signed), node jobs
+// get its CA through their environment (never a file the compute nodes
+// would need) and their agents join over TLS.
+func TestSlurmAgentsTrustTheSelfSignedCA(t *testing.T) {
+	s := startSlurmServer(t, "--tls-self-signed")
+	s.createSlurmCompute("slurm-tls", "Standard_DS3_v2", api.PriorityDedicated, 1, "PT60S")
+	s.submit("over-tls", "slurm-tls", `echo "hello over TLS"`)
+	s.waitJob("over-tls", api.JobCompleted, 120*time.Second)
+	if log := s.jobLog("over-tls"); !strings.Contains(log, "hello over TLS") {
+		t.Errorf("log = %q", log)
+	}
+}
