@@ -182,6 +182,7 @@ func Run(ctx context.Context, cfg Config) error {
 		jobs:   map[string]*job{},
 		wake:   make(chan struct{}, 1),
 	}
+	c.log = a.logger
 	a.setLogger()
 	return a.run(ctx)
 }

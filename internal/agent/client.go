@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
@@ -62,7 +68,17 @@ func isStatus(err error, status int) bool {
 // between its replicas when one cannot be reached.
 type client struct {
 	servers *endpoints.List
-	hc      *http.Client
+	hc      atomic.Pointer[http.Client] // replaced whole when a server moves to TLS
+
+	// What a move to TLS builds on (see upgrade): the transport of the
+	// client as made, the CA file given, the name certificates are
+	// checked for, and the certificates servers gave so far.
+	base       *http.Transport // nil when the caller gave a client whose transport is not one
+	caFile     string
+	serverName string
+	tlsMu      sync.Mutex
+	certs      []*x509.Certificate
+	log        func() *slog.Logger // nil: discard
 
 	mu    sync.RWMutex
 	token string
@@ -75,6 +91,7 @@ func newClient(serverURL, caFile, serverName string, hc *http.Client) (*client, 
 	if err != nil {
 		return nil, err
 	}
+	c := &client{servers: servers, caFile: caFile, serverName: serverName}
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		if caFile != "" || serverName != "" {
@@ -89,7 +106,88 @@ func newClient(serverURL, caFile, serverName string, hc *http.Client) (*client, 
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &client{servers: servers, hc: hc}, nil
+	c.base, _ = hc.Transport.(*http.Transport)
+	c.hc.Store(hc)
+	return c, nil
+}
+
+// upgradeFrom follows a server to TLS: an answer that came over plain
+// HTTP and carries the server's certificate (agentapi.HeaderServerCertificate:
+// the server restarted with TLS and still answers this agent where it
+// joined) moves the server's URL to https:// at the same address, with
+// that certificate trusted, for the name the server gives, besides the
+// roots trusted before. Only an answer over plain HTTP, from the address
+// this agent already trusts, is heeded; a server on https:// never goes
+// back to http://.
+func (c *client) upgradeFrom(resp *http.Response) {
+	der := resp.Header.Get(agentapi.HeaderServerCertificate)
+	if der == "" || resp.Request == nil || resp.Request.URL.Scheme != "http" {
+		return
+	}
+	at := "http://" + resp.Request.URL.Host
+	from := ""
+	for _, u := range c.servers.URLs() {
+		if u == at || strings.HasPrefix(u, at+"/") {
+			from = u
+		}
+	}
+	if from == "" {
+		return
+	}
+	to := "https://" + strings.TrimPrefix(from, "http://")
+	err := c.upgrade(from, to, der, resp.Header.Get(agentapi.HeaderServerName))
+	log := slog.New(slog.DiscardHandler)
+	if c.log != nil {
+		log = c.log()
+	}
+	if err != nil {
+		log.Warn("the control plane serves HTTPS now but this agent cannot follow it; it carries on over plain HTTP", "server", from, "err", err)
+		return
+	}
+	log.Info("the control plane serves HTTPS now: moved to it, trusting the certificate it gave where this agent joined", "from", from, "to", to)
+}
+
+// upgrade puts to in from's place, trusting the certificate der (base64
+// DER) for name as well as what was trusted before.
+func (c *client) upgrade(from, to, der, name string) error {
+	b, err := base64.StdEncoding.DecodeString(der)
+	if err != nil {
+		return fmt.Errorf("the server's certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(b)
+	if err != nil {
+		return fmt.Errorf("the server's certificate: %w", err)
+	}
+	c.tlsMu.Lock()
+	defer c.tlsMu.Unlock()
+	if c.base == nil {
+		return errors.New("the agent's HTTP client was given to it and cannot be changed")
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if c.caFile != "" {
+		pem, err := os.ReadFile(c.caFile)
+		if err != nil {
+			return fmt.Errorf("read the CA file: %w", err)
+		}
+		pool.AppendCertsFromPEM(pem)
+	}
+	c.certs = append(c.certs, cert)
+	for _, x := range c.certs {
+		pool.AddCert(x)
+	}
+	if name == "" {
+		name = c.serverName
+	}
+	tr := c.base.Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12}
+	c.hc.Store(&http.Client{Transport: tr})
+	if !c.servers.Replace(from, to) {
+		return fmt.Errorf("%s is not a server of this agent", from)
+	}
+	return nil
 }
 
 func (c *client) setToken(t string) {
@@ -183,10 +281,11 @@ func (c *client) send(ctx context.Context, req request) (*http.Response, error) 
 		}
 		return hr, nil
 	}
-	resp, err := c.servers.Do(c.hc, build)
+	resp, err := c.servers.Do(c.hc.Load(), build)
 	if err != nil {
 		return nil, err
 	}
+	c.upgradeFrom(resp)
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()

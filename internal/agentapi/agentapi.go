@@ -20,6 +20,16 @@ const (
 	BlobPrefix = "/cumulus/v1/blobs"
 )
 
+// A control plane that serves TLS answers an agent that still calls it
+// over plain HTTP (it joined before the server restarted with TLS) on a
+// loopback or subnet-bridge address, and tells it, over that connection,
+// the certificate to trust and the name to check it for: the agent moves
+// to HTTPS at the same address (see the agent's client).
+const (
+	HeaderServerCertificate = "Cumulus-Server-Certificate" // base64 DER of the server's certificate
+	HeaderServerName        = "Cumulus-Server-Name"        // the name it is valid for
+)
+
 // GPU is one accelerator a node has.
 type GPU struct {
 	Index  int    `json:"index"`

@@ -87,6 +87,10 @@ func prepareSize(v *Validation, a *AmlComputeProperties) {
 		v.Add(CodeValidationError, "properties.properties.vmSize", "vmSize %.64q… is not a known size (list them with 'cumulus compute list-sizes')", a.VMSize)
 		return
 	}
+	if r, ok := catalog.RetiredSize(a.VMSize); ok {
+		v.Add(CodeValidationError, "properties.properties.vmSize", "%s", retiredSize(r))
+		return
+	}
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
 		v.Add(CodeValidationError, "properties.properties.vmSize", "vmSize %q is not a known size; did you mean %s? (list them with 'cumulus compute list-sizes')",
@@ -302,4 +306,17 @@ func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
 	prepareIdlePolicy(&v, a.IdlePolicy)
 	prepareSchedules(&v, a)
 	return v.Err()
+}
+
+// retiredSize says that a size is retired and what replaces it.
+func retiredSize(r catalog.Retired) string {
+	msg := fmt.Sprintf("vmSize %s is retired: Azure retired the %s on %s and creates no cluster of it; use its successor %s", r.Name, r.Series, r.On, r.Successor)
+	if s, ok := catalog.Lookup(r.Successor); ok {
+		msg += fmt.Sprintf(" (%d vCPUs, %g GB, %d %s GPU", s.VCPUs, s.MemoryGB, s.GPUs, s.GPUModel)
+		if s.GPUs != 1 {
+			msg += "s"
+		}
+		msg += ")"
+	}
+	return msg
 }

@@ -200,6 +200,9 @@ func TestPrepareComputeRules(t *testing.T) {
 		// vm size and priority
 		{name: "unknown vmSize suggests", mut: func(c *api.Compute) { c.Aml().VMSize = "Standard_DS3" }, code: api.CodeValidationError, target: tgtAml + "vmSize", msg: "Standard_DS3_v2"},
 		{name: "unknown vmSize", mut: func(c *api.Compute) { c.Aml().VMSize = "Standard_Bogus_v9" }, code: api.CodeValidationError, target: tgtAml + "vmSize", msg: "did you mean"},
+		{name: "retired vmSize names its successor", mut: func(c *api.Compute) { c.Aml().VMSize = "standard_nc6" }, code: api.CodeValidationError, target: tgtAml + "vmSize",
+			msg: "vmSize Standard_NC6 is retired: Azure retired the NC-series (NVIDIA K80) on 2023-09-06 and creates no cluster of it; use its successor Standard_NC4as_T4_v3 (4 vCPUs, 28 GB, 1 T4 GPU)"},
+		{name: "retired multi-GPU vmSize keeps its GPU count", mut: func(c *api.Compute) { c.Aml().VMSize = "Standard_NC24rs_v2" }, code: api.CodeValidationError, target: tgtAml + "vmSize", msg: "Standard_NC24s_v3 (24 vCPUs, 448 GB, 4 V100 GPUs)"},
 		{name: "low priority on H100", mut: func(c *api.Compute) {
 			c.Aml().VMSize, c.Aml().VMPriority = "Standard_NC40ads_H100_v5", api.PriorityLowPriority
 		}, code: api.CodeValidationError, target: tgtAml + "vmPriority", msg: "low priority"},

@@ -18,7 +18,9 @@ import (
 )
 
 func newComputeCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')"}
+	cmd := &cobra.Command{Use: "compute", Short: "Manage compute clusters (like 'az ml compute')",
+		Long: `Manage compute clusters, as 'az ml compute' does. The commands of az ml v1
+('az ml computetarget create amlcompute', …) work too: see 'cumulus computetarget --help'.`}
 	cmd.AddCommand(newComputeCreateCmd(g), newComputeShowCmd(g), newComputeListCmd(g), newComputeUpdateCmd(g),
 		newComputeDeleteCmd(g), newComputeListNodesCmd(g), newComputeListSizesCmd(g), newComputeListUsageCmd(g), newComputeJoinTokenCmd(g),
 		newComputeSimulateEvictionCmd(g), newComputeConnectSSHCmd(g), newComputeSimulateCmd(g), newComputeEventsCmd(g), newComputeApplyCmd(g), newComputeValidateCmd(g))
@@ -59,33 +61,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 				warn(g, f.file, spec.ignored())
 			}
 			applyComputeFlags(cmd, &f, &spec)
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			comp, err := spec.toARM(c.Scope)
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			out, resp, err := c.PutCompute(ctx, comp)
-			if err != nil {
-				return err
-			}
-			verb := "Creating"
-			if resp.Status == 200 { // as az ml compute create: an existing compute is updated
-				verb = "Updating"
-				fmt.Fprintf(g.stderr, "Compute %s exists: updated to the file and flags given, as 'az ml compute create' does ('compute apply --dry-run' shows changes first)\n", comp.Name)
-			}
-			if !f.noWait {
-				if err := waitWithProgress(ctx, g, c, resp, verb+" compute "+comp.Name); err != nil {
-					return err
-				}
-				if out, err = c.GetCompute(ctx, comp.Name); err != nil {
-					return err
-				}
-			}
-			return g.showCompute(out)
+			return createCompute(cmd.Context(), g, spec, f.noWait)
 		},
 	}
 	fl := cmd.Flags()
@@ -112,6 +88,38 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the operation to finish")
 	addIdlePolicyFlags(cmd, &f.idlePolicy, &f.delayWeight)
 	return cmd
+}
+
+// createCompute creates the compute spec describes (or, as az ml compute
+// create does, updates the one of that name), waits unless noWait, and
+// shows it.
+func createCompute(ctx context.Context, g *globals, spec ComputeSpec, noWait bool) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	comp, err := spec.toARM(c.Scope)
+	if err != nil {
+		return err
+	}
+	out, resp, err := c.PutCompute(ctx, comp)
+	if err != nil {
+		return err
+	}
+	verb := "Creating"
+	if resp.Status == 200 { // as az ml compute create: an existing compute is updated
+		verb = "Updating"
+		fmt.Fprintf(g.stderr, "Compute %s exists: updated to the file and flags given, as 'az ml compute create' does ('compute apply --dry-run' shows changes first)\n", comp.Name)
+	}
+	if !noWait {
+		if err := waitWithProgress(ctx, g, c, resp, verb+" compute "+comp.Name); err != nil {
+			return err
+		}
+		if out, err = c.GetCompute(ctx, comp.Name); err != nil {
+			return err
+		}
+	}
+	return g.showCompute(out)
 }
 
 // addIdlePolicyFlags adds the flags of the idle policy (a Cumulus
@@ -506,22 +514,7 @@ func newComputeDeleteCmd(g *globals) *cobra.Command {
 					return fmt.Errorf("not deleted")
 				}
 			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			resp, err := c.DeleteCompute(cmd.Context(), name)
-			if err != nil {
-				return err
-			}
-			if resp.Status == 204 {
-				return fmt.Errorf("compute %s does not exist", name)
-			}
-			if noWait {
-				fmt.Fprintf(g.stderr, "Deleting compute %s (not waiting)\n", name)
-				return nil
-			}
-			return waitWithProgress(cmd.Context(), g, c, resp, "Deleting compute "+name)
+			return deleteCompute(cmd.Context(), g, name, noWait)
 		},
 	}
 	cmd.Flags().StringVarP(&name, "name", "n", "", "name of the compute")
@@ -531,10 +524,31 @@ func newComputeDeleteCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// confirm asks a yes/no question on the terminal; without one it refuses.
+// deleteCompute deletes a compute and its nodes, waiting unless noWait.
+func deleteCompute(ctx context.Context, g *globals, name string, noWait bool) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	resp, err := c.DeleteCompute(ctx, name)
+	if err != nil {
+		return err
+	}
+	if resp.Status == 204 {
+		return fmt.Errorf("compute %s does not exist", name)
+	}
+	if noWait {
+		fmt.Fprintf(g.stderr, "Deleting compute %s (not waiting)\n", name)
+		return nil
+	}
+	return waitWithProgress(ctx, g, c, resp, "Deleting compute "+name)
+}
+
+// confirm asks a yes/no question on the terminal; without one (a script,
+// a pipe) it refuses, as az does.
 func confirm(g *globals, q string) (bool, error) {
 	if !isatty.IsTerminal(os.Stdin.Fd()) {
-		return false, fmt.Errorf("refusing to delete without confirmation: pass --yes")
+		return false, fmt.Errorf("refusing to delete without confirmation: the input is not a terminal to ask on; pass --yes")
 	}
 	fmt.Fprintf(g.stderr, "%s (y/n): ", q)
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -226,11 +227,25 @@ func readKeyValue(v string) (string, error) {
 	if v == "" || strings.HasPrefix(v, "ssh-") || strings.HasPrefix(v, "ecdsa-") || strings.HasPrefix(v, "sk-") {
 		return v, nil
 	}
-	b, err := os.ReadFile(strings.TrimPrefix(v, "@"))
+	b, err := os.ReadFile(expandHome(strings.TrimPrefix(v, "@")))
 	if err != nil {
 		return "", fmt.Errorf("ssh_key_value is neither a public key nor a readable file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// expandHome expands a leading ~ of a path in a YAML file or a flag's
+// value to the home directory, as a shell would have for a path typed
+// on the command line ("~/.ssh/id_ed25519.pub").
+func expandHome(p string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return p // the read that follows names the path as given
+	}
+	return filepath.Join(home, p[1:])
 }
 
 // ComputeView is what `compute show` prints: the az ml entity with its

@@ -345,3 +345,33 @@ func TestMainAgainstDaemon(t *testing.T) {
 		t.Errorf("no config: %d %q", code, errOut)
 	}
 }
+
+// The az habits of the docs' own examples: a ~ path in the YAML, and
+// several tags after one --tags.
+func TestHomePathsAndAzStyleTags(t *testing.T) {
+	_, cfg := startDaemon(t, nil)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHome me@laptop"
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "id_ed25519.pub"), []byte(key+"\n"), 0o600)
+	spec := filepath.Join(t.TempDir(), "compute.yml")
+	os.WriteFile(spec, []byte("name: tilde\nssh_settings:\n  admin_username: azureuser\n  ssh_key_value: ~/.ssh/id_ed25519.pub\n"), 0o600)
+
+	out, errOut, code := run(t, "--config", cfg, "compute", "create", "-f", spec, "--tags", "project=churn", "team=ml", "--no-wait")
+	var v ComputeView
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+		t.Fatalf("create: exit %d, %s", code, errOut)
+	}
+	if v.SSHSettings == nil || v.SSHSettings.SSHKeyValue != key {
+		t.Errorf("ssh key from ~/.ssh: %+v", v.SSHSettings)
+	}
+	if v.Tags["project"] != "churn" || v.Tags["team"] != "ml" {
+		t.Errorf("tags: %v", v.Tags)
+	}
+	// The words after the list run to the next flag; -- ends them.
+	if got := spreadValues([]string{"job", "update", "--tags=a=b", "c=d", "--set", "x=1", "y=2", "-n", "j", "--", "k=v"}); strings.Join(got, " ") !=
+		"job update --tags=a=b --tags c=d --set x=1 --set y=2 -n j -- k=v" {
+		t.Errorf("spreadValues: %q", got)
+	}
+}

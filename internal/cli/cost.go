@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/csv"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +86,16 @@ func costTable(r api.CostReport) *table {
 	return t
 }
 
-func money(v float64) string { return strconv.FormatFloat(cost.Cents(v), 'f', 2, 64) }
+// money prints an amount in cents, or, when it is less than a cent but not
+// nothing (a short job on a small size), with two significant digits: a
+// cost of 0.000557 is 0.00056, not 0.00.
+func money(v float64) string {
+	if a := math.Abs(v); a > 0 && a < 0.005 {
+		digits := min(1-int(math.Floor(math.Log10(a))), 10)
+		return strconv.FormatFloat(v, 'f', digits, 64)
+	}
+	return strconv.FormatFloat(cost.Cents(v), 'f', 2, 64)
+}
 
 // writeCostCSV prints the rows with a header, for spreadsheets.
 func writeCostCSV(g *globals, r api.CostReport) error {
@@ -93,7 +103,7 @@ func writeCostCSV(g *globals, r api.CostReport) error {
 	_ = w.Write([]string{"key", "workspace", "compute", "node_hours", "busy_node_hours", "idle_node_hours", "cost", "currency", "since", "until"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 6, 64) }
 	for _, x := range r.Rows {
-		_ = w.Write([]string{x.Key, x.Workspace, x.Compute, f(x.NodeHours), f(x.BusyNodeHours), f(x.IdleNodeHours), money(x.Cost), r.Currency,
+		_ = w.Write([]string{x.Key, x.Workspace, x.Compute, f(x.NodeHours), f(x.BusyNodeHours), f(x.IdleNodeHours), f(x.Cost), r.Currency,
 			r.Since.Format(time.RFC3339), r.Until.Format(time.RFC3339)})
 	}
 	w.Flush()

@@ -216,3 +216,19 @@ func mustRun(t *testing.T, cfg string) func(args ...string) string {
 		return out
 	}
 }
+
+// A cost under a cent keeps two significant digits instead of 0.00 (a
+// short job on a small size costs fractions of a cent).
+func TestSmallCostsKeepTheirDigits(t *testing.T) {
+	for v, want := range map[float64]string{0.000557: "0.00056", 0.0042: "0.0042", 0: "0.00", 0.137: "0.14", 12.3456: "12.35", 0.0051: "0.01"} {
+		if got := money(v); got != want {
+			t.Errorf("money(%v) = %s, want %s", v, got, want)
+		}
+	}
+	var out strings.Builder
+	costTable(api.CostReport{Currency: "USD", Rows: []api.CostRow{{Key: "quick-job", Compute: "cpu", NodeHours: 0.004, Cost: 0.000557}},
+		Total: api.CostRow{NodeHours: 0.004, Cost: 0.000557}}).print(&out)
+	if strings.Count(out.String(), "0.00056") != 2 {
+		t.Errorf("cost table:\n%s", out.String())
+	}
+}

@@ -167,8 +167,8 @@ func addJobRow(t *table, j api.Job) {
 		}
 	}
 	display := p.DisplayName
-	if display == "" || display == j.Name {
-		display = "-"
+	if display == "" { // as Azure, whose jobs are shown by their name until given another
+		display = j.Name
 	}
 	t.add(j.Name, display, p.Status, compute, j.InstanceCount(), len(p.Attempts), when, spent, orDash(p.StatusMessage))
 }

@@ -250,7 +250,10 @@ func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml
 	return api.JobInput{JobInputType: in.Type, URI: uri, Mode: in.Mode, Description: desc}, nil
 }
 
+// resolve is a path of a job file: ~ is the home directory, a relative
+// path is relative to the file's folder.
 func resolve(base, p string) string {
+	p = expandHome(p)
 	if filepath.IsAbs(p) {
 		return p
 	}

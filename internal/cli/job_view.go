@@ -109,6 +109,9 @@ func jobFromARM(j api.Job, server string) JobView {
 	if v.Type == "" {
 		v.Type = "command"
 	}
+	if v.DisplayName == "" { // a job sent without one (an SDK's) is shown by its name, as Azure does
+		v.DisplayName = j.Name
+	}
 	if p.CodeID != "" {
 		v.Code = "azureml:" + p.CodeID
 	}

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
+	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
 )
 
@@ -46,6 +50,40 @@ func TestJobShowAndListShape(t *testing.T) {
 	if lines := strings.Split(table, "\n"); !strings.Contains(lines[0], "DISPLAY NAME") || !strings.Contains(lines[1], "run c-third") {
 		t.Errorf("job list table:\n%s", table)
 	}
+
+	// A job with no display name of its own (the CLI's default, or an SDK
+	// that sends none) shows its name there, as Azure does, not "-".
+	cli("job", "create", "-n", "d-plain", "--compute", "cpu", "--command", "true")
+	c, err := client.New(mustConfig(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutJob(context.Background(), api.Job{Name: "e-sdk", Properties: api.JobProperties{Command: "true", ComputeID: c.Scope.ComputeID("cpu")}}); err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(cli("job", "list", "-o", "table"), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 1 {
+			rows[f[0]] = f
+		}
+	}
+	for _, n := range []string{"d-plain", "e-sdk"} {
+		if rows[n] == nil || rows[n][1] != n {
+			t.Errorf("job list row of %s: %q, want its name as the display name", n, rows[n])
+		}
+	}
+	if got := cli("job", "show", "-n", "e-sdk", "--query", "display_name", "-o", "tsv"); got != "e-sdk\n" {
+		t.Errorf("job show display_name of a job sent without one = %q", got)
+	}
+}
+
+func mustConfig(t *testing.T, path string) config.CLI {
+	t.Helper()
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // A job queued behind a cluster at max_instances says so in job show, job

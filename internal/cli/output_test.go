@@ -67,6 +67,9 @@ func TestUnknownSubcommandSuggests(t *testing.T) {
 		"comput list":                     "did you mean compute?",
 		"auth tken":                       "did you mean token?",
 		"compute create --max-instance 3": "unknown flag: --max-instance; did you mean --max-instances?",
+		"compute creat --name x":          "did you mean create?",
+		"job lst --status Running":        "did you mean list?",
+		"comput list -o table":            "did you mean compute?",
 	} {
 		_, errOut, code := run(t, strings.Fields(args)...)
 		if code == 0 || !strings.Contains(errOut, want) || strings.Count(errOut, "\n") != 1 {

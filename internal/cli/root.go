@@ -35,12 +35,46 @@ type globals struct {
 // Main runs the CLI with args and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := NewRoot(stdout, stderr)
-	root.SetArgs(args)
+	root.SetArgs(spreadValues(args))
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", oneLine(err))
 		return 1
 	}
 	return 0
+}
+
+// listFlags take several KEY=VALUE words after one flag, as az's do
+// ("--tags project=churn team=ml").
+var listFlags = map[string]bool{"--tags": true, "--set": true}
+
+// spreadValues rewrites the KEY=VALUE words that follow a list flag's
+// value into repetitions of the flag ("--tags a=b c=d" becomes "--tags a=b
+// --tags c=d"), which cobra reads. Nothing after "--" changes.
+func spreadValues(args []string) []string {
+	out := make([]string, 0, len(args))
+	flag := "" // the list flag whose values run on
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if flag != "" && !strings.HasPrefix(a, "-") && strings.Contains(a, "=") {
+			out = append(out, flag, a)
+			continue
+		}
+		flag = ""
+		out = append(out, a)
+		name, _, inline := strings.Cut(a, "=")
+		if !listFlags[name] {
+			continue
+		}
+		flag = name
+		if !inline && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
 
 // oneLine renders an error as one line: an API error as "Code: message".
@@ -77,7 +111,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json, jsonc (colored), yaml, tsv or none (lists default to table, single resources to json)")
 	pf.StringVar(&g.queryExpr, "query", "", "JMESPath query applied to what -o json prints, as az's --query (e.g. \"[?status=='Running'].name\")")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
+	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newComputeTargetCmd(g), newIdentityCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
 	strictGroups(root)
 	root.SetFlagErrorFunc(flagError)
 	return root
@@ -86,6 +120,12 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 // flagError adds to an unknown flag the command's flag it is likely a typo
 // of, and to a flag that 'compute update' cannot take why.
 func flagError(c *cobra.Command, err error) error {
+	// A group's flags are parsed before its unknown subcommand is seen
+	// ("compute creat --name x"): the mistyped word, not the flag, is the
+	// error worth a suggestion.
+	if c.HasSubCommands() && c.Flags().NArg() > 0 {
+		return unknownSubcommand(c, c.Flags().Arg(0))
+	}
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return err
@@ -118,12 +158,18 @@ func strictGroups(cmd *cobra.Command) {
 		if len(args) == 0 {
 			return c.Help()
 		}
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
-		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += "; did you mean " + strings.Join(s, " or ") + "?"
-		}
-		return errors.New(msg + " (see '" + c.CommandPath() + " --help')")
+		return unknownSubcommand(c, args[0])
 	}
+}
+
+// unknownSubcommand is the error for a word that names no subcommand of
+// the group c, with the subcommands it resembles.
+func unknownSubcommand(c *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, c.CommandPath())
+	if s := c.SuggestionsFor(word); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg + " (see '" + c.CommandPath() + " --help')")
 }
 
 // client builds an API client from the config file, environment and flags

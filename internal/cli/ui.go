@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -55,7 +56,10 @@ the link. With --print-url the link is printed instead of opened.`,
 	return cmd
 }
 
-// openBrowser opens url with the desktop's browser ($BROWSER first).
+// openBrowser opens url with the desktop's browser ($BROWSER first). On a
+// machine without a graphical display (an SSH session, a container) there
+// is no browser to open, whatever launcher is installed; a launcher that
+// fails soon (xdg-open finds no browser) is a failure too.
 func openBrowser(url string) error {
 	var name string
 	var args []string
@@ -67,6 +71,9 @@ func openBrowser(url string) error {
 	case runtime.GOOS == "windows":
 		name, args = "rundll32", []string{"url.dll,FileProtocolHandler"}
 	default:
+		if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+			return errors.New("no graphical display: DISPLAY and WAYLAND_DISPLAY are unset; set $BROWSER to a command that opens a URL")
+		}
 		name = "xdg-open"
 	}
 	path, err := exec.LookPath(name)
@@ -78,6 +85,19 @@ func openBrowser(url string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	go func() { _ = cmd.Wait() }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	// A launcher hands the link to a browser and exits; one that is still
+	// running after a while is the browser itself, kept in the foreground.
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%s could not open it: %w", name, err)
+		}
+	case <-time.After(launcherWait):
+	}
 	return nil
 }
+
+// launcherWait is how long openBrowser waits for the launcher's verdict.
+const launcherWait = 5 * time.Second

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,32 @@ func TestUIPrintsAOneTimeSignInLink(t *testing.T) {
 	out, errOut, code = run(t, "--config", cfg, "ui")
 	if code != 0 || !strings.Contains(out, "/ui/login?code=") || !strings.Contains(errOut, "Could not open a browser") {
 		t.Fatalf("ui without a browser: exit %d, %q, %q", code, out, errOut)
+	}
+
+	// A launcher that fails (no browser behind it) opened nothing.
+	bin := t.TempDir()
+	failing := filepath.Join(bin, "failing-browser")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'no method available for opening' >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", failing)
+	out, errOut, code = run(t, "--config", cfg, "ui")
+	if code != 0 || !strings.Contains(out, "/ui/login?code=") || !strings.Contains(errOut, "Could not open a browser") || strings.Contains(errOut, "Opened") {
+		t.Fatalf("ui with a failing launcher: exit %d, %q, %q", code, out, errOut)
+	}
+
+	// On a machine without a display (an SSH session), an installed
+	// xdg-open that would start does not mean a browser opened.
+	opener := filepath.Join(bin, "xdg-open")
+	if err := os.WriteFile(opener, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", "")
+	t.Setenv("DISPLAY", "")
+	t.Setenv("WAYLAND_DISPLAY", "")
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, errOut, code = run(t, "--config", cfg, "ui")
+	if code != 0 || !strings.Contains(out, "/ui/login?code=") || !strings.Contains(errOut, "no graphical display") || strings.Contains(errOut, "Opened") {
+		t.Fatalf("ui without a display: exit %d, %q, %q", code, out, errOut)
 	}
 }

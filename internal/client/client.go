@@ -153,7 +153,7 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 		if strings.Contains(u, "?") {
 			sep = "&"
 		}
-		u += sep + "api-version=" + APIVersion
+		u += sep + "api-version=" + apiVersionOf(u)
 	}
 	var b []byte
 	if body != nil {
@@ -193,6 +193,14 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 		}
 	}
 	return r, nil
+}
+
+// apiVersionOf is the api-version a path is sent with: its provider's.
+func apiVersionOf(path string) string {
+	if strings.Contains(strings.ToLower(path), "/providers/"+strings.ToLower(api.ManagedIdentityProvider)+"/") {
+		return api.ManagedIdentityAPIVersion
+	}
+	return APIVersion
 }
 
 // Wait polls a long-running operation started by a response until it

@@ -264,12 +264,13 @@ type Daemon struct {
 	srv *http.Server
 	// bridges are the subnet bridges' addresses the API also serves on
 	// (see bridgeListener).
-	bmu     sync.Mutex
-	bridges map[string]bool
-	msrv    *http.Server // the metrics listener, or nil
-	hub     *hub.Hub
-	ln      net.Listener
-	prov    provider.Provider
+	bmu       sync.Mutex
+	bridges   map[string]bool
+	bridgeIPs map[string]bool // every subnet bridge address agents reach the API at
+	msrv      *http.Server    // the metrics listener, or nil
+	hub       *hub.Hub
+	ln        net.Listener
+	prov      provider.Provider
 	// replica is this process among the replicas of a PostgreSQL store
 	// (nil on SQLite).
 	replica *replica.Replica
@@ -320,6 +321,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, fmt.Errorf("load --tls-cert/--tls-key: %w", err)
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if tlsCfg != nil {
+		tlsCfg.NextProtos = []string{"h2", "http/1.1"} // as ServeTLS offers them; the listener is ours (dualListener)
 	}
 
 	ln, err := net.Listen("tcp", o.Listen)
@@ -420,7 +424,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// uploads; the server bounds each request's body itself (BodyTimeout,
 	// UploadTimeout). No WriteTimeout: it would cut off agents' held polls
 	// and long downloads.
-	d.srv = &http.Server{Handler: api, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
+	var handler http.Handler = api
+	if tlsCfg != nil {
+		handler = plainAgents(api, tlsCfg.Certificates[0], serverName, d.URL)
+	}
+	d.srv = &http.Server{Handler: handler, TLSConfig: tlsCfg, ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelWarn)}
 	if o.Provider == "sim" && o.SimHTTP2 {
@@ -470,7 +478,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		defer d.wg.Done()
 		var err error
 		if tlsCfg != nil {
-			err = d.srv.ServeTLS(ln, "", "")
+			err = d.srv.Serve(newDualListener(ln, tlsCfg, d.plainOK))
 		} else {
 			err = d.srv.Serve(ln)
 		}
@@ -518,6 +526,22 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	ok = true
 	o.Log.Info("cumulus control plane started", "url", d.URL, "data_dir", o.DataDir, "store", db.Engine(), "metrics_url", d.MetricsURL)
 	return d, nil
+}
+
+// plainOK reports whether a connection to the local address a may speak
+// plain HTTP to a TLS server (see plainAgents): a loopback or subnet
+// bridge address, where the agents that joined over plain HTTP are.
+func (d *Daemon) plainOK(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	if t.IP.IsLoopback() {
+		return true
+	}
+	d.bmu.Lock()
+	defer d.bmu.Unlock()
+	return d.bridgeIPs[t.IP.String()]
 }
 
 // configPath is the CLI config the server writes its admin token to.
@@ -682,11 +706,15 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr, tlsCfg *tls.Config, serverNam
 		if tlsCfg != nil {
 			ep = provider.Endpoint{URL: "https://" + addr, TLSServerName: serverName}
 		}
+		d.bmu.Lock()
+		defer d.bmu.Unlock()
+		if d.bridgeIPs == nil {
+			d.bridgeIPs = map[string]bool{}
+		}
+		d.bridgeIPs[ip] = true
 		if host.IP.IsUnspecified() {
 			return ep, nil // the main listener serves every address
 		}
-		d.bmu.Lock()
-		defer d.bmu.Unlock()
 		if d.bridges[addr] {
 			return ep, nil
 		}
@@ -706,7 +734,7 @@ func (d *Daemon) bridgeListener(host *net.TCPAddr, tlsCfg *tls.Config, serverNam
 			defer d.wg.Done()
 			serve := func() error { return d.srv.Serve(ln) }
 			if tlsCfg != nil {
-				serve = func() error { return d.srv.ServeTLS(ln, "", "") }
+				serve = func() error { return d.srv.Serve(newDualListener(ln, tlsCfg, d.plainOK)) }
 			}
 			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				d.log.Error("serve a subnet's bridge", "addr", addr, "err", err)

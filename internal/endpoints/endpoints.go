@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 )
@@ -65,11 +66,11 @@ func Overlap(a, b string) bool {
 	return false
 }
 
-// List is a fixed set of server URLs with a sticky current one: the URL
-// that last answered is tried first. It is safe for concurrent use.
+// List is a set of server URLs with a sticky current one: the URL that
+// last answered is tried first. It is safe for concurrent use.
 type List struct {
-	urls []string
-	cur  atomic.Uint32 // index into urls of the URL to try first
+	list atomic.Pointer[[]string] // replaced whole (Replace), never changed in place
+	cur  atomic.Uint32            // index into the URLs of the one to try first
 }
 
 // New parses s (see Parse) into a List.
@@ -78,23 +79,45 @@ func New(s string) (*List, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &List{urls: urls}, nil
+	l := &List{}
+	l.list.Store(&urls)
+	return l, nil
 }
 
+func (l *List) urls() []string { return *l.list.Load() }
+
 // URLs returns the list's URLs in the order given.
-func (l *List) URLs() []string { return append([]string(nil), l.urls...) }
+func (l *List) URLs() []string { return append([]string(nil), l.urls()...) }
 
 // Current is the URL tried first now: the one that last answered.
-func (l *List) Current() string { return l.urls[int(l.cur.Load())%len(l.urls)] }
+func (l *List) Current() string { u := l.urls(); return u[int(l.cur.Load())%len(u)] }
 
 // String is the list as given, comma-separated.
-func (l *List) String() string { return strings.Join(l.urls, ",") }
+func (l *List) String() string { return strings.Join(l.urls(), ",") }
+
+// Replace puts to in old's place (an agent's server that moved from
+// http:// to https:// at the same address); false when old is not in
+// the list.
+func (l *List) Replace(old, to string) bool {
+	for {
+		cur := l.list.Load()
+		i := slices.Index(*cur, old)
+		if i < 0 {
+			return false
+		}
+		next := slices.Clone(*cur)
+		next[i] = to
+		if l.list.CompareAndSwap(cur, &next) {
+			return true
+		}
+	}
+}
 
 // Trim returns the path of an absolute URL u that starts with one of the
 // list's URLs (a nextLink or an operation link a replica handed out), so
 // that it too can fail over; ok is false for other URLs.
 func (l *List) Trim(u string) (path string, ok bool) {
-	for _, base := range l.urls {
+	for _, base := range l.urls() {
 		if rest, found := strings.CutPrefix(u, base); found && (rest == "" || rest[0] == '/' || rest[0] == '?') {
 			return rest, true
 		}
@@ -116,11 +139,12 @@ func (l *List) Trim(u string) (path string, ok bool) {
 // It returns what the last attempt got: a response (any status, its body
 // for the caller to close) or an error.
 func (l *List) Do(hc *http.Client, build func(base string) (*http.Request, error)) (*http.Response, error) {
-	n := len(l.urls)
+	urls := l.urls()
+	n := len(urls)
 	start := int(l.cur.Load()) % n
 	for i := 0; ; i++ {
 		idx := (start + i) % n
-		req, err := build(l.urls[idx])
+		req, err := build(urls[idx])
 		if err != nil {
 			return nil, err
 		}

@@ -87,31 +87,32 @@ func familyOf(v string) *apiFamily {
 }
 
 // resourceType is the ARM resource type a route pattern addresses
-// ("workspaces", "workspaces/computes", "locations/usages", …): the
-// literal segments after the provider's namespace, less a trailing action
-// (listKeys, cancel, …), which ARM reports as its resource's type.
-func resourceType(pattern string) string {
+// ("workspaces", "workspaces/computes", "locations/usages",
+// "userAssignedIdentities", …) and its provider namespace: the literal
+// segments after the namespace, less a trailing action (listKeys,
+// cancel, …), which ARM reports as its resource's type.
+func resourceType(pattern string) (namespace, typ string) {
 	segs := strings.Split(strings.Trim(pattern, "/"), "/")
-	i := slices.IndexFunc(segs, func(x string) bool { return strings.EqualFold(x, api.Provider) })
-	if i < 0 {
-		return "workspaces"
+	i := slices.IndexFunc(segs, func(x string) bool { return strings.EqualFold(x, "providers") })
+	if i < 0 || i+1 >= len(segs) {
+		return api.Provider, "workspaces"
 	}
 	var out []string
-	for j := i + 1; j < len(segs); j += 2 {
+	for j := i + 2; j < len(segs); j += 2 {
 		named := j+1 < len(segs) && strings.HasPrefix(segs[j+1], "{")
 		if !named && len(out) > 0 && !collections[segs[j]] {
 			break // an action on the resource named so far
 		}
 		out = append(out, segs[j])
 	}
-	return strings.Join(out, "/")
+	return segs[i+1], strings.Join(out, "/")
 }
 
 // collections are the trailing path segments that list a resource type
 // rather than act on one.
 var collections = map[string]bool{
 	"workspaces": true, "computes": true, "jobs": true, "environments": true, "versions": true,
-	"codes": true, "usages": true, "vmSizes": true, "quotas": true,
+	"codes": true, "usages": true, "vmSizes": true, "quotas": true, "userAssignedIdentities": true,
 }
 
 // jobsType reports whether a resource type is part of the v2 jobs API.
@@ -136,6 +137,16 @@ func supportedFor(t string) []string {
 	return out
 }
 
+// managedIdentityVersions are the published api-versions of
+// Microsoft.ManagedIdentity, whose userAssignedIdentities shape (id,
+// name, type, location, tags; principalId, clientId, tenantId) Cumulus
+// serves: the Azure SDKs and az identity send one of them (2023-01-31
+// today, 2018-11-30 from older clients).
+var managedIdentityVersions = []string{
+	"2015-08-31-preview", "2018-11-30", "2021-09-30-preview", "2022-01-31-preview", "2023-01-31",
+	"2023-07-31-preview", "2024-11-30", "2025-01-31-preview",
+}
+
 // checkAPIVersion answers a request's api-version for a resource type as
 // ARM does: missing, not a version, or a version the resource provider
 // never published for that type.
@@ -144,18 +155,24 @@ func (s *Server) checkAPIVersion(pattern, v, location string) error {
 		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeMissingAPIVersion,
 			Message: "The api-version query parameter (?api-version=) is required for all requests."}
 	}
-	t := resourceType(pattern)
+	ns, t := resourceType(pattern)
+	supported := supportedFor(t)
+	published := func() bool { f := familyOf(v); return f != nil && (f.jobs || !jobsType(t)) }
+	if strings.EqualFold(ns, api.ManagedIdentityProvider) {
+		supported = managedIdentityVersions
+		published = func() bool { return slices.Contains(managedIdentityVersions, v) }
+	}
 	if !apiVersionShape.MatchString(v) {
 		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeInvalidAPIVersion,
-			Message: "The api-version '" + v + "' is invalid. The supported versions are '" + strings.Join(supportedFor(t), ", ") + "'."}
+			Message: "The api-version '" + v + "' is invalid. The supported versions are '" + strings.Join(supported, ", ") + "'."}
 	}
-	if f := familyOf(v); f != nil && (f.jobs || !jobsType(t)) {
+	if published() {
 		return nil
 	}
 	return &api.Error{Status: http.StatusBadRequest, Code: CodeNoRegisteredProvider,
 		Message: "No registered resource provider found for location '" + strings.ToLower(location) +
 			"' and API version '" + v + "' for type '" + t + "'. The supported api-versions are '" +
-			strings.Join(supportedFor(t), ", ") + "'. The supported locations are '" + strings.Join(s.cfg.Locations, ", ") + "'."}
+			strings.Join(supported, ", ") + "'. The supported locations are '" + strings.Join(s.cfg.Locations, ", ") + "'."}
 }
 
 // CodeNoRegisteredProvider is ARM's code for an api-version (or path) the

@@ -172,3 +172,36 @@ func TestWorkspacePatchNeedsWrite(t *testing.T) {
 		t.Errorf("contributor's PATCH: %+v", ws.Tags)
 	}
 }
+
+// User-assigned identities answer the api-versions of their own provider,
+// Microsoft.ManagedIdentity, which the Azure SDKs and az identity send,
+// and name their own type when a version is wrong.
+func TestManagedIdentityAPIVersions(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	auth := []string{"Authorization", "Bearer " + h.token}
+	path := "/subscriptions/" + hSub + "/resourceGroups/" + hRG + "/providers/Microsoft.ManagedIdentity/userAssignedIdentities/"
+	var u api.UserIdentity
+	h.raw("PUT", at(path+"sdk", "2023-01-31"), map[string]any{"location": hLoc}, auth...).want(t, 201).json(t, &u)
+	if u.Type != "Microsoft.ManagedIdentity/userAssignedIdentities" || u.Properties.ClientID == "" {
+		t.Errorf("PUT at 2023-01-31: %+v", u)
+	}
+	h.raw("PUT", at(path+"sdk", "2018-11-30"), map[string]any{"location": hLoc, "tags": map[string]string{"a": "b"}}, auth...).want(t, 200)
+	h.raw("GET", at(path+"sdk", "2024-11-30"), nil, auth...).want(t, 200)
+	h.raw("GET", at(strings.TrimSuffix(path, "/"), "2022-01-31-preview"), nil, auth...).want(t, 200)
+
+	var e api.ErrorResponse
+	h.raw("PUT", at(path+"ml", "2024-04-01"), map[string]any{"location": hLoc}, auth...).want(t, 400, server.CodeNoRegisteredProvider).json(t, &e)
+	if m := e.Error.Message; !strings.Contains(m, "API version '2024-04-01' for type 'userAssignedIdentities'. The supported api-versions are '2015-08-31-preview, 2018-11-30, ") ||
+		strings.Contains(m, "2018-03-01-preview") {
+		t.Errorf("an ML api-version on an identity: %q", m)
+	}
+	h.raw("GET", at(path+"ml", "latest"), nil, auth...).want(t, 400, api.CodeInvalidAPIVersion).json(t, &e)
+	if m := e.Error.Message; !strings.Contains(m, "'2015-08-31-preview, 2018-11-30, 2021-09-30-preview, 2022-01-31-preview, 2023-01-31") {
+		t.Errorf("not a version: %q", m)
+	}
+	// And the ML routes still refuse the identity's versions as ARM does.
+	h.raw("GET", at(hWSPath, "2023-01-31"), nil, auth...).want(t, 400, server.CodeNoRegisteredProvider).json(t, &e)
+	if !strings.Contains(e.Error.Message, "for type 'workspaces'") {
+		t.Errorf("an identity api-version on a workspace: %q", e.Error.Message)
+	}
+}

@@ -190,6 +190,9 @@ func withVersion(p string) string {
 	if strings.Contains(p, "api-version=") {
 		return p
 	}
+	if strings.Contains(p, "/providers/"+api.ManagedIdentityProvider+"/") {
+		return at(p, api.ManagedIdentityAPIVersion)
+	}
 	if strings.Contains(p, "?") {
 		return p + "&api-version=" + hVersion
 	}

@@ -19,23 +19,6 @@ const KindUserIdentity = "useridentity"
 
 const userIdentities = "/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities"
 
-// UserIdentity is a user-assigned identity resource.
-type UserIdentity struct {
-	ID         string                 `json:"id"`
-	Name       string                 `json:"name"`
-	Type       string                 `json:"type"`
-	Location   string                 `json:"location,omitempty"`
-	Tags       map[string]string      `json:"tags,omitempty"`
-	Properties UserIdentityProperties `json:"properties"`
-}
-
-// UserIdentityProperties are the identity's ids.
-type UserIdentityProperties struct {
-	PrincipalID string `json:"principalId"`
-	ClientID    string `json:"clientId"`
-	TenantID    string `json:"tenantId"`
-}
-
 func (s *Server) userIdentityRoutes() {
 	r := &s.router
 	r.handle("PUT", userIdentities+"/{name}", s.putUserIdentity)
@@ -44,30 +27,26 @@ func (s *Server) userIdentityRoutes() {
 	r.handle("GET", userIdentities, s.listUserIdentities)
 }
 
-func userIdentityID(sc api.Scope, name string) string {
-	return sc.GroupID() + "/providers/Microsoft.ManagedIdentity/userAssignedIdentities/" + name
-}
-
 func (s *Server) putUserIdentity(w http.ResponseWriter, r *http.Request, p params) error {
 	sc, name := scopeOf(p), p["name"]
-	var u UserIdentity
+	var u api.UserIdentity
 	if err := decode(r, &u); err != nil {
 		return err
 	}
 	if err := api.CheckWorkspaceName(name); err != nil {
 		return api.BadRequest(api.CodeInvalidName, "identity name: %s", err)
 	}
-	id := userIdentityID(sc, name)
-	u.ID, u.Name, u.Type = id, name, "Microsoft.ManagedIdentity/userAssignedIdentities"
+	id := sc.UserIdentityID(name)
+	u.ID, u.Name, u.Type = id, name, api.TypeUserIdentity
 	if u.Location == "" {
 		u.Location = s.cfg.Defaults.Location
 	}
 	// The same derivation computes use when they reference the identity.
-	u.Properties = UserIdentityProperties{PrincipalID: stableUUID("principal/" + store.Key(id)), ClientID: stableUUID("client/" + store.Key(id)),
+	u.Properties = api.UserIdentityProperties{PrincipalID: stableUUID("principal/" + store.Key(id)), ClientID: stableUUID("client/" + store.Key(id)),
 		TenantID: stableUUID("tenant/" + sc.Subscription)}
 	status := http.StatusOK
 	err := s.tx(r, func(q store.Querier) error {
-		if _, err := store.Get[UserIdentity](r.Context(), q, KindUserIdentity, sc.GroupID(), name); isNotFound(err) {
+		if _, err := store.Get[api.UserIdentity](r.Context(), q, KindUserIdentity, sc.GroupID(), name); isNotFound(err) {
 			status = http.StatusCreated
 		}
 		_, err := store.Put(r.Context(), q, KindUserIdentity, sc.GroupID(), name, u, 0, s.clock.Now().UTC())
@@ -82,7 +61,7 @@ func (s *Server) putUserIdentity(w http.ResponseWriter, r *http.Request, p param
 
 func (s *Server) getUserIdentity(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	d, err := store.Get[UserIdentity](r.Context(), s.db.Q(), KindUserIdentity, sc.GroupID(), p["name"])
+	d, err := store.Get[api.UserIdentity](r.Context(), s.db.Q(), KindUserIdentity, sc.GroupID(), p["name"])
 	if isNotFound(err) {
 		return api.NotFound("user-assigned identity %s was not found in resource group %s", p["name"], sc.ResourceGroup)
 	}
@@ -94,7 +73,7 @@ func (s *Server) getUserIdentity(w http.ResponseWriter, r *http.Request, p param
 }
 
 func (s *Server) listUserIdentities(w http.ResponseWriter, r *http.Request, p params) error {
-	return listPage[UserIdentity](s, w, r, KindUserIdentity, scopeOf(p).GroupID(), true, func(u UserIdentity) any { return u })
+	return listPage[api.UserIdentity](s, w, r, KindUserIdentity, scopeOf(p).GroupID(), true, func(u api.UserIdentity) any { return u })
 }
 
 func (s *Server) deleteUserIdentity(w http.ResponseWriter, r *http.Request, p params) error {
@@ -160,12 +139,12 @@ func hasUserIdentity(id *api.Identity, rid string) bool {
 func (s *Server) userIdentityExists(r *http.Request, q store.Querier, rid string) error {
 	p := strings.Split(strings.Trim(rid, "/"), "/")
 	missing := &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "identity.userAssignedIdentities",
-		Message: "user-assigned identity " + rid + " does not exist; create it first (PUT …/providers/Microsoft.ManagedIdentity/userAssignedIdentities/NAME)"}
+		Message: "user-assigned identity " + rid + " does not exist; create it first ('cumulus identity create -n NAME', or PUT …/providers/Microsoft.ManagedIdentity/userAssignedIdentities/NAME)"}
 	if len(p) != 8 {
 		return missing
 	}
 	sc := api.Scope{Subscription: p[1], ResourceGroup: p[3]}
-	_, err := store.Get[UserIdentity](r.Context(), q, KindUserIdentity, sc.GroupID(), p[7])
+	_, err := store.Get[api.UserIdentity](r.Context(), q, KindUserIdentity, sc.GroupID(), p[7])
 	if isNotFound(err) {
 		return missing
 	}

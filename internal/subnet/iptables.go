@@ -21,6 +21,25 @@ func Fence(rules [][]string) error {
 	return nil
 }
 
+// FenceNAT puts a nat table rule in place, once.
+func FenceNAT(rule []string) error {
+	if exec.Command("iptables", append([]string{"-w", "-t", "nat", "-C"}, rule...)...).Run() == nil {
+		return nil
+	}
+	return Run("iptables", append([]string{"-w", "-t", "nat", "-I", rule[0], "1"}, rule[1:]...)...)
+}
+
+// Unroute removes the EgressRules and NATRule of a node (every copy).
+func Unroute(bridge, bridges, ip string) {
+	for _, r := range EgressRules(bridge, bridges, ip) {
+		for i := 0; i < 10 && exec.Command("iptables", append([]string{"-w", "-D"}, r...)...).Run() == nil; i++ {
+		}
+	}
+	r := NATRule(bridges, ip)
+	for i := 0; i < 10 && exec.Command("iptables", append([]string{"-w", "-t", "nat", "-D"}, r...)...).Run() == nil; i++ {
+	}
+}
+
 // Unfence removes a bridge's Rules (every copy).
 func Unfence(bridge string, port int) {
 	for _, r := range Rules(bridge, port) {

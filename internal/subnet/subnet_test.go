@@ -33,3 +33,16 @@ func TestRulesOrder(t *testing.T) {
 		t.Errorf("rules: %v", r)
 	}
 }
+
+// A node's way out opens nothing but its own address, toward anything but
+// the subnets' bridges, and only replies come back.
+func TestEgressRules(t *testing.T) {
+	r := EgressRules("cmbx", BridgesPattern("cmb"), "10.231.7.2")
+	if strings.Join(r[0], " ") != "FORWARD -i cmbx -s 10.231.7.2/32 ! -o cmb+ -j ACCEPT" ||
+		strings.Join(r[1], " ") != "FORWARD -o cmbx -d 10.231.7.2/32 -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT" {
+		t.Errorf("egress rules: %v", r)
+	}
+	if n := strings.Join(NATRule("cmb+", "10.231.7.2"), " "); n != "POSTROUTING -s 10.231.7.2/32 ! -o cmb+ -j MASQUERADE" {
+		t.Errorf("nat rule: %s", n)
+	}
+}

@@ -54,8 +54,9 @@ else:
     sys.exit(connect(ips[0], port, 60))
 `
 
-// serveIn runs a TCP server that greets with "outside" in netns ns (or
-// on the host when ns is ""), on host:port, until the test ends.
+// serveIn runs a TCP server that greets with "outside" and the address
+// the connection came from, in netns ns (or on the host when ns is ""),
+// on host:port, until the test ends.
 func serveIn(t *testing.T, ns, hostport string) {
 	t.Helper()
 	h, p, _ := net.SplitHostPort(hostport)
@@ -63,7 +64,7 @@ func serveIn(t *testing.T, ns, hostport string) {
 l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind((%q, %s)); l.listen(8)
 print("ready", flush=True)
 while True:
-    c, _ = l.accept(); c.sendall(b"outside\n"); c.close()
+    c, a = l.accept(); c.sendall(("outside %%s\n" %% a[0]).encode()); c.close()
 `, h, p)
 	args := []string{"/usr/bin/python3", "-c", code}
 	if ns != "" {
@@ -173,6 +174,14 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 				_ = exec.Command("ip", "link", "del", n.Veth).Run()
 			}
 		}
+		for _, table := range []string{"filter", "nat"} { // the public node's rules name its address
+			out, _ := exec.Command("iptables", "-w", "-t", table, "-S").Output()
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, " "+strings.TrimSuffix(planA.CIDR(), "0/24")) && strings.HasPrefix(line, "-A ") {
+					_ = exec.Command("sh", "-c", "iptables -w -t "+table+" -D "+strings.TrimPrefix(line, "-A ")).Run()
+				}
+			}
+		}
 		for _, b := range bridges {
 			_ = exec.Command("ip", "link", "del", b).Run()
 			out, _ := exec.Command("iptables", "-w", "-S").Output()
@@ -233,12 +242,23 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	} else {
 		t.Errorf("networkIsolation of priv = %q, want a bridge of its own", privDesc)
 	}
-	// A subnet with a public IP is refused: its nodes get no route beyond it.
+	// A subnet with a public IP left at Azure's default, as seed documents
+	// write it (vnet_name, subnet_name, nothing about public IPs).
 	c := api.Compute{Name: "subpub"}
 	c.Properties.ComputeType = api.ComputeTypeAml
+	one, zero := int32(1), int32(0)
+	c.Aml().ScaleSettings = &api.ScaleSettings{MinNodeCount: &zero, MaxNodeCount: &one, NodeIdleTimeBeforeScaleDown: "PT5S"}
 	c.Aml().Subnet = &api.ResourceRef{ID: subnetA}
-	if _, _, err := s.c.PutCompute(ctx, c); err == nil || !strings.Contains(err.Error(), "enableNodePublicIp") {
-		t.Errorf("subnet with a public IP: err = %v, want it refused naming enableNodePublicIp", err)
+	_, resp, err := s.c.PutCompute(ctx, c)
+	if err != nil {
+		t.Fatalf("subnet with a public IP (the default): %v", err)
+	}
+	if err := s.c.Wait(ctx, resp, nil); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := s.c.GetCompute(ctx, "subpub")
+	if err != nil || !strings.Contains(pub.Aml().NetworkIsolation, planA.Bridge) || !strings.Contains(pub.Aml().NetworkIsolation, "route out through NAT") {
+		t.Errorf("networkIsolation of subpub = %q (%v), want bridge %s with a route out", pub.Aml().NetworkIsolation, err, planA.Bridge)
 	}
 	got, err := s.c.GetCompute(ctx, "suba")
 	if err != nil {
@@ -251,6 +271,9 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	s.submit("open-out", "open", py+" connect 10.231.250.2 7171 && "+py+" connect 127.0.0.1 "+loopPort)
 	s.submitJob(distributedJob("a-pair", "suba", py+" pair 7070; "+py+" connect 10.231.250.2 7171; "+py+" connect 127.0.0.1 "+loopPort+"; "+py+" connect "+planA.HostIP()+" "+anyPort+"; exit 0", 2, "", 0))
 	s.submit("b-out", "subb", py+" connect 10.231.250.2 7171")
+	// The node with a public IP reaches the outside, as the host (NAT), and
+	// still neither the host's services nor its loopback.
+	s.submit("pub-out", "subpub", py+" connect 10.231.250.2 7171 && ("+py+" connect 127.0.0.1 "+loopPort+"; "+py+" connect "+planA.HostIP()+" "+anyPort+"; exit 0)")
 	s.submit("priv-out", "priv", py+" connect 10.231.250.2 7171")
 
 	s.waitJob("open-out", api.JobCompleted, 3*time.Minute)
@@ -276,7 +299,13 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 		t.Errorf("the job of subnet b should fail to reach the outside (%s); log:\n%s", j.Properties.StatusMessage, l)
 	}
 
-	t.Logf("open-out:\n%s\na-pair rank 0:\n%s\nrank 1:\n%s\nb-out:\n%s", s.jobLog("open-out"), r0, r1, s.jobLog("b-out"))
+	s.waitJob("pub-out", api.JobCompleted, 3*time.Minute)
+	if l := s.jobLog("pub-out"); !strings.Contains(l, "CONNECTED 10.231.250.2 outside 10.231.250.1") || strings.Contains(l, "CONNECTED 127.0.0.1") ||
+		!strings.Contains(l, "UNREACHABLE "+planA.HostIP()+" timed out") {
+		t.Errorf("the node of subnet a with a public IP should reach the outside listener from the host's address (NAT), and not the host's loopback or services; log:\n%s", l)
+	}
+
+	t.Logf("open-out:\n%s\na-pair rank 0:\n%s\nrank 1:\n%s\nb-out:\n%s\npub-out:\n%s", s.jobLog("open-out"), r0, r1, s.jobLog("b-out"), s.jobLog("pub-out"))
 	s.waitJob("priv-out", api.JobFailed, 3*time.Minute)
 	if l := s.jobLog("priv-out"); !strings.Contains(l, "UNREACHABLE 10.231.250.2") {
 		t.Errorf("the job of a cluster without public IPs should fail to reach the outside; log:\n%s", l)
@@ -296,7 +325,8 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	}
 	nodesB, _ := s.c.ListNodes(ctx, "subb")
 	nodesP, _ := s.c.ListNodes(ctx, "priv")
-	for _, n := range append(nodesB, nodesP...) {
+	nodesPub, _ := s.c.ListNodes(ctx, "subpub")
+	for _, n := range append(append(nodesB, nodesP...), nodesPub...) {
 		nsNames = append(nsNames, local.NamespaceName(n.NodeID))
 	}
 	if list := netnsList(); !strings.Contains(list, nsNames[0]) {
@@ -314,7 +344,7 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	t.Logf("b-to-a:\n%s", s.jobLog("b-to-a"))
 	// Scale to zero: no namespace, bridge or rule is left.
 	waitFor(t, "the clusters to scale to zero", 2*time.Minute, func() bool {
-		for _, name := range []string{"open", "suba", "subb", "priv"} {
+		for _, name := range []string{"open", "suba", "subb", "priv", "subpub"} {
 			if ns, err := s.c.ListNodes(ctx, name); err != nil || len(ns) > 0 {
 				return false
 			}
@@ -336,6 +366,12 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 		}
 		if out, _ := exec.Command("iptables", "-w", "-S").Output(); strings.Contains(string(out), b) {
 			t.Errorf("iptables rules of bridge %s are left:\n%s", b, out)
+		}
+	}
+	rangeA := strings.TrimSuffix(planA.CIDR(), "0/24")
+	for _, table := range []string{"filter", "nat"} {
+		if out, _ := exec.Command("iptables", "-w", "-t", table, "-S").Output(); strings.Contains(string(out), rangeA) {
+			t.Errorf("iptables %s rules of the public node's address are left:\n%s", table, out)
 		}
 	}
 }

@@ -232,6 +232,17 @@ func TestPythonManagementSDK(t *testing.T) {
 		py, filepath.Join("python", "mgmt_scenario.py"))
 }
 
+// User-assigned identities through Python azure-mgmt-msi: the
+// Microsoft.ManagedIdentity api-versions it sends are served.
+func TestPythonManagedIdentitySDK(t *testing.T) {
+	py := python("azure.mgmt.msi")
+	if py == "" {
+		missing(t, "Python azure-mgmt-msi", "apt-get install python3-azure")
+	}
+	runScenario(t, "msi", []string{"identity 2018-11-30 ", "identity 2022-01-31-preview ", "attached", "deleted"},
+		py, filepath.Join("python", "msi_scenario.py"))
+}
+
 func TestJavaScriptSDK(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -77,8 +77,12 @@ async function shot(name, opts = {}) {
   if (docShots && opts.doc) fs.copyFileSync(file, path.join(docShots, 'studio-' + name + '.png'));
 }
 
+// nodesDir holds the local nodes' folders: <data dir>-nodes, beside the
+// data directory (the server keeps jobs away from its state).
+const nodesDir = () => dataDir + '-nodes';
+
 function agentPids() {
-  const dir = path.join(dataDir, 'nodes');
+  const dir = nodesDir();
   if (!fs.existsSync(dir)) return [];
   return fs.readdirSync(dir).map((n) => {
     try {
@@ -137,6 +141,7 @@ after(async () => {
   if (dataDir) {
     fs.copyFileSync(path.join(dataDir, 'serve.log'), path.join(shots, 'serve.log'));
     fs.rmSync(dataDir, { recursive: true, force: true });
+    fs.rmSync(nodesDir(), { recursive: true, force: true });
   }
 });
 
@@ -968,6 +973,185 @@ limits:
     await page.getByRole('heading', { name: 'Metrics' }).waitFor();
     assert.equal(await page.locator('#job-metrics circle').count(), 3);
     await cli('compute', 'delete', '-n', 'sweep-cpu', '--yes', '--no-wait').catch(() => {});
+    await page.goto(base + '/#/computes');
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+  });
+
+  await step(t, 'run views: metric charts to read and zoom, runs side by side, outputs and logs as files, the tier in the list', async () => {
+    // Two runs that log loss and acc over 40 steps the MLflow way, with
+    // their learning rate as a parameter, and write ./outputs; a job too
+    // short for a utilization sample; on a low-priority cluster.
+    const code = path.join(dataDir, 'runs-code');
+    fs.mkdirSync(code, { recursive: true });
+    fs.writeFileSync(path.join(code, 'train.mjs'), `
+import fs from 'node:fs';
+const lr = Number(process.argv[2]);
+const env = process.env;
+const call = async (what, body) => {
+  const r = await fetch(env.MLFLOW_TRACKING_URI + '/api/2.0/mlflow/runs/' + what, { method: 'POST',
+    headers: { Authorization: 'Bearer ' + env.MLFLOW_TRACKING_TOKEN, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ run_id: env.MLFLOW_RUN_ID, ...body }) });
+  if (!r.ok) { console.error(r.status, await r.text()); process.exit(1); }
+};
+await call('log-parameter', { key: 'lr', value: String(lr) });
+const metrics = [];
+for (let k = 0; k < 40; k++) {
+  metrics.push({ key: 'loss', value: Math.exp(-lr * k), step: k, timestamp: Date.now() });
+  metrics.push({ key: 'acc', value: 1 - Math.exp(-lr * k) / 2, step: k, timestamp: Date.now() });
+}
+await call('log-batch', { metrics });
+fs.mkdirSync('outputs/model', { recursive: true });
+fs.writeFileSync('outputs/report.txt', 'final loss ' + Math.exp(-lr * 39) + '\\n');
+fs.writeFileSync('outputs/model/weights.txt', 'lr=' + lr + '\\n');
+console.log('trained with lr', lr);
+`);
+    await cli('compute', 'create', '-n', 'runs-lp', '--tier', 'low_priority', '--max-instances', '2', '--idle-time-before-scale-down', '5');
+    for (const [n, lr] of [['run-a', '0.1'], ['run-b', '0.3']]) {
+      await cli('job', 'create', '--compute', 'runs-lp', '--name', n, '--code', code, '--command', `node train.mjs ${lr}`);
+    }
+    await cli('job', 'create', '--compute', 'runs-lp', '--name', 'run-quick', '--command', 'true');
+
+    // The tier stays in the cluster list at 1280 px and on a phone.
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 860 });
+      await page.goto(base + '/#/computes');
+      const row = page.locator('table.clusters tbody tr', { has: page.getByRole('link', { name: 'runs-lp', exact: true }) });
+      const tier = row.locator('.tier-low');
+      await tier.waitFor({ timeout: 20000 });
+      assert.equal(await tier.textContent(), 'Low priority');
+      assert.ok(await tier.isVisible(), `the tier is shown at ${width} px`);
+      const box = await tier.boundingBox();
+      assert.ok(box && box.x >= 0 && box.x + box.width <= width, `the tier is on screen at ${width} px: ${JSON.stringify(box)}`);
+    }
+    await page.setViewportSize({ width: 1366, height: 860 });
+
+    for (const n of ['run-a', 'run-b', 'run-quick']) {
+      await waitFor(`${n} to complete`, async () => JSON.parse(await cli('job', 'show', '-n', n)).status === 'Completed', 180000, 1000);
+    }
+
+    // A metric's chart is as wide as its card, with round ticks and named
+    // axes at a readable size.
+    await page.goto(base + '/#/jobs/run-a');
+    await page.getByRole('heading', { name: 'Metrics' }).waitFor();
+    const loss = page.locator('figure.metric-figure[data-metric="loss"] svg.metric-chart');
+    const acc = page.locator('figure.metric-figure[data-metric="acc"] svg.metric-chart');
+    await loss.waitFor();
+    await loss.scrollIntoViewIfNeeded();
+    const lb = await loss.boundingBox();
+    assert.ok(lb.width >= 700 && lb.height >= 250, 'the chart is big: ' + JSON.stringify(lb));
+    const vb = await loss.evaluate((el) => el.viewBox.baseVal.width);
+    assert.ok(Math.abs(lb.width / vb - 1) < 0.05, `drawn at its width (${lb.width} px for ${vb})`);
+    assert.ok(await loss.locator('.tick-y').count() >= 4 && await loss.locator('.tick-x').count() >= 5, 'ticks on both axes');
+    assert.deepEqual(await loss.locator('.axis-title').allTextContents(), ['step', 'loss']);
+    const tick = await loss.locator('.tick-x').first().evaluate((el) => el.getBoundingClientRect().height);
+    assert.ok(tick >= 12, `tick labels ${tick} px tall`);
+    assert.equal(await loss.getAttribute('data-x1'), '39');
+    assert.match(await loss.getAttribute('aria-label'), /^loss by step: latest run-a 0\.0\d+ at step 39\.$/);
+    // The values under the pointer.
+    await page.mouse.move(lb.x + lb.width / 2, lb.y + lb.height / 2);
+    assert.match(await page.locator('figure.metric-figure[data-metric="loss"] .chart-readout').textContent(), /^step \d+: 0\.\d+/);
+    // Zoom: a drag across one chart shows those steps on every chart.
+    await page.mouse.move(lb.x + lb.width * 0.3, lb.y + lb.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(lb.x + lb.width * 0.45, lb.y + lb.height / 2, { steps: 4 });
+    await page.mouse.move(lb.x + lb.width * 0.6, lb.y + lb.height / 2, { steps: 4 });
+    await page.mouse.up();
+    const zoomed = async (el) => [Number(await el.getAttribute('data-x0')), Number(await el.getAttribute('data-x1'))];
+    let [z0, z1] = await zoomed(loss);
+    assert.ok(z0 > 5 && z1 < 30 && z1 > z0, `zoomed to steps ${z0}–${z1}`);
+    assert.deepEqual(await zoomed(acc), [z0, z1], 'the other chart shows the same steps');
+    assert.equal(await page.locator('#metrics-zoom-from').inputValue(), String(Math.round(z0)));
+    await page.getByRole('button', { name: 'Reset zoom' }).click();
+    assert.deepEqual(await zoomed(loss), [0, 39]);
+    await page.locator('#metrics-zoom-from').fill('10');
+    await page.locator('#metrics-zoom-to').fill('20');
+    await page.locator('#metrics-zoom-to').press('Enter');
+    await page.locator('#metrics-zoom-from').focus();
+    await waitFor('the typed steps', async () => JSON.stringify(await zoomed(acc)) === '[10,20]', 5000, 100);
+    await shot('job-metrics', { fullPage: true });
+
+    // The job's outputs and logs, as files.
+    const files = page.locator('section[aria-labelledby="sec-files"]');
+    const open = async (name) => files.getByRole('button', { name, exact: true }).click();
+    await open('outputs/');
+    await open('default/');
+    await files.getByRole('button', { name: 'report.txt', exact: true }).waitFor();
+    // Folders first, named with a slash as ls -F does.
+    assert.deepEqual(await files.locator('table.files tbody th').allTextContents(), ['model/', 'report.txt']);
+    await open('report.txt');
+    await waitFor('report.txt in the viewer', async () => (await page.locator('#file-view').textContent()).startsWith('final loss 0.0'));
+    assert.equal(await page.locator('#file-download').getAttribute('download'), 'report.txt');
+    await open('model/');
+    await open('weights.txt');
+    await waitFor('weights.txt in the viewer', async () => (await page.locator('#file-view').textContent()) === 'lr=0.1\n');
+    await files.locator('#files-path').getByRole('link', { name: 'Files' }).click();
+    await open('logs/');
+    await open('attempt 1/');
+    await open('rank-0.log');
+    await waitFor('the log in the viewer', async () => (await page.locator('#file-view').textContent()).includes('trained with lr 0.1'));
+    assert.equal(await page.locator('#file-view-title').textContent(), 'logs/attempt 1/rank-0.log');
+    await shot('job-files', { fullPage: true });
+
+    // A short job that ran is not said to have never run.
+    await page.goto(base + '/#/jobs/run-quick');
+    await page.locator('#job-status-text', { hasText: 'Completed' }).waitFor();
+    await waitFor('the utilization note', async () => /ran for|samples? of 1 node/.test(await page.locator('#usage-note-job').textContent()), 20000);
+    assert.doesNotMatch(await page.locator('#usage-note-job').textContent(), /has not run/);
+
+    // Runs picked from the list, side by side and overlaid.
+    await page.goto(base + '/#/jobs');
+    await page.getByRole('checkbox', { name: 'Compare run-a' }).check();
+    await page.getByRole('checkbox', { name: 'Compare run-b' }).check();
+    await page.getByRole('button', { name: 'Compare selected (2)' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Compare runs' }).waitFor();
+    const ct = page.locator('#compare-table');
+    await ct.waitFor();
+    assert.deepEqual(await ct.locator('thead th').allTextContents(), ['Run', 'run-a', 'run-b']);
+    const lrRow = ct.locator('tbody tr', { has: page.getByRole('rowheader', { name: 'lr', exact: true }) });
+    assert.deepEqual(await lrRow.locator('td').allTextContents(), ['0.1', '0.3']);
+    assert.match(await lrRow.getAttribute('class'), /differs/);
+    const cLoss = page.locator('#compare-charts figure[data-metric="loss"]');
+    await waitFor('two loss lines', async () => (await cLoss.locator('path.series').count()) === 2, 20000);
+    assert.deepEqual(await cLoss.locator('ul.legend li').allTextContents(), ['run-a', 'run-b']);
+    assert.match(await cLoss.locator('svg').getAttribute('aria-label'), /^loss by step, 2 runs: latest run-a .* at step 39; run-b .* at step 39\.$/);
+    await cLoss.locator('svg').scrollIntoViewIfNeeded();
+    const cb = await cLoss.locator('svg').boundingBox();
+    await page.mouse.move(cb.x + cb.width * 0.2, cb.y + cb.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(cb.x + cb.width * 0.5, cb.y + cb.height / 2, { steps: 5 });
+    await page.mouse.up();
+    [z0, z1] = await zoomed(page.locator('#compare-charts figure[data-metric="acc"] svg'));
+    assert.ok(z1 < 30, `the compared runs zoom together: ${z0}–${z1}`);
+    await shot('compare', { fullPage: true });
+    // On a phone the page does not scroll sideways and the chart fits.
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.waitForTimeout(300);
+      const w = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(w <= 390, `the compare page is ${w} px wide at 390`);
+      const pb = await cLoss.locator('svg').boundingBox();
+      assert.ok(pb.x >= 0 && pb.x + pb.width <= 390 && pb.width >= 300, 'the chart fits the phone: ' + JSON.stringify(pb));
+      const t12 = await cLoss.locator('.tick-x').first().evaluate((el) => el.getBoundingClientRect().height);
+      assert.ok(t12 >= 12, `tick labels ${t12} px tall on a phone`);
+      await shot('compare-phone', { fullPage: true });
+      await page.goto(base + '/#/jobs/run-b');
+      const jl = page.locator('figure.metric-figure[data-metric="loss"] svg.metric-chart');
+      await jl.waitFor();
+      const jb = await jl.boundingBox();
+      assert.ok(jb.x >= 0 && jb.x + jb.width <= 390 && jb.width >= 300, 'the job\'s chart fits the phone: ' + JSON.stringify(jb));
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390, 'the job page fits the phone');
+    } finally {
+      await page.setViewportSize({ width: 1366, height: 860 });
+    }
+
+    // A sweep's trials, from the sweep's page.
+    await page.goto(base + '/#/jobs/ui-sweep');
+    await page.getByRole('link', { name: 'Compare trials' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Trials of ui-sweep' }).waitFor();
+    await waitFor('three trial lines', async () => (await page.locator('#compare-charts figure[data-metric="acc"] path.series').count()) === 3, 20000);
+    assert.equal(await page.locator('#compare-table thead th').count(), 4);
+    assert.deepEqual(await page.locator('#compare-table tbody tr', { has: page.getByRole('rowheader', { name: 'x', exact: true }) }).locator('td').allTextContents(), ['0.2', '0.9', '0.5']);
+    await cli('compute', 'delete', '-n', 'runs-lp', '--yes');
     await page.goto(base + '/#/computes');
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
   });

@@ -118,10 +118,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	address, cp := "127.0.0.1", provider.Endpoint{URL: spec.ServerURL}
 	if spec.Subnet != "" || spec.NoPublicIP {
-		if !spec.NoPublicIP {
-			return "", fmt.Errorf("create node %s: the local provider gives the nodes of a subnet no public IP: set enableNodePublicIp false", spec.NodeID)
-		}
-		prefix, addr, u, err := p.setupNetwork(spec.NodeID, dir, spec.Subnet, spec.ComputeID)
+		prefix, addr, u, err := p.setupNetwork(spec.NodeID, dir, spec.Subnet, spec.ComputeID, !spec.NoPublicIP)
 		if err != nil {
 			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 		}

@@ -25,6 +25,13 @@ import (
 // nothing else. iptables rules per bridge keep the host from forwarding
 // anything into or out of the subnet and accept nothing from it on the host
 // but the control plane's port.
+//
+// A node of a subnet with a public IP (enableNodePublicIp true, Azure's
+// default) also reaches out, as in Azure: its namespace has a default route
+// through the bridge's .1, and rules for its address alone forward its
+// connections out of the host (to anywhere but the subnets' bridges),
+// masqueraded behind the host's address, and their replies back. Nothing
+// new comes in; the subnet's nodes without a public IP stay fenced.
 
 // Network names and addresses.
 const (
@@ -61,7 +68,8 @@ type nodeNet struct {
 	K         int    `json:"k"` // the node is 10.231.X.K
 	Namespace string `json:"namespace"`
 	Veth      string `json:"veth"`
-	Port      int    `json:"port"` // the control plane's port on the bridge
+	Port      int    `json:"port"`             // the control plane's port on the bridge
+	Public    bool   `json:"public,omitempty"` // has a route out (a public IP)
 }
 
 func (n nodeNet) plan() NetPlan {
@@ -98,13 +106,17 @@ func (p *Provider) ProbeNetwork() error {
 	return nil
 }
 
-// SubnetPublicIP is false: the nodes of a subnet have no route beyond it.
-func (p *Provider) SubnetPublicIP() bool { return false }
+// SubnetPublicIP is true: a node of a subnet with a public IP has a route
+// out through NAT on its subnet's bridge.
+func (p *Provider) SubnetPublicIP() bool { return true }
 
 // DescribeNetwork says where the nodes of a compute are, for its
 // networkIsolation.
-func (p *Provider) DescribeNetwork(sub, computeID string, _ bool) string {
+func (p *Provider) DescribeNetwork(sub, computeID string, publicIP bool) string {
 	n := PlanSubnet(sub, computeID)
+	if publicIP {
+		return fmt.Sprintf("nodes in network namespaces on bridge %s (%s), with a route out through NAT on the host (a public IP) and the control plane at %s; nothing comes in from outside the subnet", n.Bridge, n.CIDR(), n.HostIP())
+	}
 	return fmt.Sprintf("nodes in network namespaces on bridge %s (%s), no route beyond it but the control plane at %s", n.Bridge, n.CIDR(), n.HostIP())
 }
 
@@ -149,7 +161,7 @@ func readNet(path string) (nodeNet, bool) {
 // setupNetwork places a node in its subnet: the bridge (and its firewall
 // rules), the node's namespace and veth. It returns the agent's command
 // prefix, its address and the server URL it uses. The caller holds p.mu.
-func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []string, addr string, cp provider.Endpoint, err error) {
+func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string, public bool) (prefix []string, addr string, cp provider.Endpoint, err error) {
 	if os.Geteuid() != 0 || p.o.ControlPlane == nil {
 		return nil, "", cp, errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
 	}
@@ -189,6 +201,7 @@ func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []st
 	if err := subnet.Fence(subnet.Rules(n.Bridge, n.Port)); err != nil {
 		return nil, "", cp, err
 	}
+	n.Public = n.Public || public // a route once given is taken away with the node
 	b, _ := json.Marshal(n)
 	if err := os.WriteFile(filepath.Join(dir, netFile), b, 0o600); err != nil {
 		return nil, "", cp, err
@@ -196,6 +209,12 @@ func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string) (prefix []st
 	if err := ensureNamespace(n); err != nil {
 		p.teardownNetwork(nodeID, dir)
 		return nil, "", cp, err
+	}
+	if public {
+		if err := p.routeOut(n); err != nil {
+			p.teardownNetwork(nodeID, dir)
+			return nil, "", cp, fmt.Errorf("give node %s a route out: %w", nodeID, err)
+		}
 	}
 	return []string{"nsenter", "--net=" + filepath.Join(netnsDir, n.Namespace), "--"}, n.ip(), cp, nil
 }
@@ -215,6 +234,9 @@ func (p *Provider) teardownNetwork(nodeID, dir string) {
 	}
 	if linkExists(n.Veth) {
 		_ = subnet.Run("ip", "link", "del", n.Veth)
+	}
+	if n.Public {
+		subnet.Unroute(n.Bridge, subnet.BridgesPattern(bridgePrefix), n.ip())
 	}
 	_ = os.Remove(filepath.Join(dir, netFile))
 	for _, o := range p.nodeNets(nodeID) {
@@ -303,5 +325,43 @@ func ensureNamespace(n nodeNet) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// routeOut gives a node of a subnet its public IP's way out: a default
+// route through the bridge's .1, the host's forwarding, and the rules for
+// its address alone (subnet.EgressRules, subnet.NATRule).
+func (p *Provider) routeOut(n nodeNet) error {
+	if err := subnet.Run("ip", "-n", n.Namespace, "route", "replace", "default", "via", n.plan().HostIP()); err != nil {
+		return err
+	}
+	if err := p.ensureForwarding(); err != nil {
+		return err
+	}
+	bridges := subnet.BridgesPattern(bridgePrefix)
+	if err := subnet.Fence(subnet.EgressRules(n.Bridge, bridges, n.ip())); err != nil {
+		return err
+	}
+	return subnet.FenceNAT(subnet.NATRule(bridges, n.ip()))
+}
+
+// ipForward is the host's IPv4 forwarding switch.
+const ipForward = "/proc/sys/net/ipv4/ip_forward"
+
+// ensureForwarding turns the host's IPv4 forwarding on, as a container
+// engine does for its NAT: without it no node's packet leaves the host.
+// The firewall rules decide what is forwarded.
+func (p *Provider) ensureForwarding() error {
+	b, err := os.ReadFile(ipForward)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", ipForward, err)
+	}
+	if strings.TrimSpace(string(b)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile(ipForward, []byte("1\n"), 0o644); err != nil {
+		return fmt.Errorf("turn IPv4 forwarding on (%s): %w", ipForward, err)
+	}
+	p.o.Log.Warn("turned the host's IPv4 forwarding on, for the nodes of subnets with a public IP; firewall rules forward only their connections out")
 	return nil
 }

@@ -9,6 +9,7 @@ import * as job from './job.js';
 import * as quota from './quota.js';
 import * as cost from './cost.js';
 import * as submit from './submit.js';
+import * as compare from './compare.js';
 
 const REFRESH_MS = 2000;
 const main = document.getElementById('main');
@@ -25,6 +26,8 @@ const routes = [
   { re: /^#\/quota\/?$/, nav: 'quota', mod: quota },
   { re: /^#\/cost\/?$/, nav: 'cost', mod: cost },
   { re: /^#\/submit\/?$/, nav: 'jobs', mod: submit },
+  { re: /^#\/compare\/sweep\/([^/]+)$/, nav: 'jobs', mod: { render: compare.renderSweep } },
+  { re: /^#\/compare\/?([^/]*)$/, nav: 'jobs', mod: compare },
 ];
 
 async function start() {
@@ -154,7 +157,9 @@ async function loadWorkspaces(fallback) {
     if (w && w.location) api.scope.location = w.location;
     localStorage.setItem('cumulus.workspace', sel.value);
     announce('Workspace ' + sel.value);
-    if (/^#\/(computes|jobs)\/.+/.test(location.hash)) location.hash = location.hash.startsWith('#/jobs') ? '#/jobs' : '#/computes';
+    // A page of one cluster, job or comparison has no meaning in another
+    // workspace: its list does.
+    if (/^#\/(computes|jobs|compare)\/.+/.test(location.hash)) location.hash = location.hash.startsWith('#/computes') ? '#/computes' : '#/jobs';
     else route();
   };
   api.scope.workspaces = list;

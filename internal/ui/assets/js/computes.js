@@ -19,6 +19,11 @@ export function tierText(p) {
   return p === 'LowPriority' ? 'Low priority' : 'Dedicated';
 }
 
+// tierBadge marks a cluster's tier; low priority stands out.
+export function tierBadge(p) {
+  return h('span', { class: 'badge tier ' + (p === 'LowPriority' ? 'tier-low badge-wait' : 'tier-dedicated badge-plain') }, tierText(p));
+}
+
 export function stateCell(c) {
   const a = c.properties.properties || {};
   const st = c.properties.provisioningState;
@@ -49,7 +54,7 @@ export function render(main) {
   const banner = errorBanner();
   const newBtn = h('button', { type: 'button', id: 'new-cluster' }, h('span', { 'aria-hidden': 'true' }, '+ '), 'New');
   const t = table('Compute clusters of the workspace',
-    ['Name', 'State', 'Size', 'Tier', 'Nodes (current / target)', 'Min – max', 'Node states', 'Scale down after', 'Tags', 'Actions'],
+    ['Name', 'State', 'Size and tier', 'Nodes (current / target)', 'Min – max', 'Node states', 'Scale down after', 'Tags', 'Actions'],
     'clusters');
   const summary = h('p', { class: 'muted', id: 'clusters-summary' });
   const saved = sessionStorage.getItem('cumulus.computes.filter') || '';
@@ -81,7 +86,7 @@ export function render(main) {
       (q ? `; ${found.length} match “${text.value.trim()}”.` : '.');
     syncTable(t.tbody, pages.slice(found), {
       key: (c) => c.name,
-      cols: 10,
+      cols: 9,
       empty: list.length ? 'No cluster matches the search.' : 'No clusters in this workspace yet. Create one with “+ New”.',
       sig: (c) => [c.properties, c.tags],
       cells: (c) => {
@@ -93,8 +98,9 @@ export function render(main) {
             // Why the cluster is blocked, as text (a tooltip is unreadable on touch).
             errs.map((e) => h('p', { class: 'row-problem' }, h('span', { 'aria-hidden': 'true' }, '⚠ '), humanize(e.message, FIELD_NAMES)))],
           stateCell(c),
-          a.vmSize,
-          tierText(a.vmPriority),
+          // The tier goes with the size, so it stays in view at every
+          // width: low priority and dedicated clusters never look alike.
+          h('span', { class: 'size-tier' }, a.vmSize, ' ', tierBadge(a.vmPriority)),
           `${a.currentNodeCount ?? 0} / ${a.targetNodeCount ?? 0}`,
           `${s.minNodeCount ?? 0} – ${s.maxNodeCount ?? '?'}`,
           nodeStates(a.nodeStateCounts),

@@ -6,6 +6,7 @@ import { terminal, jobDuration } from './jobs.js';
 import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
 import { metricsPanel, sweepPanel } from './sweep.js';
+import { filesPanel } from './files.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
@@ -24,6 +25,7 @@ export function render(main, [name]) {
   const usage = usagePanel('job', name);
   const sweep = sweepPanel(name);
   const metrics = metricsPanel(name);
+  const files = filesPanel(name);
 
   // Log viewer.
   const attemptSel = h('select', { id: 'log-attempt' }, h('option', { value: '' }, 'Latest'));
@@ -43,7 +45,7 @@ export function render(main, [name]) {
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
     sweep.el, metrics.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
-    usage.el,
+    usage.el, files.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
 
   let job = null;
@@ -148,11 +150,12 @@ export function render(main, [name]) {
     // A sweep runs no command of its own: its trials have the attempts,
     // utilization and logs.
     const isSweep = (p.jobType || '').toLowerCase() === 'sweep';
-    main.querySelectorAll('section[aria-labelledby="sec-attempts"], section[aria-labelledby="sec-log"]').forEach((el) => { el.hidden = isSweep; });
+    main.querySelectorAll('section[aria-labelledby="sec-attempts"], section[aria-labelledby="sec-log"], section[aria-labelledby="sec-files"]').forEach((el) => { el.hidden = isSweep; });
+    if (!isSweep) files.update(j);
     if (isSweep) usage.el.hidden = true;
     await metrics.update(j).catch((e) => banner.set(e.message));
     if (p.startTime && !usage.done) {
-      await jobUsage(name).then(usage.update).catch(() => {});
+      await jobUsage(name).then((samples) => usage.update(samples, j)).catch(() => {});
       // Samples come while the job runs, and its node reports the last
       // ones after the job ended: keep reading for a while after the end
       // (the server's time, compared with the browser's clock), then stop.
@@ -239,7 +242,7 @@ export function render(main, [name]) {
       h('span', { class: 'muted' }, n === 'default' ? ' ($CUMULUS_OUTPUT_DIR, tar.gz)' : ' (tar.gz)')))));
   }
 
-  return { refresh, setError: banner.set };
+  return { refresh, setError: banner.set, dispose: () => { metrics.dispose(); files.dispose(); } };
 }
 
 // inputText says what an input is: its value, or its type and where it

@@ -27,7 +27,19 @@ export function render(main) {
   const t = table('Jobs of the workspace', ['Name', 'Status', 'Compute', 'Nodes', 'Submitted', 'Duration', 'Experiment', 'Message'], 'jobs');
   const pages = pager('jobs-pager', 'jobs', () => draw());
   const submit = h('a', { class: 'button-link primary', href: '#/submit', id: 'submit-job' }, h('span', { 'aria-hidden': 'true' }, '+ '), 'Submit job');
-  main.append(pageHeader('Jobs', submit), banner.el,
+  // Runs picked here open side by side on the compare page.
+  const picked = new Set(JSON.parse(sessionStorage.getItem('cumulus.jobs.picked') || '[]'));
+  const compareBtn = h('button', { type: 'button', class: 'secondary', id: 'compare-selected', disabled: true }, 'Compare selected');
+  const pickedChanged = () => {
+    sessionStorage.setItem('cumulus.jobs.picked', JSON.stringify([...picked]));
+    compareBtn.disabled = picked.size < 2;
+    compareBtn.textContent = picked.size ? `Compare selected (${picked.size})` : 'Compare selected';
+  };
+  compareBtn.addEventListener('click', () => {
+    location.hash = '#/compare/' + [...picked].map(encodeURIComponent).join(',');
+  });
+  pickedChanged();
+  main.append(pageHeader('Jobs', compareBtn, submit), banner.el,
     h('p', { class: 'help' }, 'Submit a job here, or with ', h('code', {}, 'cumulus job create --file job.yml'), '; it appears at once.'),
     filters, count, t.el, pages.el);
   const seen = new Map();
@@ -43,7 +55,8 @@ export function render(main) {
       key: (j) => j.name, cols: 8, empty: list.length ? 'No job matches the filter.' : (status.value ? `No job is ${status.value}.` : 'No jobs yet.'),
       sig: (j) => [j.properties.status, j.properties.statusMessage, j.properties.endTime, terminal(j.properties.status) ? 0 : Math.floor(now / 5000)],
       cells: (j) => [
-        [h('a', { href: '#/jobs/' + encodeURIComponent(j.name) }, j.name),
+        [pickBox(j.name),
+          h('a', { href: '#/jobs/' + encodeURIComponent(j.name) }, j.name),
           j.properties.displayName && j.properties.displayName !== j.name
             ? h('div', { class: 'small' }, h('a', { href: '#/jobs/' + encodeURIComponent(j.name), class: 'display-name' }, j.properties.displayName)) : null],
         badge(j.properties.status),
@@ -55,6 +68,16 @@ export function render(main) {
         j.properties.statusMessage || '',
       ],
     });
+  }
+
+  function pickBox(name) {
+    const box = h('input', { type: 'checkbox', class: 'pick', checked: picked.has(name), 'aria-label': `Compare ${name}` });
+    box.addEventListener('change', () => {
+      if (box.checked) picked.add(name);
+      else picked.delete(name);
+      pickedChanged();
+    });
+    return box;
   }
 
   async function refresh() {

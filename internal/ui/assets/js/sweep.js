@@ -4,6 +4,7 @@
 // of the primary metric per trial.
 import * as api from './api.js';
 import { h, replace, badge, syncTable, table } from './dom.js';
+import { byStep, chartsPanel, zoomControls, zoomState } from './metricchart.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 
@@ -44,18 +45,20 @@ function plot({ points, title, xLabel, lines }) {
   return svg;
 }
 
-// byStep keeps the last value logged at each step.
-function byStep(values) {
-  const m = new Map();
-  for (const v of values) m.set(v.step, v.value);
-  return [...m.entries()].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ x: step, y: value }));
-}
-
-// metricsPanel shows a job's metrics; hidden until it logged one.
+// metricsPanel shows a job's metrics; hidden until it logged one: the
+// latest value of each, and a chart of each over its steps, which zoom
+// together.
 export function metricsPanel(name) {
   const body = h('div', { id: 'job-metrics' });
+  const zoom = zoomState();
+  const tableBox = h('div');
+  const chartsBox = h('div', { class: 'metric-charts' });
+  const compare = h('a', { href: '#/compare/' + encodeURIComponent(name), class: 'button-link secondary', id: 'compare-job' }, 'Compare with other runs');
   const el = h('section', { class: 'card', 'aria-labelledby': 'sec-metrics', hidden: true },
-    h('h2', { id: 'sec-metrics' }, 'Metrics'), body);
+    h('div', { class: 'section-header' }, h('h2', { id: 'sec-metrics' }, 'Metrics'), compare), body);
+  replace(body, tableBox, zoomControls(zoom, 'metrics-zoom'), chartsBox);
+  const charts = chartsPanel(chartsBox, zoom, 'metric-chart');
+  let t = null;
   let shown = '';
   async function update(j) {
     if (!j.properties.metrics || !Object.keys(j.properties.metrics).length) return;
@@ -64,16 +67,17 @@ export function metricsPanel(name) {
     const m = await api.get(api.jobPath(name) + '/metrics');
     shown = sig;
     el.hidden = false;
-    const t = table('Latest value of each metric', ['Metric', 'Latest', 'Step', 'Values']);
+    if (!t) {
+      t = table('Latest value of each metric', ['Metric', 'Latest', 'Step', 'Values']);
+      replace(tableBox, t.el);
+    }
     syncTable(t.tbody, m.latest, {
       key: (v) => v.name, cols: 4, empty: 'No metrics.',
       cells: (v) => [v.name, fmt(v.value), String(v.step), String((m.history[v.name] || []).length)],
     });
-    replace(body, t.el, h('div', { class: 'metric-charts' }, m.latest.map((v) => h('figure', { class: 'metric-figure' },
-      plot({ points: byStep(m.history[v.name] || []), title: `${v.name} by step`, xLabel: 'step', lines: true }),
-      h('figcaption', {}, v.name)))));
+    charts.update(m.latest.map((v) => [v.name, [{ label: name, points: byStep(m.history[v.name]) }]]));
   }
-  return { el, update };
+  return { el, update, dispose: () => charts.dispose() };
 }
 
 // sweepPanel shows a sweep's trials; hidden for other jobs.
@@ -82,8 +86,9 @@ export function sweepPanel(name) {
   const chartBox = h('div', { class: 'chart-box', id: 'sweep-chart' });
   let t = null;
   const tableBox = h('div');
+  const compare = h('a', { href: '#/compare/sweep/' + encodeURIComponent(name), class: 'button-link secondary', id: 'compare-trials' }, 'Compare trials');
   const el = h('section', { class: 'card', 'aria-labelledby': 'sec-trials', hidden: true },
-    h('h2', { id: 'sec-trials' }, 'Trials'), summary, chartBox, tableBox);
+    h('div', { class: 'section-header' }, h('h2', { id: 'sec-trials' }, 'Trials'), compare), summary, chartBox, tableBox);
   async function update(j) {
     const p = j.properties;
     if ((p.jobType || '').toLowerCase() !== 'sweep') return;

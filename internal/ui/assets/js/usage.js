@@ -3,7 +3,7 @@
 // SVG, colored with presentation attributes (the page's CSP allows no
 // inline styles); each chart scales to its box, so it fits a phone too.
 import * as api from './api.js';
-import { h, replace, zoneName } from './dom.js';
+import { h, replace, zoneName, duration } from './dom.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 const COLORS = ['#2563c9', '#d9480f', '#2b8a3e', '#9c36b5', '#c2255c', '#0b7285', '#5c940d', '#e67700'];
@@ -94,6 +94,17 @@ export function meanGPU(samples) {
   return n ? sum / n : null;
 }
 
+// noJobSamples says why a job has no samples: it has not run yet, or it
+// ran (or runs) for less than the time between two of its node's samples.
+export function noJobSamples(job) {
+  const p = (job && job.properties) || {};
+  if (!p.startTime) return 'No samples: the job has not run on a node yet.';
+  const ms = (p.endTime ? new Date(p.endTime).getTime() : Date.now()) - new Date(p.startTime).getTime();
+  const ran = ms < 1000 ? 'less than a second' : duration(ms);
+  if (p.endTime) return `No samples: the job ran for ${ran}, less than the time between two samples of its node, so none was taken while it ran.`;
+  return `No samples yet: the job has run for ${ran}; its node sends a sample at each sampling interval.`;
+}
+
 // usagePanel is a card of utilization charts: of a cluster's nodes
 // (kind 'compute': memory as a share of each node's) or of a job on each
 // of its nodes (kind 'job': memory in bytes, and a word when its GPUs are
@@ -107,7 +118,9 @@ export function usagePanel(kind, name) {
   const el = h('section', { class: 'card', 'aria-labelledby': `sec-usage-${kind}` },
     h('h2', { id: `sec-usage-${kind}` }, 'Utilization'), hint, charts, legendBox, note);
 
-  function update(samples) {
+  // update draws the samples; for a job, job says whether and how long
+  // it ran, for a job with none (one shorter than the nodes' sampling).
+  function update(samples, job) {
     const nodes = byNode(samples);
     const labels = nodes.map(([n]) => n);
     const series = (f) => nodes.map(([node, xs]) => ({ label: node, points: xs.filter((x) => f(x) !== null).map((x) => ({ time: x.time, v: f(x) })) }));
@@ -135,7 +148,7 @@ export function usagePanel(kind, name) {
     replace(legendBox, labels.length ? legend(labels) : null);
     note.textContent = samples.length
       ? `${samples.length} sample${samples.length === 1 ? '' : 's'} of ${labels.length} node${labels.length === 1 ? '' : 's'}, taken by the nodes' agents${gpu.some((x) => x.points.length) ? '' : '; no GPU reports a utilization'}; times in ${zoneName()}.`
-      : (kind === 'job' ? 'No samples: the job has not run on a node yet.' : 'No samples in the last 30 minutes: the cluster has no nodes.');
+      : (kind === 'job' ? noJobSamples(job) : 'No samples in the last 30 minutes: the cluster has no nodes.');
     const mean = kind === 'job' ? meanGPU(samples) : null;
     hint.hidden = !(mean !== null && mean < LOW_GPU);
     hint.textContent = hint.hidden ? '' : `GPU utilization below ${LOW_GPU * 100} % (mean ${pct(mean)}): the job may be waiting on data loading.`;
