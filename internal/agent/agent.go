@@ -54,8 +54,13 @@ type Config struct {
 	Log        *slog.Logger // nil: discard
 	Clock      clock.Clock  // nil: the wall clock
 	HTTPClient *http.Client // nil: one built from CAFile
-	// DetectGPUs lists the node's GPUs; nil runs nvidia-smi (gpu.Detect).
+	// DetectGPUs lists the machine's GPUs; nil runs nvidia-smi (gpu.Detect).
 	DetectGPUs func(context.Context) ([]agentapi.GPU, error)
+	// GPUDevices are the devices of the machine this node offers, and so
+	// the only ones its jobs are given: a comma-separated list (index or
+	// UUID), "none", "all" (the same as ""), or "env:NAME" for the list in
+	// variable NAME (Slurm's CUDA_VISIBLE_DEVICES). See gpu_devices.go.
+	GPUDevices string
 	// UsageInterval is how often the node's utilization is sampled (0:
 	// what the server says at registration, else DefaultUsageInterval).
 	// UsageClock paces the sampling (nil: the wall clock); QueryGPUs returns
@@ -269,11 +274,13 @@ func (a *agent) run(ctx context.Context) error {
 	if a.cfg.Hostname == "" {
 		a.cfg.Hostname, _ = os.Hostname()
 	}
-	gpus, err := a.cfg.DetectGPUs(ctx)
+	found, err := a.cfg.DetectGPUs(ctx)
 	if err != nil {
 		a.logger().Warn("GPU detection failed; reporting no GPUs", "err", err)
 	}
-	a.gpus = gpus
+	if a.gpus, err = offeredGPUs(a.cfg.GPUDevices, found, os.Getenv); err != nil {
+		return err
+	}
 
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
