@@ -237,8 +237,17 @@ func applyServerConfig(cmd *cobra.Command, path string) error {
 		if f.Changed {
 			continue
 		}
-		if err := cmd.Flags().Set(k, settingValue(settings[k])); err != nil {
-			return fmt.Errorf("server config %s: %s: %w", path, k, err)
+		values := []string{settingValue(settings[k])}
+		if list, ok := settings[k].([]any); ok && f.Value.Type() == "stringArray" {
+			values = values[:0] // a repeatable flag (--slurm-sbatch-arg): each item once, commas kept
+			for _, x := range list {
+				values = append(values, fmt.Sprint(x))
+			}
+		}
+		for _, v := range values {
+			if err := cmd.Flags().Set(k, v); err != nil {
+				return fmt.Errorf("server config %s: %s: %w", path, k, err)
+			}
 		}
 	}
 	return nil
