@@ -42,6 +42,9 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 			if err := slurmEnvDefaults(cmd); err != nil {
 				return err
 			}
+			if err := slurmFlagsOnlyWithSlurm(cmd, o.Provider); err != nil {
+				return err
+			}
 			if err := usageEnvDefaults(cmd, &o); err != nil {
 				return err
 			}

@@ -43,3 +43,18 @@ func slurmEnvDefaults(cmd *cobra.Command) error {
 	})
 	return err
 }
+
+// slurmFlagsOnlyWithSlurm refuses a --slurm-* setting (flag, variable or
+// config file) on a server of another provider: it would have no effect.
+func slurmFlagsOnlyWithSlurm(cmd *cobra.Command, provider string) error {
+	if provider == "slurm" {
+		return nil
+	}
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if err == nil && strings.HasPrefix(f.Name, "slurm-") {
+			err = fmt.Errorf("--%s applies only with --provider slurm (this server's provider is %s)", f.Name, provider)
+		}
+	})
+	return err
+}

@@ -44,6 +44,13 @@ func TestSlurmSettings(t *testing.T) {
 			t.Errorf("--%s = %q; want %q", name, got, want)
 		}
 	}
+	if err := slurmFlagsOnlyWithSlurm(cmd, "slurm"); err != nil {
+		t.Errorf("slurm settings on a slurm server: %v", err)
+	}
+	if err := slurmFlagsOnlyWithSlurm(cmd, "local"); err == nil {
+		t.Error("slurm settings on a local server were accepted")
+	}
+
 	t.Setenv("CUMULUS_SLURM_POLL_INTERVAL", "often")
 	cmd = newServeCmd(&globals{stdout: io.Discard, stderr: io.Discard})
 	if err := slurmEnvDefaults(cmd); err == nil {
