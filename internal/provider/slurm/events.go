@@ -11,6 +11,9 @@ import (
 // change of a node's newest job is told once.
 type tracker struct {
 	last map[string]seen // node id → what was last told of its newest job
+	// ours are the jobs the provider cancelled itself (Delete): their end
+	// is not news, and is not told.
+	ours map[string]bool
 }
 
 type seen struct {
@@ -20,7 +23,10 @@ type seen struct {
 	gone   bool   // its end was told
 }
 
-func newTracker() *tracker { return &tracker{last: map[string]seen{}} }
+func newTracker() *tracker { return &tracker{last: map[string]seen{}, ours: map[string]bool{}} }
+
+// cancelled records that the provider cancels job id itself.
+func (t *tracker) cancelled(id string) { t.ours[id] = true }
 
 // events are the node events a read of the queue (this control plane's
 // jobs, as parseQueue gives them) means, next to what was told before:
@@ -33,7 +39,8 @@ func newTracker() *tracker { return &tracker{last: map[string]seen{}} }
 //   - a suspended or ended job, or one that left the queue altogether:
 //     Gone, with Slurm's state in the reason, once.
 //
-// A node's older jobs (ended before it was made again) are not news.
+// A node's older jobs (ended before it was made again), and the end of a
+// job the provider cancelled itself, are not news.
 func (t *tracker) events(jobs []slurmJob) []provider.Event {
 	var out []provider.Event
 	cur := newest(jobs)
@@ -41,7 +48,7 @@ func (t *tracker) events(jobs []slurmJob) []provider.Event {
 		was, ok := t.last[node]
 		if ok && was.id != j.ID && older(j.ID, was.id) {
 			// Only an older job of the node is listed: the newer one left.
-			if !was.gone {
+			if !was.gone && !t.ours[was.id] {
 				was.gone = true
 				t.last[node] = was
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone,
@@ -66,15 +73,15 @@ func (t *tracker) events(jobs []slurmJob) []provider.Event {
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventRunning})
 			}
 		case phaseEnding:
-			if was.state != "" && (phaseOf(was.state) == phaseRunning || phaseOf(was.state) == phaseStarting) {
+			if was.state != "" && !t.ours[j.ID] && (phaseOf(was.state) == phaseRunning || phaseOf(was.state) == phaseStarting) {
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventTerminating,
 					Reason: "Slurm is ending job " + j.ID})
 			}
 		case phaseSuspended, phaseEnded:
-			if !was.gone {
-				now.gone = true
+			if !was.gone && !t.ours[j.ID] {
 				out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone, Reason: endReason(j)})
 			}
+			now.gone = true
 		}
 		t.last[node] = now
 	}
@@ -82,11 +89,20 @@ func (t *tracker) events(jobs []slurmJob) []provider.Event {
 		if _, ok := cur[node]; ok {
 			continue
 		}
-		if !was.gone {
+		if !was.gone && !t.ours[was.id] {
 			out = append(out, provider.Event{NodeID: node, Kind: provider.EventGone,
 				Reason: "Slurm job " + was.id + " left Slurm's queue"})
 		}
 		delete(t.last, node)
+	}
+	listed := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		listed[j.ID] = true
+	}
+	for id := range t.ours {
+		if !listed[id] {
+			delete(t.ours, id) // it left the queue: nothing more to hear of it
+		}
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].NodeID < out[k].NodeID })
 	return out

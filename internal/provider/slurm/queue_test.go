@@ -97,6 +97,18 @@ func TestTrackerTellsChangesOnce(t *testing.T) {
 		provider.Event{NodeID: "c", Kind: provider.EventGone, Reason: "Slurm job 6 ended: its machine failed (NODE_FAIL)"})
 	check("a suspended node", step(job("6", "c", "NODE_FAIL", "None"), job("7", "d", "SUSPENDED", "None")),
 		provider.Event{NodeID: "d", Kind: provider.EventGone, Reason: "Slurm job 7 was suspended, which Cumulus cannot wait out (SUSPENDED)"})
+
+	// Jobs the provider cancels itself end without news.
+	check("two running nodes", step(job("8", "e", "RUNNING", "None"), job("9", "f", "RUNNING", "None")),
+		provider.Event{NodeID: "e", Kind: provider.EventRunning}, provider.Event{NodeID: "f", Kind: provider.EventRunning})
+	tr.cancelled("8")
+	tr.cancelled("9")
+	check("ending", step(job("8", "e", "COMPLETING", "None"), job("9", "f", "CANCELLED", "None")))
+	check("ended, and one left the queue", step(job("8", "e", "CANCELLED", "None")))
+	check("both left", step())
+	if len(tr.ours) != 0 {
+		t.Errorf("cancelled jobs that left the queue are still kept: %v", tr.ours)
+	}
 }
 
 // The batch script is valid sh with any paths, runs the agent with

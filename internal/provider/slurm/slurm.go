@@ -217,10 +217,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 
 // Delete cancels the node's jobs (the agent gets SIGTERM, and Slurm's
 // KillWait before SIGKILL) and returns once none of them counts in List.
-// A job Slurm was already ending from outside is waited for (up to
-// StopTimeout) so that its end, in Slurm's words, is told to the watch
-// before the node's record goes. Deleting a node that has no job is not an
-// error.
+// The end of a job it cancels is not told to the watch; a job Slurm ended,
+// or was ending, from outside is waited for (up to StopTimeout) and its
+// end, in Slurm's words, told before the node's record goes. Deleting a
+// node that has no job is not an error.
 func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if !provider.ValidNodeID(nodeID) {
 		return fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", nodeID)
@@ -232,7 +232,7 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 		return fmt.Errorf("delete node %s: %w", nodeID, err)
 	}
 	var cancel []string
-	ending := false
+	outside := false // a job Slurm ended, or is ending, without this provider
 	for _, j := range jobs {
 		if j.Node != nodeID {
 			continue
@@ -240,11 +240,16 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 		switch phaseOf(j.State) {
 		case phaseStarting, phaseRunning, phaseSuspended:
 			cancel = append(cancel, j.ID)
-		case phaseEnding:
-			ending = true
+		default:
+			outside = true
 		}
 	}
 	if len(cancel) > 0 {
+		p.tmu.Lock()
+		for _, id := range cancel {
+			p.seen.cancelled(id)
+		}
+		p.tmu.Unlock()
 		if _, err := p.run(ctx, "", commandEnv(), "scancel", cancel...); err != nil {
 			// A job that ended meanwhile makes scancel fail; what counts
 			// is that none is left.
@@ -254,14 +259,15 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 		}
 		p.o.Log.Info("node job cancelled", "node", nodeID, "slurm_jobs", strings.Join(cancel, ","))
 	}
-	if ending {
+	if outside {
 		p.waitEnded(ctx, nodeID)
 	}
 	return nil
 }
 
 // waitEnded waits until no job of the node is still being ended, then
-// reads the queue for the watch, so that how it ended is told.
+// tells the watch what that read of the queue means, so that how it ended
+// is told.
 func (p *Provider) waitEnded(ctx context.Context, nodeID string) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.StopTimeout)
 	defer cancel()

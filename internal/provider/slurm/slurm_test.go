@@ -213,6 +213,32 @@ func TestCancelFromOutsideIsTold(t *testing.T) {
 	if in := find(t, p, spec.NodeID); in != nil {
 		t.Errorf("List shows the cancelled node: %+v", in)
 	}
+
+	// A node the provider deletes itself ends without news.
+	own := l.spec("deleted-node")
+	if _, err := p.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "its agent to register", func() bool { return l.stub.JoinToken(own.NodeID) != "" })
+	if err := p.Delete(ctx, own.NodeID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "its Slurm job to end", func() bool {
+		return len(l.slurm.Live(own.NodeID)) == 0 && !strings.Contains(strings.Join(l.slurm.Jobs(), "\n"), "COMPLETING")
+	})
+	fake.Step(time.Hour) // the watch reads the queue again
+	if err := fake.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	fake.Step(time.Hour) // and once more: the read after the step has been told
+	if err := fake.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.all() {
+		if ev.NodeID == own.NodeID && (ev.Kind == provider.EventGone || ev.Kind == provider.EventTerminating) {
+			t.Errorf("the watch told %+v of a node the provider deleted itself", ev)
+		}
+	}
 }
 
 // A node of the spot partition is preempted by a job of a higher priority
