@@ -57,9 +57,11 @@ type Config struct {
 	// DetectGPUs lists the machine's GPUs; nil runs nvidia-smi (gpu.Detect).
 	DetectGPUs func(context.Context) ([]agentapi.GPU, error)
 	// GPUDevices are the devices of the machine this node offers, and so
-	// the only ones its jobs are given: a comma-separated list (index or
-	// UUID), "none", "all" (the same as ""), or "env:NAME" for the list in
-	// variable NAME (Slurm's CUDA_VISIBLE_DEVICES). See gpu_devices.go.
+	// the only ones its jobs are given: a comma-separated list (index,
+	// ID such as "0:1" for a MIG instance, or UUID), "none", "all" (the
+	// same as ""), or "env:NAME" for the list in variable NAME (Slurm's
+	// CUDA_VISIBLE_DEVICES, a pod's NVIDIA_VISIBLE_DEVICES). Providers set
+	// it to the devices the node was given; see gpus.go.
 	GPUDevices string
 	// UsageInterval is how often the node's utilization is sampled (0:
 	// what the server says at registration, else DefaultUsageInterval).
@@ -197,7 +199,9 @@ type agent struct {
 	cfg  Config
 	clk  clock.Clock
 	c    *client
-	gpus []agentapi.GPU
+	gpus []agentapi.GPU // the devices this node offers
+	// machineGPUs: the machine has devices, this node's or others'.
+	machineGPUs bool
 	// jobCred is the user jobs run as (Config.JobUser), nil for the
 	// agent's own.
 	jobCred *syscall.Credential
@@ -281,6 +285,10 @@ func (a *agent) run(ctx context.Context) error {
 	if a.gpus, err = offeredGPUs(a.cfg.GPUDevices, found, os.Getenv); err != nil {
 		return err
 	}
+	a.machineGPUs = len(found) > 0
+	if len(found) > len(a.gpus) {
+		a.logger().Info("this node offers some of the machine's GPUs", "offered", strings.Join(gpu.IDs(a.gpus), ","), "found", len(found))
+	}
 
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
@@ -313,6 +321,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.stopAll(reason)
 	a.waitJobs(cancelLife)
+	a.removeNodeCgroup()
 	a.logger().Info("agent stopped", "reason", reason)
 	return err
 }

@@ -581,9 +581,9 @@ func TestLimitsNeverFailAJob(t *testing.T) {
 	if ev := f.exited("limited", 10*time.Second); ev.ExitCode != 0 {
 		t.Fatalf("event = %+v", ev)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "cumulus", "lim-limited", "cpu.max"))
+	b, err := os.ReadFile(filepath.Join(root, "cumulus", "lim", "cpu.max"))
 	if err != nil || string(b) != "200000 100000" {
-		t.Errorf("cpu.max = %q, %v", b, err)
+		t.Errorf("the node's cpu.max = %q, %v", b, err)
 	}
 	ra.cancel()
 	ra.wait(t, 5*time.Second)

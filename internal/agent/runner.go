@@ -293,6 +293,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		return exitNotRun, "open the log file: " + err.Error()
 	}
 	defer logf.Close()
+	j.writeNotes(logf)
 	if err := j.chooseRuntime(ctx, logf); err != nil {
 		return exitNotRun, err.Error()
 	}

@@ -30,12 +30,16 @@ const (
 	HeaderServerName        = "Cumulus-Server-Name"        // the name it is valid for
 )
 
-// GPU is one accelerator a node has.
+// GPU is one accelerator a node has: a whole GPU, or a MIG instance of
+// one (MIG set: its profile, e.g. "1g.10gb"; Index is then its GPU's index
+// and MIGDevice its device number on that GPU).
 type GPU struct {
-	Index  int    `json:"index"`
-	Name   string `json:"name"`
-	UUID   string `json:"uuid,omitempty"`
-	Memory int64  `json:"memoryMiB,omitempty"`
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	UUID      string `json:"uuid,omitempty"`
+	Memory    int64  `json:"memoryMiB,omitempty"`
+	MIG       string `json:"mig,omitempty"`
+	MIGDevice int    `json:"migDevice,omitempty"`
 }
 
 // RegisterRequest is an agent joining. NodeID is set when the provider
@@ -159,6 +163,36 @@ type Assignment struct {
 	// request without a client id gets.
 	Identity        bool   `json:"identity,omitempty"`
 	DefaultClientID string `json:"defaultClientId,omitempty"`
+	// CodeFiles says the code is a folder of the workspace's blob store:
+	// the agent lists it (GET …/jobs/{uid}/code/files) and downloads
+	// each file (GET BlobPrefix/{digest}) into the working directory.
+	CodeFiles bool `json:"codeFiles,omitempty"`
+	// DataInputs are inputs in the blob store, listed at
+	// …/jobs/{uid}/inputs/{name}/files and downloaded file by file into
+	// inputs/<name>; AZUREML_INPUT_<name> names that folder, or for a
+	// File input the one file in it.
+	DataInputs map[string]DataInput `json:"dataInputs,omitempty"`
+	// Notes are lines the agent writes at the top of the job's log (what
+	// the server decided that the job's author should know).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// DataInput is one input the agent downloads from the blob store.
+type DataInput struct {
+	File bool `json:"file,omitempty"` // a uri_file: one file
+}
+
+// FileList is what a code or data input holds: each file by its path
+// under the folder (forward slashes), its content's sha256 and size.
+type FileList struct {
+	Files []ListedFile `json:"files"`
+}
+
+// ListedFile is one file of a FileList.
+type ListedFile struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
 }
 
 // TokenRequest asks for a token of one of the job's cluster identities.

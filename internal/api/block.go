@@ -26,6 +26,10 @@ const (
 	BlockBackoff BlockKind = "ProviderBackoff"
 	// BlockBudget: a budget's action holds the cluster (Budget).
 	BlockBudget BlockKind = "Budget"
+	// BlockGPUs: a node cannot be placed now: it needs more of the
+	// devices of the machine the provider's nodes share than are free
+	// (GPUs). On a job: the job waits for such a node.
+	BlockGPUs BlockKind = "GPUs"
 	// BlockQueued: Nodes of the cluster's new nodes wait in the queue of
 	// the scheduler the provider hands them to (Slurm), for the reason that
 	// scheduler gives (Wait).
@@ -56,6 +60,8 @@ type Block struct {
 	Message string `json:"message,omitempty"`
 	// Budget is the budget whose action holds the cluster (BlockBudget).
 	Budget *BudgetHold `json:"budget,omitempty"`
+	// GPUs is what a node needs of the machine's devices (BlockGPUs).
+	GPUs *GPUNeed `json:"gpus,omitempty"`
 	// Wait is the scheduler's reason and Nodes how many nodes wait for it
 	// (BlockQueued).
 	Wait  *NodeWait `json:"wait,omitempty"`
@@ -147,6 +153,10 @@ func (b Block) forCompute(c *Compute) string {
 		return "node provisioning fails and is retried: " + b.Message
 	case BlockBudget:
 		return b.Budget.words()
+	case BlockGPUs:
+		if b.GPUs != nil {
+			return b.GPUs.String()
+		}
 	case BlockQueued:
 		return fmt.Sprintf("%d new %s %s in %s", b.Nodes, plural(b.Nodes, "node"), verb(b.Nodes, "waits", "wait"), b.Wait.Words())
 	}
@@ -163,6 +173,8 @@ func (b Block) jobPrefix() string {
 		return QuotaWaitPrefix
 	case BlockBudget:
 		return BudgetWaitPrefix
+	case BlockGPUs:
+		return GPUWaitPrefix
 	}
 	return NodesWaitPrefix
 }

@@ -26,8 +26,8 @@ func ChangedSpec(old, new *Job) []string {
 		{"codeId", o.CodeID, n.CodeID},
 		{"environmentId", o.EnvironmentID, n.EnvironmentID},
 		{"environmentVariables", o.EnvironmentVariables, n.EnvironmentVariables},
-		{"inputs", o.Inputs, n.Inputs},
-		{"outputs", o.Outputs, n.Outputs},
+		{"inputs", inputsAsGiven(o.Inputs), inputsAsGiven(n.Inputs)},
+		{"outputs", outputsAsGiven(o.Outputs), outputsAsGiven(n.Outputs)},
 		{"resources.instanceCount", old.InstanceCount(), new.InstanceCount()},
 		{"distribution", o.Distribution, n.Distribution},
 		{"limits", o.Limits, n.Limits},
@@ -97,4 +97,25 @@ func (j *Job) NodeCount() (int, string) {
 		return 1, "trial.resources.instanceCount"
 	}
 	return j.InstanceCount(), "resources.instanceCount"
+}
+
+// inputsAsGiven and outputsAsGiven are a job's inputs and outputs without
+// where the server resolved them to (BlobPath): a re-submission names the
+// same data even when, say, azureml:NAME@latest now resolves elsewhere.
+func inputsAsGiven(in map[string]JobInput) map[string]JobInput {
+	out := make(map[string]JobInput, len(in))
+	for k, v := range in {
+		v.BlobPath = nil
+		out[k] = v
+	}
+	return out
+}
+
+func outputsAsGiven(in map[string]JobOutput) map[string]JobOutput {
+	out := make(map[string]JobOutput, len(in))
+	for k, v := range in {
+		v.BlobPath = nil
+		out[k] = v
+	}
+	return out
 }

@@ -112,6 +112,9 @@ func PrepareJob(j *Job, name string) error {
 		if err := checkBlobURI(in.URI); err != nil {
 			v.Add(CodeValidationError, "properties.inputs."+k+".uri", "input %s: %s", k, err)
 		}
+		in.BlobPath = nil // read-only: resolved at submission
+		checkInputMode(&v, k, &in)
+		p.Inputs[k] = in
 	}
 	for k, out := range p.Outputs {
 		if !validEnvName(k) {
@@ -123,7 +126,11 @@ func PrepareJob(j *Job, name string) error {
 		if k == "default" {
 			v.Add(CodeValidationError, "properties.outputs", "output name \"default\" is reserved for $CUMULUS_OUTPUT_DIR")
 		}
+		out.BlobPath = nil // read-only: resolved at submission
+		checkOutputMode(&v, k, &out)
+		p.Outputs[k] = out
 	}
+	p.CodeBlobPath, p.EnvironmentNote = nil, "" // read-only: resolved at submission
 	if d := p.Distribution; d != nil {
 		checkDistribution(&v, d, p.Resources.InstanceCount)
 	}

@@ -18,6 +18,10 @@ type NodeInfo struct {
 	Port             int32   `json:"port,omitempty"`
 	NodeState        string  `json:"nodeState"`
 	RunID            *string `json:"runId"`
+	// GPUs are the devices the node holds (a Cumulus extension): the
+	// machine's devices it was given where the nodes share one machine
+	// ("0", "2:1" for a MIG instance), else those its agent reported.
+	GPUs []string `json:"gpus,omitempty"`
 }
 
 // NodesPage is the listNodes answer (its items are under "nodes").

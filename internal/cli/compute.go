@@ -572,25 +572,29 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			type row struct {
-				NodeID           string  `json:"node_id"`
-				PrivateIPAddress string  `json:"private_ip_address"`
-				PublicIPAddress  *string `json:"public_ip_address"`
-				Port             int32   `json:"port"`
-				NodeState        string  `json:"node_state"`
-				CurrentJobName   *string `json:"current_job_name"`
+				NodeID           string   `json:"node_id"`
+				PrivateIPAddress string   `json:"private_ip_address"`
+				PublicIPAddress  *string  `json:"public_ip_address"`
+				Port             int32    `json:"port"`
+				NodeState        string   `json:"node_state"`
+				CurrentJobName   *string  `json:"current_job_name"`
+				GPUs             []string `json:"gpus,omitempty"`
 			}
 			rows := make([]row, 0, len(nodes))
 			for _, n := range nodes {
-				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID})
+				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.GPUs})
 			}
 			return g.show("table", rows, func() *table {
-				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB"}}
+				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB", "GPUS"}}
 				for _, r := range rows {
-					job := "-"
+					job, gpus := "-", "-"
 					if r.CurrentJobName != nil {
 						job = *r.CurrentJobName
 					}
-					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job)
+					if len(r.GPUs) > 0 {
+						gpus = strings.Join(r.GPUs, ",")
+					}
+					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job, gpus)
 				}
 				return t
 			})

@@ -121,6 +121,8 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
 	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
 	fl.StringVar(&o.PriceFile, "price-file", "", "YAML file of hourly prices per VM size and tier, with a currency, for cost reports (env CUMULUS_PRICE_FILE; default: the catalogue's Azure list prices in USD)")
+	fl.StringVar(&o.SizesFile, "sizes-file", "", "YAML file of VM sizes of your own hardware (name, family, vCPUs, memoryGB, gpus, gpuModel, price), added to the catalogue (env CUMULUS_SIZES_FILE; see docs/providers.md)")
+	fl.StringVar(&o.GPUModelMatch, "gpu-model-match", "count", "how a size's GPU model is matched against this machine's GPUs (local and docker providers): count (any GPU serves any size) or strict (only GPUs of the size's model) (env CUMULUS_GPU_MODEL_MATCH)")
 	fl.DurationVar(&o.EventRetention, "event-retention", controller.DefaultEventRetention, "how long the history of compute and node events is kept (env CUMULUS_EVENT_RETENTION); a job's history lives as long as the job")
 	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
 	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
@@ -158,6 +160,12 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_PRICE_FILE"); v != "" && !cmd.Flags().Changed("price-file") {
 		o.PriceFile = v
+	}
+	if v := os.Getenv("CUMULUS_SIZES_FILE"); v != "" && !cmd.Flags().Changed("sizes-file") {
+		o.SizesFile = v
+	}
+	if v := os.Getenv("CUMULUS_GPU_MODEL_MATCH"); v != "" && !cmd.Flags().Changed("gpu-model-match") {
+		o.GPUModelMatch = v
 	}
 	if v := os.Getenv("CUMULUS_STORE"); v != "" && !cmd.Flags().Changed("store") {
 		o.Store = v

@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/metrics"
@@ -77,6 +78,13 @@ type Clusters struct {
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
 	idle map[string]*idleTrack
+
+	// GPUs, when set, are the devices of the one machine the provider's
+	// nodes share (provider.Accelerators): each node of a GPU size gets
+	// devices of its own, and a node that cannot get them waits. See
+	// gpus.go.
+	GPUs     *gpu.Machine
+	gpuWants map[string]gpuWant // by compute id, under mu: what each waited for at its last decision
 }
 
 type backoff struct {
@@ -113,6 +121,7 @@ func (c *Clusters) Init() {
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
 	c.idle = map[string]*idleTrack{}
+	c.gpuWants = map[string]gpuWant{}
 }
 
 // Notify wakes the loop (non-blocking).
@@ -210,6 +219,9 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 		}
 	}
 	c.dropIdleHistories(docs)
+	c.forgetGPUWants(docs)
+	pool := c.gpuPool(states)
+	gpuWaiting := false // a cluster before this one waits for devices
 	var wakeAt time.Time
 	var errs []error
 	// Quota is shared by the clusters of a location: cores that a cluster
@@ -222,14 +234,15 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 			continue
 		}
 		loc := usageKey(st.sc.Subscription, st.doc.Value.Properties.ComputeLocation)
-		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
+		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), pool, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("compute %s: %w", st.doc.Value.Name, err))
 		}
 		wakeAt = earliest(wakeAt, out.wakeAt)
-		if out.freed && waiting[loc] {
-			wakeAt = now
+		if out.freed && (waiting[loc] || gpuWaiting) {
+			wakeAt = now // a cluster before this one may grow into what it freed
 		}
+		gpuWaiting = gpuWaiting || out.gpuWaits
 		if out.quotaBound {
 			waiting[loc] = true
 		}
@@ -259,9 +272,10 @@ type outcome struct {
 	wakeAt     time.Time // when this cluster needs a pass at the latest; zero if never
 	freed      bool      // nodes were deleted: their cores are free for other clusters
 	quotaBound bool      // quota kept the cluster from its target
+	gpuWaits   bool      // the machine's free devices kept the cluster from its target
 }
 
-func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (outcome, error) {
+func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, pool *gpu.Pool, now time.Time) (outcome, error) {
 	var out outcome
 	comp := st.doc.Value
 	wakeAt, lost, err := c.checkHealth(ctx, st.nodes, now)
@@ -295,13 +309,15 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 		return out, err
 	}
 	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap.GPUs = c.gpuSupply(pool, comp)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
-	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now}
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now, pool: pool}
 	done, err := actuate.Apply(ctx, act, plan)
 	out.freed = done.Removed > 0
 	out.quotaBound = act.quotaBound
+	out.gpuWaits = c.noteGPUWant(comp, snap.GPUs, plan)
 	if done.CreateErr != nil {
 		// Recorded on the compute and backed off; not a failure of the pass.
 		c.Log.Warn("node creation failed", "compute", comp.Name, "err", done.CreateErr)
@@ -467,7 +483,7 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 
 // create records count new nodes and asks the provider for them; it stops
 // at the first provider failure and backs off exponentially.
-func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, now time.Time) (int, error) {
+func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, pool *gpu.Pool, now time.Time) (int, error) {
 	a := comp.Aml()
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
@@ -483,12 +499,20 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		}
 		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
 			Provider: c.Provider.Name(), Created: now, JoinHash: hash, Image: image}
+		devices, ok := takeGPUs(pool, size, n)
+		if !ok {
+			return made, fmt.Errorf("node of %s: %d GPUs are no longer free", size.Name, size.GPUs)
+		}
+		n.GPUDevices = gpu.IDs(devices)
 		if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.PutNode(ctx, q, n) }); err != nil { // with its event
+			if pool != nil {
+				pool.Release(id)
+			}
 			return made, err
 		}
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
-			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
+			GPUs: size.GPUs, Devices: devices, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
 			GracePeriod: comp.PreemptionGrace() + ReportMargin, Kubernetes: a.Kubernetes, Slurm: a.Slurm, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID

@@ -210,6 +210,9 @@ func (o *Operations) runWorkspaceDelete(ctx context.Context, op store.Operation)
 		if err := store.Delete(ctx, q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		if err := store.DeleteWorkspaceBlobs(ctx, q, sc.WorkspaceID()); err != nil {
+			return err
+		}
 		o.Log.Info("workspace deleted", "workspace", op.Target, "operation", op.ID)
 		return store.FinishOperation(ctx, q, op.ID, api.OpSucceeded, "", now)
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -86,6 +87,12 @@ type Options struct {
 	// PriceFile holds the hourly prices of VM sizes for cost reports
 	// ("": the catalogue's, in USD); see cost.Load.
 	PriceFile string
+	// SizesFile adds sizes of one's own hardware to the catalogue (see
+	// catalog.ParseSizes); GPUModelMatch is how a size's GPU model is
+	// matched against the machine's devices: "count" (any device, the
+	// default) or "strict" (only devices of that model).
+	SizesFile     string
+	GPUModelMatch string
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -210,6 +217,9 @@ func (o Options) Validate() error {
 	if err := o.validateUsage(); err != nil {
 		return err
 	}
+	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
+		return fmt.Errorf("--gpu-model-match: %w", err)
+	}
 	switch o.Provider {
 	case "local", "sim", "kubernetes", "slurm":
 	case "docker":
@@ -290,6 +300,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
+	if err := addSizes(o.SizesFile, o.Log); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, o.Store, o.DataDir)
 	if err != nil {
 		return nil, err
@@ -307,6 +320,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	var tlsCfg *tls.Config
+	var blobTLS server.BlobTLS
 	switch {
 	case o.TLSSelfSigned:
 		d.CAFile = filepath.Join(o.DataDir, "tls.crt")
@@ -315,6 +329,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, err
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// The blob endpoints azure-ai-ml builds itself, answered as an
+		// HTTPS proxy, get certificates from the same CA.
+		if issuer, err := tlsutil.NewIssuer(cert, o.Clock.Now); err == nil {
+			blobTLS = issuer.Issue
+		} else {
+			o.Log.Warn("no certificates for blob endpoints", "err", err)
+		}
 	case o.TLSCert != "":
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
@@ -363,6 +384,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	network, nw := networkEnforcement(prov, o)
+	match, _ := gpu.ParseMatch(o.GPUModelMatch)
+	machine := readMachine(ctx, prov, match, o.Log.With("component", "gpus"))
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -371,7 +394,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 	}
 	var api *server.Server
-	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log, GPUs: machine,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})
@@ -391,7 +414,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits}
+			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits, GPUs: machine}
 		clusters.Init()
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
@@ -408,9 +431,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network, CheckCompute: computeCheck(prov)},
+		Network: network, GPUs: machine, CheckCompute: computeCheck(prov)},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
-			Metrics: m})
+			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)

@@ -62,6 +62,20 @@
 //     nodes, newest first; then mark busy nodes Drain, newest first, until
 //     the live nodes left number maxNodeCount. A node with a job is never
 //     removed; a drained node is removed when its job ends.
+//   - Devices (Cluster.GPUs, set for a GPU size whose nodes share one
+//     machine's devices with other clusters): after quota's cut, Create is
+//     at most Free/PerNode; GPUShort is the nodes cut, Blocked holds the
+//     reason (BlockGPUs: the devices a node needs, the free and total
+//     counts, who holds the others — "needs 2 GPUs; 1 of 4 free: 3 held
+//     by nodes of gpu-a"), and GPUWait names the queued jobs that wait for
+//     those nodes as QuotaWait does for quota (the jobs past them wait for
+//     quota). Nothing is created half: a node holds all its devices or is
+//     not created.
+//   - Early release: when nodes of other clusters wait for Wanted devices,
+//     idle nodes that idle scale-down could take (above the floor, not
+//     needed by this cluster's own queue) go now, longest idle first,
+//     whatever their idle time, until they free Wanted devices (a node's
+//     own expired timer counts toward that).
 //   - Idle scale-down: an idle node whose IdleSince+IdleTimeout is not after
 //     now is removable (with Cluster.IdlePolicy set, the policy's
 //     RemovableAt replaces IdleSince+IdleTimeout; see IdlePolicy).
@@ -83,7 +97,7 @@
 //     the CLI and the studio word: a job that needs more than maxNodeCount
 //     (BlockTooBig), busy + demand above the maximum (BlockAtMax, naming the
 //     schedule entry that set it, MaxSetBy), Create cut by Headroom
-//     (BlockQuota).
+//     (BlockQuota), Create cut by the machine's free devices (BlockGPUs).
 //   - When Headroom cuts Create, QuotaShort is the number of nodes cut and
 //     QuotaWait names the queued jobs that wait for quota, in queue order:
 //     the nodes that are ready after the plan (live and not busy, new ones

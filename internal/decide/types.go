@@ -68,6 +68,26 @@ type Cluster struct {
 	// Budgets whose action is in force on the cluster: no new nodes, and
 	// with ToMin every idle node above the minimum goes now.
 	Budgets []api.BudgetHold
+	// GPUs, when set, is what the accelerators of the machine the
+	// provider's nodes share allow this cluster (see GPUs); nil: no such
+	// limit (a CPU size, or a provider whose nodes have machines of their
+	// own).
+	GPUs *GPUs
+}
+
+// GPUs is the supply of devices for a cluster whose every node holds
+// PerNode devices of one machine that other clusters' nodes share.
+type GPUs struct {
+	PerNode int
+	// Free and Total are the machine's devices a node of the cluster may
+	// hold: those no node holds, and all of them.
+	Free, Total int
+	// Held says which clusters' nodes hold the others, for the reason.
+	Held []api.GPUHolder
+	// Wanted is how many devices nodes of other clusters wait for: idle
+	// nodes of this cluster that its own queue does not need, above its
+	// minimum, are released for them before their idle time runs out.
+	Wanted int
 }
 
 // Backoff is a provider's failure to create nodes, retried at Until.
@@ -97,7 +117,8 @@ type Plan struct {
 	WakeAt time.Time
 	// Blocked says why demand is not met, as values (api.Block: a job
 	// larger than maxNodeCount, maxNodeCount, quota, the provider's
-	// backoff, a budget); empty when it is met. The edges word them.
+	// backoff, a budget, the machine's GPUs); empty when it is met. The
+	// edges word them.
 	Blocked api.Blocks
 	// QuotaShort is how many nodes quota kept this plan from creating: the
 	// cluster wanted Create+QuotaShort. It is > 0 exactly when quota binds.
@@ -105,6 +126,13 @@ type Plan struct {
 	// QuotaWait lists, in queue order, the queued jobs that wait because of
 	// quota rather than maxNodeCount; nil when quota does not bind.
 	QuotaWait []Wait
+	// GPUShort is how many nodes the machine's free devices kept this
+	// plan from creating (after quota's cut; Blocked then holds an
+	// api.BlockGPUs saying why), and GPUWait lists the queued jobs that
+	// wait for those nodes, in queue order. Zero and nil when devices do
+	// not bind.
+	GPUShort int
+	GPUWait  []Wait
 }
 
 // Wait is a queued job held back by quota.

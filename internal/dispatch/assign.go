@@ -44,7 +44,8 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	p := j.Doc.Properties
 	env, inputs := environment(j)
 	a := agentapi.Assignment{UID: j.UID, Name: j.Doc.Name, Attempt: j.Attempt, Command: expandBindings(p.Command, p),
-		CodeBlob: codeBlob(p.CodeID), Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
+		CodeBlob: codeBlob(p), CodeFiles: p.CodeBlobPath != nil, DataInputs: dataInputs(p), Notes: jobNotes(p),
+		Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
 		Outputs: outputNames(p), GPUs: jobGPUs(n), InstanceIndex: slices.Index(j.Nodes, n.ID), NodeIPs: w.NodeIPs,
 		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
 	if w.Identity {
@@ -75,6 +76,8 @@ func environment(j store.Job) (env, blobs map[string]string) {
 		switch digest, isBlob := strings.CutPrefix(in.URI, api.BlobURIScheme); {
 		case strings.EqualFold(in.JobInputType, "literal"):
 			env["AZUREML_INPUT_"+k] = in.Value
+		case in.BlobPath != nil:
+			// the agent downloads it and sets AZUREML_INPUT_<name>
 		case isBlob:
 			blobs[k] = digest // the agent unpacks it and sets AZUREML_INPUT_<name>
 		default:
@@ -96,13 +99,37 @@ func outputNames(p api.JobProperties) []string {
 	return out
 }
 
-// codeBlob is the digest of a job's code snapshot: the last segment of its
-// code id ("" for none).
-func codeBlob(codeID string) string {
-	if codeID == "" {
+// codeBlob is the digest of a job's code snapshot that the CLI uploaded:
+// the last segment of its code id ("" for none, and for code in the blob
+// store, which the agent downloads file by file).
+func codeBlob(p api.JobProperties) string {
+	if p.CodeID == "" || p.CodeBlobPath != nil {
 		return ""
 	}
-	return codeID[strings.LastIndex(codeID, "/")+1:]
+	return p.CodeID[strings.LastIndex(p.CodeID, "/")+1:]
+}
+
+// dataInputs are the job's inputs in the blob store.
+func dataInputs(p api.JobProperties) map[string]agentapi.DataInput {
+	var out map[string]agentapi.DataInput
+	for k, in := range p.Inputs {
+		if in.BlobPath == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]agentapi.DataInput{}
+		}
+		out[k] = agentapi.DataInput{File: in.BlobPath.File}
+	}
+	return out
+}
+
+// jobNotes are what the agent writes at the top of the job's log.
+func jobNotes(p api.JobProperties) []string {
+	if p.EnvironmentNote == "" {
+		return nil
+	}
+	return []string{p.EnvironmentNote}
 }
 
 // jobGPUs are the GPUs a node gives a job: those its VM size has, no more

@@ -98,3 +98,12 @@ func (l *Logs) Ranks(uid string) []int {
 func (l *Logs) Remove(uid string) error {
 	return os.RemoveAll(filepath.Join(l.Dir, uid))
 }
+
+// Open opens a rank's log for reading; ErrNotFound when it has none.
+func (l *Logs) Open(uid string, rank int) (*os.File, error) {
+	f, err := os.Open(l.path(uid, rank))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("log of rank %d: %w", rank, ErrNotFound)
+	}
+	return f, err
+}

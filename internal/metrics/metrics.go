@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	Log    *slog.Logger
 	// ScrapeTimeout bounds the store reads of one scrape (default 10 s).
 	ScrapeTimeout time.Duration
+	// GPUs, when set, are the devices of the machine the provider's nodes
+	// share: cumulus_node_gpu_held says which node holds which.
+	GPUs *gpu.Machine
 }
 
 // Metrics holds the registry and the metrics fed as things happen.
@@ -113,6 +117,9 @@ func New(o Options) *Metrics {
 		m.pass, m.requests, m.txs)
 	if o.DB != nil {
 		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
+		if o.GPUs != nil && len(o.GPUs.Devices) > 0 {
+			m.reg.MustRegister(&gpuCollector{db: o.DB, machine: *o.GPUs, log: m.log, timeout: o.ScrapeTimeout})
+		}
 	}
 	m.handler = &handler{m: m, db: o.DB, inner: promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),

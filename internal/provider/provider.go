@@ -6,9 +6,12 @@ package provider
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 )
 
 // ErrNotFound is returned (wrapped) when a provider has no such node.
@@ -16,12 +19,17 @@ var ErrNotFound = errors.New("node not found in provider")
 
 // NodeSpec is everything a provider needs to start one node's agent.
 type NodeSpec struct {
-	NodeID      string
-	ComputeID   string
-	VMSize      string
-	VCPUs       int
-	MemoryGB    float64
-	GPUs        int
+	NodeID    string
+	ComputeID string
+	VMSize    string
+	VCPUs     int
+	MemoryGB  float64
+	GPUs      int
+	// Devices are the devices of the machine the node holds, on a
+	// provider whose nodes divide one machine's (Accelerators); the node
+	// must offer those and no others. Empty: none (a CPU size), or the
+	// provider's nodes have machines of their own.
+	Devices     []agentapi.GPU
 	LowPriority bool
 	ServerURL   string // where the agent reaches the control plane: one URL or a comma-separated list of replicas (parse with endpoints.Parse)
 	CAFile      string // CA the agent trusts for ServerURL ("" for plain HTTP or system roots)
@@ -50,6 +58,33 @@ type NodeSpec struct {
 // nodes of its image.
 type ImageBound interface {
 	ImageBound() bool
+}
+
+// Accelerators is a provider whose nodes all run on one machine and divide
+// its accelerators: the controller gives each node devices of its own
+// (NodeSpec.Devices), which no other node holds while it lives, and
+// refuses a size that needs more than the machine has. Machine reads the
+// devices there are; the server reads them once, at start.
+type Accelerators interface {
+	Machine(ctx context.Context) (gpu.Machine, error)
+}
+
+// GPUDevicesEnv is the agent's variable naming the devices it offers (see
+// agent.Config.GPUDevices); GPUDevicesValue is its value for a node that
+// holds ds, named by the stable name of each (a UUID: inside a container
+// its devices are numbered from 0), "none" for none.
+const GPUDevicesEnv = "CUMULUS_GPU_DEVICES"
+
+// GPUDevicesValue is GPUDevicesEnv's value for a node holding ds.
+func GPUDevicesValue(ds []agentapi.GPU) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = gpu.Stable(d)
+	}
+	return strings.Join(names, ",")
 }
 
 // Instance is a node as the provider sees it.

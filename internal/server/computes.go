@@ -50,6 +50,9 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 		if err := api.PrepareCompute(&c, name, existing, wsd.Value.Location); err != nil {
 			return err
 		}
+		if err := s.checkGPUs(c); err != nil {
+			return err
+		}
 		if existing == nil { // an existing compute's location and network cannot change
 			if err := s.checkNetwork(c); err != nil {
 				return err

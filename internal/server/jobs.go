@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -45,6 +46,15 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 	doc.Properties.Services = map[string]api.JobService{
 		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
 	}
+	if sp := doc.Properties.Sweep; sp != nil && sp.BestTrial != nil {
+		// where azure-ai-ml's jobs.download of a sweep finds its best trial
+		props := maps.Clone(doc.Properties.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		props["best_child_run_id"] = sp.BestTrial.Name
+		doc.Properties.Properties = props
+	}
 	jc, ok := computes[j.Compute]
 	if !ok {
 		jc = &jobCompute{}
@@ -85,17 +95,22 @@ func computeName(id string) string   { _, n, _ := strings.Cut(id, "/computes/");
 
 // putJob submits a job (command or sweep) or re-submits one that exists
 // (lifecycle.Submit): the handler decodes, checks what only the server can
-// (code snapshots uploaded to the workspace) and resolves the image.
+// (code snapshots uploaded to the workspace), resolves where its code,
+// inputs and outputs are (jobdata) and resolves the image.
 func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error {
 	sc, name := scopeOf(p), p["name"]
 	var j api.Job
 	if err := decode(r, &j); err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+	wsd, err := s.workspace(r, s.db.Q(), sc)
+	if err != nil {
 		return err
 	}
 	if err := api.PrepareJob(&j, name); err != nil {
+		return err
+	}
+	if err := s.resolveJobData(r.Context(), sc, wsd.Value, name, &j.Properties); err != nil {
 		return err
 	}
 	runs := j.Properties // what runs: the job itself, or a sweep's trials
@@ -106,11 +121,11 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := s.checkJobBlobs(r.Context(), sc, runs); err != nil {
 		return err
 	}
-	image, err := s.jobImage(r.Context(), sc, runs.EnvironmentID)
+	image, note, err := s.jobImage(r.Context(), sc, runs.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	j.Properties.Image = image
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	now := s.clock.Now().UTC()
 	var out store.Job
 	created := false

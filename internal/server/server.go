@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -87,6 +88,11 @@ type Config struct {
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
+	// GPUs are the devices of the one machine the provider's nodes share
+	// (local, docker): a size needing more a node is refused at create
+	// and update, and listNodes shows which node holds which. nil: the
+	// nodes have machines of their own.
+	GPUs *gpu.Machine
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -108,6 +114,7 @@ type Server struct {
 	outputs  files.Outputs
 	router   router
 	agents   router
+	history  router // Run History (history.go)
 	ui       http.Handler
 	sessions SessionAuth
 	identity *identity.Issuer
@@ -115,6 +122,9 @@ type Server struct {
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
 	usage    *dispatch.UsageRecorder
 	jobPages *store.JobCache // decoded jobs of the job list's pages
+	accounts sync.Map        // blob store account name → workspace id (workspaceByAccount)
+	filing   [64]sync.Mutex  // one output of one job is filed at a time (fileOutput), by outputStripe
+	blobTLS  BlobTLS         // certificates for <account>.blob.core.windows.net (blobproxy.go); nil: none
 }
 
 // Deps are the server's collaborators.
@@ -135,6 +145,9 @@ type Deps struct {
 	// Metrics, when set, is served at GET /metrics to any signed-in
 	// principal whose roles read, and records each request's duration.
 	Metrics *metrics.Metrics
+	// BlobTLS, when set, issues the certificates of the blob endpoints
+	// the server answers as an HTTPS proxy (blobproxy.go).
+	BlobTLS BlobTLS
 }
 
 // SessionAuth authenticates a browser's API request by its session cookie.
@@ -184,7 +197,7 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(),
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(), blobTLS: d.BlobTLS,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
@@ -248,6 +261,9 @@ func (s *Server) routes() {
 	s.usageRoutes()
 	s.lockRoutes()
 	s.budgetRoutes()
+	s.datastoreRoutes()
+	s.assetRoutes()
+	s.historyRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
@@ -268,6 +284,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
+	if r.Method == http.MethodConnect {
+		route = "CONNECT"
+		s.serveConnect(rec, r)
+		return
+	}
+	if account, ok := blobHostAccount(r); ok {
+		route = "/blob"
+		s.serveBlobHost(rec, r, account)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+		route = api.BlobPathPrefix
+		s.serveBlobPath(rec, r)
+		return
+	}
+	if isDataplane(r.URL.Path) {
+		s.serveHistory(rec, r, &route)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, mlflowPrefix) {
 		route = mlflowPrefix
 		s.serveMLflow(rec, r)

@@ -29,6 +29,13 @@ func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 	p := *c.Aml()
 	p.NodeStateCounts, p.CurrentNodeCount = api.CountNodes(counts)
 	p.AllocationState = api.AllocationStateOf(p.CurrentNodeCount, p.TargetNodeCount, p.NodeStateCounts)
+	if p.Subnet == nil && p.EnableNodePublicIP != nil && *p.EnableNodePublicIP {
+		// The default (true), answered only when it says something: a
+		// compute read back with enableNodePublicIp and no subnet is one
+		// azure-ai-ml before 1.5 cannot send again (get, change,
+		// begin_create_or_update fails in its _set_full_subnet_name).
+		p.EnableNodePublicIP = nil
+	}
 	c.Properties.Properties = &p
 	return c
 }
@@ -43,6 +50,12 @@ func NodeInfo(n store.Node, jobName string) api.NodeInfo {
 	}
 	if jobName != "" {
 		info.RunID = &jobName
+	}
+	info.GPUs = n.GPUDevices
+	if len(info.GPUs) == 0 {
+		for _, i := range n.GPUs {
+			info.GPUs = append(info.GPUs, strconv.Itoa(i))
+		}
 	}
 	return info
 }

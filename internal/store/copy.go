@@ -27,6 +27,8 @@ var copied = []struct {
 	{"jobs", []string{"uid", "parent", "name", "compute", "status", "seq", "version", "body", "created", "priority", "nodes", "image", "quota_wait"}},
 	{"audit", []string{"seq", "time", "principal", "operation", "resource", "status"}},
 	{"blob_owners", []string{"digest", "workspace", "size", "uploaded", "principal"}},
+	{"blob_paths", []string{"workspace", "container", "path", "digest", "size", "md5", "content_type", "metadata", "created", "modified", "etag"}},
+	{"blob_blocks", []string{"workspace", "container", "path", "block", "digest", "size", "created"}},
 	{"events", []string{"seq", "time", "compute", "node", "type", "body"}},
 	{"node_ledger", []string{"node", "compute", "vm_size", "priority", "created", "removed"}},
 	{"job_runs", []string{"job", "attempt", "name", "compute", "nodes", "started", "ended"}},

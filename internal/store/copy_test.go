@@ -44,6 +44,9 @@ func fill(t *testing.T, db *DB) {
 	_, err = AppendAudit(ctx, db.W(), AuditEntry{Time: now, Principal: "alice", Operation: "PUT", Resource: "/x", Status: 200})
 	must(err)
 	must(PutBlobOwner(ctx, db.W(), BlobOwner{Digest: "d1", Workspace: "/ws", Size: 3, Uploaded: now, Principal: "alice"}))
+	must(PutBlobPath(ctx, db.W(), BlobEntry{Workspace: "/ws", Container: "c", Path: "a/b", Digest: "d1", Size: 3, MD5: "m", ContentType: "text/plain",
+		Metadata: map[string]string{"k": "v"}, Created: now, Modified: now, ETag: `"0x1"`}))
+	must(PutBlock(ctx, db.W(), "/ws", "c", "big", Block{ID: "YQ==", Digest: "d1", Size: 3}, now))
 	_, err = PutLock(ctx, db.W(), "/ws", api.Lock{ID: api.LockID("/ws", "l"), Name: "l", Properties: api.LockProperties{Level: api.LockReadOnly}}, now)
 	must(err)
 	must(PutMetrics(ctx, db.W(), "uj1", []Metric{{Name: "loss", Value: 0.5, Step: 1, Time: now}}))
@@ -85,6 +88,9 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	toks, err := ListTokens(ctx, dst.Q(), "alice")
 	if err != nil || len(toks) != 1 || !toks[0].Revoked || toks[0].Hash != "h1" {
 		t.Errorf("tokens: %+v %v", toks, err)
+	}
+	if e, err := GetBlobPath(ctx, dst.Q(), "/ws", "c", "a/b"); err != nil || e.Digest != "d1" || e.Metadata["k"] != "v" {
+		t.Errorf("blob path: %+v %v", e, err)
 	}
 	if b, err := GetSecret(ctx, dst.Q(), "sec"); err != nil || string(b) != string([]byte{0, 1, 2, 255}) {
 		t.Errorf("secret: %v %v", b, err)

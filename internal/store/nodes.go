@@ -35,14 +35,18 @@ type Node struct {
 	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
 	// Wait is why a preparing node's machine is not there yet, as a value
 	// of the scheduler the provider hands nodes to (Slurm's reason).
-	Wait      *api.NodeWait `json:"wait,omitempty"`
-	GPUs      []int         `json:"gpus,omitempty"`        // device indexes the agent reported
-	Evicted   time.Time     `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
-	SSHOpen   int           `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
-	PublicSSH bool          `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
-	Image     string        `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
-	Allocated time.Time     `json:"allocated,omitzero"`    // when the provider had made its machine
-	Changed   time.Time     `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
+	Wait *api.NodeWait `json:"wait,omitempty"`
+	GPUs []int         `json:"gpus,omitempty"` // device indexes the agent reported
+	// GPUDevices are the devices of the machine the provider's nodes
+	// share that this node holds, by gpu.ID, given when it was created
+	// (local and docker providers); freed when the record goes.
+	GPUDevices []string  `json:"gpuDevices,omitempty"`
+	Evicted    time.Time `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
+	SSHOpen    int       `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
+	PublicSSH  bool      `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
+	Image      string    `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
+	Allocated  time.Time `json:"allocated,omitzero"`    // when the provider had made its machine
+	Changed    time.Time `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
 	// LostJob is the job that ran on the node when it was lost (preempted,
 	// unusable): the provider's later word on the loss goes to that job's
 	// attempt (lifecycle.ExplainLoss).
@@ -159,6 +163,12 @@ func NodesIn(ctx context.Context, q Querier, compute string, states ...string) (
 // AllNodes lists every node, oldest first.
 func AllNodes(ctx context.Context, q Querier) ([]Node, error) {
 	return queryNodes(ctx, q, `SELECT body FROM nodes ORDER BY created, id`)
+}
+
+// NodesHoldingGPUs lists the nodes whose records hold devices of the
+// machine the nodes share (Node.GPUDevices), oldest first.
+func NodesHoldingGPUs(ctx context.Context, q Querier) ([]Node, error) {
+	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE body LIKE '%"gpuDevices":%' ORDER BY created, id`)
 }
 
 // DeleteNode removes a node record and records its removal at a time;

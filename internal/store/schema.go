@@ -245,6 +245,36 @@ var migrations = []string{
 		PRIMARY KEY (job, kind, name)
 	);
 	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; END`,
+	// 16: the blob store's names (see blobpaths.go): each blob of a
+	// workspace's container by path, naming its content by digest; and
+	// the uncommitted blocks of blobs being uploaded in blocks.
+	`CREATE TABLE blob_paths (
+		workspace    TEXT NOT NULL,
+		container    TEXT NOT NULL,
+		path         TEXT NOT NULL,
+		digest       TEXT NOT NULL,
+		size         INTEGER NOT NULL,
+		md5          TEXT NOT NULL,
+		content_type TEXT NOT NULL,
+		metadata     TEXT NOT NULL,
+		created      INTEGER NOT NULL,
+		modified     INTEGER NOT NULL,
+		etag         TEXT NOT NULL,
+		PRIMARY KEY (workspace, container, path)
+	);
+	CREATE INDEX blob_paths_digest ON blob_paths (digest, workspace);
+	CREATE TABLE blob_blocks (
+		workspace TEXT NOT NULL,
+		container TEXT NOT NULL,
+		path      TEXT NOT NULL,
+		block     TEXT NOT NULL,
+		digest    TEXT NOT NULL,
+		size      INTEGER NOT NULL,
+		created   INTEGER NOT NULL,
+		PRIMARY KEY (workspace, container, path, block)
+	);
+	CREATE INDEX blob_blocks_digest ON blob_blocks (digest, workspace);
+	CREATE INDEX blob_blocks_created ON blob_blocks (created)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

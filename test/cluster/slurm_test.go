@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/slurm"
 	"github.com/cumulus-ml/cumulus/internal/provider/slurm/slurmtest"
@@ -34,7 +35,11 @@ func startSlurmServer(t testing.TB, args ...string) *slurmServer {
 	t.Setenv("SLURM_CONF", c.Conf)
 	// sbatch exports the server's environment to node jobs: their agents
 	// find the stand-in nvidia-smi.
-	t.Setenv("PATH", slurmtest.StandInGPUs(t, t.TempDir(), 4)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	bin := t.TempDir()
+	if _, err := gputest.StandIn(bin, gputest.Four()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	logs, work := t.TempDir(), t.TempDir()
 	s := startServerTB(t, append([]string{"--provider", "slurm", "--slurm-work-dir", work, "--slurm-log-dir", logs,
 		"--slurm-node-address", "127.0.0.0/8", "--slurm-poll-interval", "200ms",

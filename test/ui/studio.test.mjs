@@ -513,11 +513,40 @@ test('the studio, end to end in Chromium', async (t) => {
       'inputs:', '  data:', '    type: uri_folder', '    path: ./data'].join('\n'));
     await cli('job', 'create', '--file', path.join(dataDir, 'proj', 'job.yml'));
     await page.goto(base + '/#/jobs/ui-input-job');
-    const inputs = page.locator('table.kv', { hasText: 'Inputs' });
+    const inputs = page.locator('table.job-data');
     await inputs.waitFor();
-    assert.match(await inputs.textContent(), /datauri_folder \.\/data \(uploaded\)/);
+    assert.match(await inputs.locator('tbody tr', { hasText: 'data' }).textContent(), /^datainputuri_folder.*\.\/data \(uploaded\)/);
     assert.doesNotMatch(await inputs.textContent(), /[0-9a-f]{16}/, 'no content hash');
     await waitFor('the input job to end', async () => ['Completed', 'Failed'].includes(await page.locator('#job-status-text').textContent()), 60000);
+  });
+
+  await step(t, 'data assets have pages; a job shows where its inputs come from and its outputs go', async () => {
+    fs.mkdirSync(path.join(dataDir, 'proj', 'numbers'), { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'proj', 'numbers', 'n.txt'), '7\n');
+    await cli('data', 'create', '--name', 'ui-numbers', '--path', path.join(dataDir, 'proj', 'numbers'), '--description', 'seven');
+    await mainNav('Data').click();
+    await page.getByRole('heading', { level: 1, name: 'Data' }).waitFor();
+    const row = page.locator('table.data-assets tbody tr', { hasText: 'ui-numbers' });
+    await waitFor('the data asset listed', async () => /ui-numbers1uri_folder1seven/.test(await row.textContent()));
+    await row.getByRole('link', { name: 'ui-numbers', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'ui-numbers' }).waitFor();
+    const version = page.locator('table.data-versions tbody tr').first();
+    await waitFor('its version', async () => /^1uri_folderazureml:\/\/datastores\/workspaceblobstore\/paths\/LocalUpload\/[0-9a-f]+\/numbers\//.test(await version.textContent()));
+    await shot('data-asset', { doc: true });
+
+    fs.writeFileSync(path.join(dataDir, 'proj', 'data-job.yml'), ['command: cp ${{inputs.n}}/n.txt ${{outputs.out}}/copy.txt', `compute: azureml:${CLUSTER}`,
+      'name: ui-data-job', 'inputs:', '  n:', '    type: uri_folder', '    path: azureml:ui-numbers@latest', 'outputs:', '  out:', '    type: uri_folder'].join('\n'));
+    await cli('job', 'create', '--file', path.join(dataDir, 'proj', 'data-job.yml'));
+    await page.goto(base + '/#/jobs/ui-data-job');
+    const rows = page.locator('table.job-data tbody tr');
+    await waitFor('the input and the output', async () => (await rows.count()) === 2);
+    const input = rows.filter({ hasText: 'input' });
+    assert.equal(await input.getByRole('link', { name: 'azureml:ui-numbers@latest' }).getAttribute('href'), '#/data/ui-numbers');
+    assert.match(await input.textContent(), /LocalUpload\/[0-9a-f]+\/numbers\//);
+    assert.match(await rows.filter({ hasText: 'output' }).textContent(), /azureml:\/\/datastores\/workspaceblobstore\/paths\/azureml\/ui-data-job\/out\//);
+    await waitFor('the data job to complete', async () => (await page.locator('#job-status-text').textContent()) === 'Completed', 60000);
+    await page.locator('#job-data-section').scrollIntoViewIfNeeded();
+    await shot('job-data');
   });
 
   await step(t, 'the jobs list pages; both lists search', async () => {
@@ -525,12 +554,12 @@ test('the studio, end to end in Chromium', async (t) => {
     await mainNav('Jobs').click();
     const rows = page.locator('table.jobs tbody tr');
     const info = page.locator('#jobs-pager-info');
-    await waitFor('11 jobs on one page of 25', async () => (await info.textContent()) === '1–11 of 11');
+    await waitFor('12 jobs on one page of 25', async () => (await info.textContent()) === '1–12 of 12');
     await page.getByLabel('Per page').selectOption('10');
-    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 11');
+    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 12');
     assert.equal(await page.getByRole('button', { name: 'Previous' }).isDisabled(), true);
     await page.getByRole('button', { name: 'Next' }).click();
-    await waitFor('the second page', async () => (await rows.count()) === 1 && (await info.textContent()) === '11–11 of 11');
+    await waitFor('the second page', async () => (await rows.count()) === 2 && (await info.textContent()) === '11–12 of 12');
     // The oldest job is on the last page.
     await page.getByRole('link', { name: JOB, exact: true }).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Next' }).isDisabled(), true);
@@ -540,7 +569,7 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(await page.locator('#jobs-pager').isHidden(), true, 'no pages for six jobs');
     await page.getByLabel('Search', { exact: true }).fill('');
     await page.getByLabel('Per page').selectOption('25');
-    await waitFor('all on one page', async () => (await rows.count()) === 11);
+    await waitFor('all on one page', async () => (await rows.count()) === 12);
     // The cluster list searches its names, sizes, states and tags.
     await mainNav('Compute clusters').click();
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/clock"
+	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 	"github.com/cumulus-ml/cumulus/internal/provider/slurm/slurmtest"
@@ -54,7 +55,11 @@ func newLab(t *testing.T) *lab {
 	dir := t.TempDir()
 	// The node jobs get this PATH (sbatch exports the server's): their
 	// agents find the machine's 4 stand-in GPUs.
-	t.Setenv("PATH", slurmtest.StandInGPUs(t, t.TempDir(), 4)+":"+os.Getenv("PATH"))
+	bin := t.TempDir()
+	if _, err := gputest.StandIn(bin, gputest.Four()); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))

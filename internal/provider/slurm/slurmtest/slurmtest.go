@@ -360,28 +360,3 @@ func freePort(t testing.TB) int {
 func mkdev(major, minor uint32) uint64 {
 	return uint64(major&0xfff)<<8 | uint64(minor&0xff) | uint64(minor&^0xff)<<12 | uint64(major&^0xfff)<<32
 }
-
-// StandInGPUs writes in dir a stand-in nvidia-smi (a test double) that
-// reports the test machine's n GPUs, with the indexes of their GRES device
-// files, and returns dir: put it first on the PATH of the processes that
-// start node jobs.
-func StandInGPUs(t testing.TB, dir string, n int) string {
-	t.Helper()
-	var query, list, util strings.Builder
-	for i := range n {
-		fmt.Fprintf(&query, "%d, NVIDIA H100 80GB HBM3, GPU-00000000-0000-4000-8000-%012d, 81559\n", i, i)
-		fmt.Fprintf(&list, "GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-4000-8000-%012d)\n", i, i)
-		fmt.Fprintf(&util, "%d, 0, 0, 81559\n", i)
-	}
-	script := "#!/bin/sh\n# A stand-in for nvidia-smi (a test double): it reports GPUs that do not exist.\n" +
-		"case \"$*\" in\n" +
-		"'--query-gpu=index,name,uuid,memory.total --format=csv,noheader,nounits') printf '%s' '" + query.String() + "' ;;\n" +
-		"'-L') printf '%s' '" + list.String() + "' ;;\n" +
-		"'--query-gpu=index,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits') printf '%s' '" + util.String() + "' ;;\n" +
-		"*) echo \"stand-in nvidia-smi: arguments not stood in for: $*\" >&2; exit 2 ;;\n" +
-		"esac\n"
-	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}

@@ -35,7 +35,7 @@ export function render(main, [name]) {
   });
   const chartBox = h('div', { class: 'chart-box' });
   const chartCaption = h('figcaption', { class: 'muted', id: 'chart-caption' });
-  const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'Up for', 'Idle for']);
+  const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'GPUs', 'Up for', 'Idle for']);
   const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
   const quotaBox = h('div', { class: 'quota-rows' });
   const events = timeline('compute-events', `Events of ${name}, newest first`, FIELD_NAMES);
@@ -157,7 +157,7 @@ export function render(main, [name]) {
     const times = new Map(((hist && hist.nodes) || []).map((n) => [n.nodeId, n]));
     const serverNow = hist ? new Date(hist.now).getTime() : Date.now();
     syncTable(nodesT.tbody, nodes, {
-      key: (n) => n.nodeId, cols: 6, empty: 'No nodes: the cluster grows when jobs are queued.',
+      key: (n) => n.nodeId, cols: 7, empty: 'No nodes: the cluster grows when jobs are queued.',
       sig: (n) => [n, Math.floor(serverNow / 5000)],
       cells: (n) => {
         const t = times.get(n.nodeId);
@@ -166,6 +166,7 @@ export function render(main, [name]) {
           badge(n.nodeState),
           n.privateIpAddress ? `${n.privateIpAddress}${n.port ? ':' + n.port : ''}` : '—',
           n.runId ? jobLink(n, mine) : h('span', { class: 'muted' }, '—'),
+          n.gpus && n.gpus.length ? h('code', { class: 'node-gpus' }, n.gpus.join(', ')) : h('span', { class: 'muted' }, '—'),
           t ? duration(serverNow - new Date(t.created).getTime()) : '—',
           t && t.idleSince ? duration(serverNow - new Date(t.idleSince).getTime()) : '—',
         ];
