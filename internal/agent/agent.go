@@ -242,6 +242,7 @@ type agent struct {
 	heartbeat   time.Duration
 	jobs        map[string]*job // running, finishing, or not yet acknowledged
 	current     *job            // the job this node is busy with
+	spaceOwner  string          // whose job last ran with the private /tmp and /dev/shm ("": none since start)
 	usageEvery  time.Duration   // the sampling interval the server gave
 	usage       *agentapi.Usage // the latest sample, sent with every poll
 }

@@ -334,8 +334,11 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	// The docker client runs under a job init (sandbox.go), which removes
 	// the container if the agent dies while the engine makes it: nothing
 	// else would (a job's own container is its job init's to remove).
-	cmd := exec.CommandContext(ctx, "/proc/self/exe", append([]string{"-", "-", "-", "-", a.cfg.WorkDir, a.cfg.Docker}, args...)...)
-	cmd.Args[0] = jobInitName
+	cmd, err := initProcess(ctx, initSpec{Dir: work, Path: a.cfg.Docker, Args: args})
+	if err != nil {
+		return err
+	}
+	defer closeSpec(cmd)
 	cmd.Env = append(agentEnvWithoutSecrets(), envJobContainer+"="+pc.name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Setpgid: true}
 	runtime.LockOSThread() // the init's parent-death signal follows this thread

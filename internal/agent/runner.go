@@ -309,6 +309,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		env = append(env, "CUMULUS_HOSTFILE="+hostfile)
 	}
 	if j.image == "" {
+		if err := j.a.freshJobSpace(j.asg.Owner); err != nil {
+			return exitNotRun, err.Error()
+		}
 		if err := j.handOver(); err != nil {
 			return exitNotRun, err.Error()
 		}
@@ -391,7 +394,7 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 	if len(procs) > 1 {
 		shared = &lineLog{w: logf}
 	}
-	mk := func(cg *cgroup, p distrib.Process, pgid int) *exec.Cmd {
+	mk := func(cg *cgroup, p distrib.Process, pgid int) (*exec.Cmd, error) {
 		cmd := exec.Command("/bin/sh", "-c", j.asg.Command)
 		if p.Argv != nil {
 			cmd = exec.Command(p.Argv[0], p.Argv[1:]...)
@@ -408,25 +411,31 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 		} else {
 			cmd.Stdout, cmd.Stderr = logf, logf
 		}
-		cmd = j.initCommand(cmd, j.image == "")
+		cmd, err := j.initCommand(cmd, j.image == "")
+		if err != nil {
+			return nil, err
+		}
 		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, pgid
 		if cg != nil {
 			cmd.SysProcAttr.UseCgroupFD = true
 			cmd.SysProcAttr.CgroupFD = cg.fd()
 		}
-		return cmd
+		return cmd, nil
 	}
 	cg := j.a.jobCgroup(j.asg.UID, j.log)
 	group := &procGroup{log: shared}
 	for i, p := range procs {
-		cmd := mk(cg, p, group.pgid)
-		err := startInit(cmd)
+		cmd, err := mk(cg, p, group.pgid)
+		if err == nil {
+			err = startInit(cmd)
+		}
 		if err != nil && cg != nil && i == 0 {
 			j.a.limitsNotEnforced(j.log, fmt.Errorf("start in cgroup: %w", err))
 			cg.remove()
 			cg = nil
-			cmd = mk(nil, p, 0)
-			err = startInit(cmd)
+			if cmd, err = mk(nil, p, 0); err == nil {
+				err = startInit(cmd)
+			}
 		}
 		if err != nil {
 			signalGroup(group.pgid, syscall.SIGKILL)

@@ -12,7 +12,10 @@
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Path prefixes.
 const (
@@ -134,10 +137,13 @@ type JobEvent = JobState
 
 // Assignment tells an agent to run a job.
 type Assignment struct {
-	UID      string            `json:"uid"`
-	Name     string            `json:"name"` // the job's name in its workspace
-	Attempt  int               `json:"attempt"`
-	Command  string            `json:"command"`            // run with /bin/sh -c
+	UID     string `json:"uid"`
+	Name    string `json:"name"` // the job's name in its workspace
+	Attempt int    `json:"attempt"`
+	Command string `json:"command"` // run with /bin/sh -c
+	// Owner is who submitted the job: a node empties its jobs' private
+	// /tmp and /dev/shm between jobs of different owners.
+	Owner    string            `json:"owner,omitempty"`
 	CodeBlob string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
 	Image    string            `json:"image,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
@@ -231,6 +237,12 @@ type Distribution struct {
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.
+// LogFull means the log reached the server's limit: the agent sends no
+// more of it.
 type LogAck struct {
 	Size int64 `json:"size"`
 }
+
+// LogFull is LogAck.Size of a log at its limit: larger than any offset, so
+// that an agent sends nothing more of it.
+const LogFull int64 = math.MaxInt64

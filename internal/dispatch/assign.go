@@ -48,6 +48,9 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 		Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
 		Outputs: outputNames(p), GPUs: jobGPUs(n), InstanceIndex: slices.Index(j.Nodes, n.ID), NodeIPs: w.NodeIPs,
 		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
+	if sd := j.Doc.SystemData; sd != nil {
+		a.Owner = sd.CreatedBy
+	}
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
 	}

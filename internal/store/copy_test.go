@@ -75,8 +75,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	for _, tb := range copied {
 		want := 1
-		if tb.table == "jobs" || tb.table == "job_params" { // job_params: a param and the metric count
+		switch tb.table {
+		case "jobs":
 			want = 2
+		case "job_params": // a param and the job's counts: metric values, params, bytes
+			want = 4
 		}
 		if report[tb.table] != want {
 			t.Errorf("%s: copied %d rows, want %d", tb.table, report[tb.table], want)

@@ -214,18 +214,39 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(anon.status, 401);
   });
 
-  await step(t, '`cumulus ui --print-url` gives a one-time sign-in link', async () => {
-    const url = (await cli('ui', '--print-url')).trim();
-    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\?code=cuc_/);
-    assert.ok(!url.includes(token), 'the link does not carry the token');
+  await step(t, '`cumulus ui --print-url` signs in the browser that opens it, and no other', async () => {
+    // The command prints the sign-in address and waits for the browser.
+    const ui = spawn(bin, ['ui', '--print-url'], { env: env(), cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => ui.on('exit', resolve));
+    const url = await new Promise((resolve, reject) => {
+      let out = '';
+      ui.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+      ui.on('exit', () => reject(new Error('cumulus ui ended before printing the address')));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\/begin\?port=\d+&state=/);
+    assert.ok(!url.includes(token), 'the address does not carry the token');
     const other = await browser.newContext();
     const p2 = await other.newPage();
+    const seen = [];
+    p2.on('request', (r) => seen.push(r.url()));
     await p2.goto(url);
     await p2.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor({ timeout: 15000 });
-    const again = await other.newPage();
-    const resp = await again.goto(url);
-    assert.equal(resp.status(), 401, 'the link works once');
+    assert.equal(await exited, 0, 'cumulus ui ends once the browser is signed in');
+    const link = seen.find((u) => u.includes('/ui/login?code=cuc_'));
+    assert.ok(link, 'the browser went through a one-time link');
+    // The same link in another browser signs nothing in (it works once, and
+    // only in the browser that asked for it: the Go tests open an unused
+    // link in another browser).
+    const third = await browser.newContext();
+    const again = await third.newPage();
+    const resp = await again.goto(link);
+    assert.equal(resp.status(), 401, 'the link signs in no other browser');
     await again.getByText('works once').waitFor();
+    assert.ok(!(await third.cookies()).some((c) => c.name === 'cumulus_session'), 'no session in the other browser');
+    await third.close();
     await other.close();
   });
 
