@@ -31,16 +31,16 @@ type slurmServer struct {
 
 func startSlurmServer(t testing.TB, args ...string) *slurmServer {
 	t.Helper()
+	// Made before the Slurm: removed after it stopped, its jobs ended.
+	bin, logs, work := t.TempDir(), t.TempDir(), t.TempDir()
 	c := slurmtest.Start(t, slurmtest.Machine{})
 	t.Setenv("SLURM_CONF", c.Conf)
 	// sbatch exports the server's environment to node jobs: their agents
 	// find the stand-in nvidia-smi.
-	bin := t.TempDir()
 	if _, err := gputest.StandIn(bin, gputest.Four()); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	logs, work := t.TempDir(), t.TempDir()
 	s := startServerTB(t, append([]string{"--provider", "slurm", "--slurm-work-dir", work, "--slurm-log-dir", logs,
 		"--slurm-node-address", "127.0.0.0/8", "--slurm-poll-interval", "200ms",
 		"--slurm-low-priority-partition", slurmtest.Spot}, args...)...)

@@ -50,12 +50,12 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
+	// Made before the Slurm: removed after it stopped, its jobs ended.
+	dir, bin := t.TempDir(), t.TempDir()
 	c := slurmtest.Start(t, slurmtest.Machine{})
 	t.Setenv("SLURM_CONF", c.Conf)
-	dir := t.TempDir()
 	// The node jobs get this PATH (sbatch exports the server's): their
 	// agents find the machine's 4 stand-in GPUs.
-	bin := t.TempDir()
 	if _, err := gputest.StandIn(bin, gputest.Four()); err != nil {
 		t.Fatal(err)
 	}
@@ -429,9 +429,9 @@ func TestDeleteRemovesWorkDir(t *testing.T) {
 //
 //	go test ./internal/provider/slurm/ -run '^$' -bench List -benchtime 200x
 func BenchmarkList(b *testing.B) {
+	dir := b.TempDir()
 	c := slurmtest.Start(b, slurmtest.Machine{})
 	b.Setenv("SLURM_CONF", c.Conf)
-	dir := b.TempDir()
 	p, err := New(context.Background(), Options{AgentBinary: agentBin, WorkDir: dir, LogDir: dir, Owner: dir})
 	if err != nil {
 		b.Fatal(err)

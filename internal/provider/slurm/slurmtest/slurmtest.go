@@ -52,7 +52,8 @@ type Cluster struct {
 func (c *Cluster) Env() string { return "SLURM_CONF=" + c.Conf }
 
 // Start starts a private Slurm with one machine of size m and stops it
-// when the test ends.
+// when the test ends (before the test's temporary folders made earlier are
+// removed: make those the node jobs write to first).
 func Start(t testing.TB, m Machine) *Cluster {
 	t.Helper()
 	if why := missing(); why != "" {
@@ -189,7 +190,9 @@ func (c *Cluster) daemon(name string, args ...string) {
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), c.Env())
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, stopped by stop; and stopped with the test's
+	// process if that dies first (killed, or a test binary's pipe closed).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
 	}
