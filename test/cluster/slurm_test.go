@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/slurm"
@@ -229,8 +230,10 @@ func TestSlurmNodeCancelledFromOutsideRequeuesItsJob(t *testing.T) {
 	}
 }
 
-// Idle nodes are cancelled after the idle time: no node job is left
-// pending or running, and each node's work dir on its machine is gone.
+// Idle nodes are cancelled after the idle time, as the compute's history
+// shows (each node leaves at least the idle time after it became idle): no
+// node job is left pending or running, and each node's work dir on its
+// machine is gone.
 func TestSlurmIdleNodesCancelledAfterIdleTime(t *testing.T) {
 	s := startSlurmServer(t)
 	s.createSlurmCompute("slurm-idle", "Standard_DS3_v2", api.PriorityDedicated, 2, "PT3S")
@@ -238,13 +241,32 @@ func TestSlurmIdleNodesCancelledAfterIdleTime(t *testing.T) {
 	s.submit("i-2", "slurm-idle", `echo two; sleep 1`)
 	s.waitJob("i-1", api.JobCompleted, 120*time.Second)
 	s.waitJob("i-2", api.JobCompleted, 120*time.Second)
-	if n := len(s.liveNodeJobs()); n == 0 {
-		t.Fatal("no node job right after the jobs; want the idle nodes kept for their idle time")
-	}
 	waitFor(t, "the idle nodes' Slurm jobs cancelled", 60*time.Second, func() bool {
 		comp, err := s.c.GetCompute(bctx, "slurm-idle")
 		return err == nil && comp.Aml().CurrentNodeCount == 0 && len(s.liveNodeJobs()) == 0
 	})
+	evs, err := s.c.ComputeEvents(bctx, "slurm-idle", client.EventQuery{Types: []string{api.EventNodeIdle, api.EventNodeLeaving}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, left := map[string]time.Time{}, map[string]time.Time{}
+	for _, e := range evs { // newest first: the last time a node became idle
+		m := left
+		if e.Type == api.EventNodeIdle {
+			m = idle
+		}
+		if _, ok := m[e.Node]; !ok {
+			m[e.Node] = e.Time
+		}
+	}
+	if len(left) != 2 {
+		t.Fatalf("%d nodes left; want 2: %+v", len(left), evs)
+	}
+	for node, at := range left {
+		if since, ok := idle[node]; !ok || at.Sub(since) < 3*time.Second {
+			t.Errorf("node %s left at %s, %s after it became idle (%s); want the idle time, 3 s", node, at, at.Sub(since), since)
+		}
+	}
 	waitFor(t, "the nodes' work dirs removed", 60*time.Second, func() bool {
 		ents, _ := os.ReadDir(s.work)
 		return len(ents) == 0
