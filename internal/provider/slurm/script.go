@@ -104,7 +104,7 @@ func (o Options) script(spec provider.NodeSpec) string {
 	fmt.Fprintf(&b, "work=%s\n", quote(work))
 	fmt.Fprintf(&b, "if [ ! -x %s ]; then\n  echo \"cumulus: the agent binary \"%s\" is not on $(hostname): put it on a filesystem the compute nodes share (--slurm-agent-binary)\" >&2\n  exit %d\nfi\n",
 		quote(o.AgentBinary), quote(o.AgentBinary), exitNoAgent)
-	b.WriteString("umask 077\nmkdir -p \"$work\" || exit 1\n")
+	b.WriteString("(umask 077 && mkdir -p \"$work\") || exit 1\n") // the node's own; jobs keep Slurm's umask
 	fmt.Fprintf(&b, "export CUMULUS_VCPUS=\"${SLURM_CPUS_ON_NODE:-%d}\" CUMULUS_MEMORY_MB=\"${SLURM_MEM_PER_NODE:-%d}\"\n", max(spec.VCPUs, 1), memoryMB(spec))
 	b.WriteString(strings.Join(agent, " ") + " &\n")
 	b.WriteString("agent=$!\n")
