@@ -3,22 +3,29 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // What an isolated job (one with a job user) sees of the machine besides
 // its folder (sandbox.go masks the rest): the job init sets it up in the
 // job's mount namespace before it drops to the job user.
 //
-//   - /tmp and /dev/shm are the node's own (tmp and shm in the agent's work
-//     dir, the job user's alone): what one node's jobs leave there no other
-//     node's job sees, it goes with the node, and the agent empties both
-//     before a job of another owner than the last one's runs.
+//   - /tmp is the node's own (tmp in the agent's work dir, the job user's
+//     alone): what one node's jobs leave there no other node's job sees, it
+//     goes with the node, and the agent empties it before a job of another
+//     owner than the last one's runs.
+//   - /dev/shm is the job's own memory (a tmpfs of the job's namespace, of
+//     resources.shmSize, 2 GiB by default, as Azure ML gives): the job's
+//     processes share it (NCCL, DataLoader workers) and it is gone when
+//     the job ends.
 //   - /proc is a proc of the namespace's own, mounted hidepid=invisible:
 //     the job sees its own processes, not other jobs', nodes' or agents'
 //     (their command lines included); the job init's command line holds
@@ -31,11 +38,9 @@ import (
 //     answer. The files are root's in the namespace: the job cannot change
 //     what its own user, or root, is.
 
-// Folders of the work dir that become an isolated job's /tmp and /dev/shm.
-const (
-	privateTmp = "tmp"
-	privateShm = "shm"
-)
+// privateTmp is the folder of the work dir that becomes an isolated job's
+// /tmp.
+const privateTmp = "tmp"
 
 // jobUserName names the job user inside its jobs when the machine has no
 // name for its uid (the name is free there; else cumulus-job-<uid>).
@@ -45,11 +50,10 @@ const jobUserName = "cumulus-job"
 // files bind-mounted over /etc/passwd and /etc/group.
 const identityDir = ".cumulus-identity"
 
-// prepareJobSpace makes the node's private /tmp and /dev/shm, the job
-// user's alone.
+// prepareJobSpace makes the node's private /tmp, the job user's alone.
 func (a *agent) prepareJobSpace() error {
 	cred := a.jobCred
-	for _, name := range []string{privateTmp, privateShm} {
+	for _, name := range []string{privateTmp} {
 		d := filepath.Join(a.cfg.WorkDir, name)
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("private /%s: %w", name, err)
@@ -64,7 +68,7 @@ func (a *agent) prepareJobSpace() error {
 	return nil
 }
 
-// freshJobSpace empties the node's private /tmp and /dev/shm before a job
+// freshJobSpace empties the node's private /tmp before a job
 // of owner runs, when the last job here had another owner (or none is
 // known since the agent started). Only the job user writes there, and
 // none of its processes outlive a job.
@@ -78,7 +82,7 @@ func (a *agent) freshJobSpace(owner string) error {
 	if same {
 		return nil
 	}
-	for _, name := range []string{privateTmp, privateShm} {
+	for _, name := range []string{privateTmp} {
 		d := filepath.Join(a.cfg.WorkDir, name)
 		ents, err := os.ReadDir(d)
 		if err != nil {
@@ -176,25 +180,25 @@ func isolateJob(spec initSpec) (string, error) {
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return "", fmt.Errorf("make mounts private: %w", err)
 	}
-	// The private folders first (the mask may cover the work dir they are
-	// in), each opened before /tmp is covered (they may lie under it).
-	var srcs []*os.File
-	for _, from := range []string{spec.Tmp, spec.Shm} {
-		f, err := os.Open(from)
-		if err != nil {
-			return "", fmt.Errorf("private folder: %w", err)
-		}
-		defer f.Close()
-		srcs = append(srcs, f)
+	// The private /tmp first (the mask may cover the work dir it is in),
+	// opened before /tmp is covered (it may lie under it).
+	tmp, err := os.Open(spec.Tmp)
+	if err != nil {
+		return "", fmt.Errorf("private folder: %w", err)
 	}
-	for i, to := range []string{"/tmp", "/dev/shm"} {
-		if err := os.MkdirAll(to, 0o1777); err != nil {
-			return "", err
-		}
-		src := "/proc/self/fd/" + strconv.Itoa(int(srcs[i].Fd()))
-		if err := syscall.Mount(src, to, "", syscall.MS_BIND, ""); err != nil {
-			return "", fmt.Errorf("private %s: %w", to, err)
-		}
+	defer tmp.Close()
+	if err := os.MkdirAll("/tmp", 0o1777); err != nil {
+		return "", err
+	}
+	if err := syscall.Mount("/proc/self/fd/"+strconv.Itoa(int(tmp.Fd())), "/tmp", "", syscall.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("private /tmp: %w", err)
+	}
+	if err := os.MkdirAll("/dev/shm", 0o1777); err != nil {
+		return "", err
+	}
+	size := cmp.Or(spec.ShmSize, api.DefaultShmSize)
+	if err := syscall.Mount("tmpfs", "/dev/shm", "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("mode=1777,size=%d", size)); err != nil {
+		return "", fmt.Errorf("private /dev/shm: %w", err)
 	}
 	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "hidepid=invisible"); err != nil {
 		return "", fmt.Errorf("a /proc of the job's own: %w", err)

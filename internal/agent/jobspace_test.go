@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,10 +49,11 @@ func needRoot(t *testing.T) {
 }
 
 // An isolated job's user is a user (getpwuid, getent, id, Python's
-// getpass, USER and LOGNAME), its /tmp and /dev/shm are the node's own
-// (kept for the next job of the same owner, emptied for another owner,
-// never the machine's), its /proc shows its own processes only, and its
-// init's command line holds nothing of the job's command.
+// getpass, USER and LOGNAME), its /tmp is the node's own (kept for the next
+// job of the same owner, emptied for another owner, never the machine's),
+// its /dev/shm is memory of its own of the size it asked for (never the
+// machine's, gone with the job), its /proc shows its own processes only,
+// and its init's command line holds nothing of the job's command.
 func TestIsolatedJobSpace(t *testing.T) {
 	needRoot(t)
 	const uid = "2000999001"
@@ -62,7 +64,7 @@ func TestIsolatedJobSpace(t *testing.T) {
 	run := func(uidJob, owner, command string) map[string]string {
 		t.Helper()
 		f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: uidJob, Name: uidJob, Attempt: 1, Grace: time.Second,
-			Owner: owner, Command: command}})
+			Owner: owner, Command: command, ShmSize: 64 << 20}})
 		if ev := f.exited(uidJob, 30*time.Second); ev.ExitCode != 0 {
 			t.Fatalf("%s exited %+v; log:\n%s", uidJob, ev, f.logOf(uidJob))
 		}
@@ -75,6 +77,7 @@ id > "$o/id"
 echo "$USER $LOGNAME $HOME" > "$o/env"
 if command -v python3 >/dev/null; then python3 -c 'import getpass, pwd, os; print(getpass.getuser(), pwd.getpwuid(os.getuid()).pw_name)' > "$o/python"; else echo none > "$o/python"; fi
 echo mine > /tmp/`+marker+` && echo mine > /dev/shm/`+marker+`
+stat -f -c '%T %b %S' /dev/shm > "$o/shm"
 ls /proc | grep -c '^[0-9]' > "$o/procs"
 if cat /proc/$PPID/cmdline >/dev/null 2>&1; then echo seen > "$o/init"; else echo hidden > "$o/init"; fi`)
 	home := filepath.Join(ra.cfg.WorkDir, "jobs", "who")
@@ -93,6 +96,9 @@ if cat /proc/$PPID/cmdline >/dev/null 2>&1; then echo seen > "$o/init"; else ech
 	if p := out["python"]; p != "none\n" && p != "cumulus-job cumulus-job\n" {
 		t.Errorf("python getpass.getuser, pwd.getpwuid = %q", p)
 	}
+	if f := strings.Fields(out["shm"]); len(f) != 3 || f[0] != "tmpfs" || atoi(t, f[1])*atoi(t, f[2]) != 64<<20 {
+		t.Errorf("the job's /dev/shm (type, blocks, block size) = %q, want a tmpfs of 64 MiB", out["shm"])
+	}
 	if out["init"] != "hidden\n" {
 		t.Errorf("the job sees its init's /proc entry: %q", out["init"])
 	}
@@ -108,10 +114,12 @@ if cat /proc/$PPID/cmdline >/dev/null 2>&1; then echo seen > "$o/init"; else ech
 		t.Errorf("the node's private /tmp holds %q, %v", b, err)
 	}
 
-	// The same owner's next job finds its files; another owner's does not.
-	check := `if test -e /tmp/` + marker + ` || test -e /dev/shm/` + marker + `; then echo found; else echo gone; fi > "$CUMULUS_OUTPUT_DIR/tmp"`
-	if got := run("again", "alice", check)["tmp"]; got != "found\n" {
-		t.Errorf("the same owner's next job: %q, want found", got)
+	// The same owner's next job finds its files in /tmp, not in /dev/shm
+	// (the last job's memory); another owner's finds neither.
+	check := `if test -e /tmp/` + marker + ` || test -e /dev/shm/` + marker + `; then echo found; else echo gone; fi > "$CUMULUS_OUTPUT_DIR/tmp"
+if test -e /dev/shm/` + marker + `; then echo found; else echo gone; fi > "$CUMULUS_OUTPUT_DIR/shm"`
+	if got := run("again", "alice", check); got["tmp"] != "found\n" || got["shm"] != "gone\n" {
+		t.Errorf("the same owner's next job: /tmp %q, /dev/shm %q; want found, gone", got["tmp"], got["shm"])
 	}
 	if got := run("other", "bob", check)["tmp"]; got != "gone\n" {
 		t.Errorf("another owner's job: %q, want gone", got)
@@ -140,4 +148,13 @@ if cat /proc/$PPID/cmdline >/dev/null 2>&1; then echo seen > "$o/init"; else ech
 	}
 	f.send(agentapi.PollResponse{Cancel: []string{"sleeper"}})
 	f.exited("sleeper", 30*time.Second)
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -46,6 +46,12 @@ type job struct {
 	stopOnce sync.Once
 	procDone chan struct{} // closed when the job's process is gone (or never ran)
 	procOnce sync.Once
+	// done is closed when the runner is through with the job's folder
+	// (its exit reported, or left for the next agent start); prev is the
+	// job's earlier attempt on this node, whose runner the next attempt
+	// waits for before it empties the same folder.
+	done chan struct{}
+	prev *job
 
 	logSent int64        // bytes of std.log the server holds; owned by the log shipper
 	pgid    atomic.Int64 // the process group of its processes while they run; 0 before and after
@@ -71,6 +77,7 @@ func newJob(a *agent, asg agentapi.Assignment, log *slog.Logger) *job {
 		log:      log.With("job", asg.UID, "attempt", asg.Attempt),
 		stopCh:   make(chan struct{}),
 		procDone: make(chan struct{}),
+		done:     make(chan struct{}),
 		state:    agentapi.JobState{UID: asg.UID, Attempt: asg.Attempt, Phase: agentapi.PhaseRunning},
 	}
 }
@@ -186,6 +193,7 @@ func (j *job) run() {
 // finish ships the rest of the log and the outputs, then reports the exit
 // until the server acknowledges it.
 func (j *job) finish(ctx context.Context) {
+	defer close(j.done)
 	unfinished := func(err error) bool {
 		if ctx.Err() == nil {
 			return false
@@ -244,6 +252,15 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	defer j.processGone()
 	defer j.a.msiRevoke(j)
 	defer j.removeContainers()
+	if j.prev != nil {
+		// The earlier attempt still reports its end from the same folder
+		// (its state file): wait until it is through with it.
+		select {
+		case <-j.prev.done:
+		case <-j.stopCh:
+			return exitNotRun, j.stopReason()
+		}
+	}
 	if pc := j.a.takePrepared(j.asg, j.stopCh); pc != nil {
 		// The prepared container mounts an empty directory of its own at
 		// the same path: that is this job's directory (prepared.go). It
@@ -295,6 +312,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	defer logf.Close()
 	j.writeNotes(logf)
 	if err := j.chooseRuntime(ctx, logf); err != nil {
+		return exitNotRun, err.Error()
+	}
+	if err := j.checkRendezvousPorts(); err != nil {
 		return exitNotRun, err.Error()
 	}
 	if p, ok, err := j.mpiLaunch(env, logf); err != nil {

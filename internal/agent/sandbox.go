@@ -257,14 +257,16 @@ type initSpec struct {
 	// session's); else it reads nothing.
 	Stdin bool `json:"stdin,omitempty"`
 	// User, when set, is the job user to run the command as, isolated
-	// (Mask, Tmp, Shm: see isolateJob); nil: the agent's user, not isolated.
+	// (Mask, Tmp, ShmSize: see isolateJob); nil: the agent's user, not
+	// isolated.
 	User *jobUserSpec `json:"user,omitempty"`
 	Mask string       `json:"mask,omitempty"`
 	Tmp  string       `json:"tmp,omitempty"`
-	Shm  string       `json:"shm,omitempty"`
-	Dir  string       `json:"dir"`
-	Path string       `json:"path"`
-	Args []string     `json:"args,omitempty"` // argv[1:]
+	// ShmSize is the size of the job's /dev/shm in bytes (0: the default).
+	ShmSize int64    `json:"shmSize,omitempty"`
+	Dir     string   `json:"dir"`
+	Path    string   `json:"path"`
+	Args    []string `json:"args,omitempty"` // argv[1:]
 }
 
 // initProcess is a job init told spec: its descriptor specFD is an
@@ -310,7 +312,7 @@ func (a *agent) asJobUser(spec *initSpec) {
 	spec.Mask = mask
 	spec.User = &jobUserSpec{UID: cred.Uid, GID: cred.Gid, Home: spec.Dir}
 	work, _ := filepath.Abs(a.cfg.WorkDir)
-	spec.Tmp, spec.Shm = filepath.Join(work, privateTmp), filepath.Join(work, privateShm)
+	spec.Tmp = filepath.Join(work, privateTmp)
 }
 
 // closeSpec closes the parent's copy of a job init's spec.
@@ -333,6 +335,7 @@ func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) (*exec.Cmd, error) {
 	}
 	if cred != nil {
 		j.a.asJobUser(&spec)
+		spec.ShmSize = j.asg.ShmSize
 	}
 	c, err := initProcess(context.Background(), spec)
 	if err != nil {
@@ -611,8 +614,8 @@ func CheckIsolation(uid int) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	dir, tmp, shm := filepath.Join(root, "job"), filepath.Join(root, "tmp"), filepath.Join(root, "shm")
-	for _, d := range []string{dir, tmp, shm} {
+	dir, tmp := filepath.Join(root, "job"), filepath.Join(root, "tmp")
+	for _, d := range []string{dir, tmp} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
@@ -624,8 +627,8 @@ func CheckIsolation(uid int) error {
 		return err
 	}
 	u := uint32(uid)
-	cmd, err := initProcess(context.Background(), initSpec{User: &jobUserSpec{UID: u, GID: u, Home: dir}, Mask: root, Tmp: tmp, Shm: shm, Dir: dir,
-		Path: "/bin/sh", Args: []string{"-c", `touch ok && ! test -e ../hidden && touch /tmp/tmp-ok && ! test -e /proc/1 && test "$(id -un)" = "$USER"`}})
+	cmd, err := initProcess(context.Background(), initSpec{User: &jobUserSpec{UID: u, GID: u, Home: dir}, Mask: root, Tmp: tmp, Dir: dir,
+		Path: "/bin/sh", Args: []string{"-c", `touch ok && ! test -e ../hidden && touch /tmp/tmp-ok && touch /dev/shm/shm-ok && ! test -e /proc/1 && test "$(id -un)" = "$USER"`}})
 	if err != nil {
 		return err
 	}

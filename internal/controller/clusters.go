@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/fairshare"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -74,6 +75,7 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	gangCheck map[string]time.Time // last check of each compute's jobs for lost nodes (checkGangs)
 	nodeCache *store.NodeCache     // decoded node documents between passes
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
@@ -91,7 +93,15 @@ type backoff struct {
 	n     int
 	until time.Time
 	msg   string
+	// config: the provider refused the compute's configuration; the hold
+	// ends early when the compute is updated after modified.
+	config   bool
+	modified time.Time
 }
+
+// maxBackoff is the longest a compute waits between provider failures,
+// and what a configuration error waits at once.
+const maxBackoff = 5 * time.Minute
 
 // Init sets defaults; call before Run/Notify are used concurrently.
 func (c *Clusters) Init() {
@@ -117,6 +127,7 @@ func (c *Clusters) Init() {
 		c.Rand = rand.Float64
 	}
 	c.lastRoll = map[string]time.Time{}
+	c.gangCheck = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
@@ -293,22 +304,39 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	broken, err := c.checkGangsDue(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
+	c.retryIfUpdated(comp)
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
 	// cluster is blocked at its maximum.
 	// The bounds are those a schedule puts in force, if any; the pass
 	// runs again when the next entry fires.
+	// Under fair share any group's head may come first: the head of
+	// each group's queue, with the running jobs and the groups' usage,
+	// whose records change only when a group's holding did.
 	st.scale = scaleOf(comp, now)
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	queue, err := fairshare.Read(ctx, c.DB.Q(), comp, st.nodes, st.scale.max+1, now)
 	if err != nil {
 		return out, err
 	}
+	if err := queue.Save(ctx, c.DB); err != nil {
+		return out, err
+	}
+	queued := queue.Queued
 	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap, qv := c.snapshot(ctx, st, queue, u, budgets, now)
 	snap.GPUs = c.gpuSupply(pool, comp)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
@@ -336,28 +364,15 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 }
 
 // snapshot turns stored state into the decision's input: the compute's
-// view at now (decide.ForCompute: the bounds in force), its nodes and the
-// head of its queue as they are, and what holds its growth (quota, the
-// provider's backoff, budgets). The rules that read them are decide's. It
-// also says what quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
+// view at now (decide.ForCompute: the bounds in force, the queue policy),
+// its nodes and the head of its queue as they are, the jobs that hold its
+// nodes and its groups' usage (for the queue policy), and what holds its
+// growth (quota, the provider's backoff, budgets). The rules that read
+// them are decide's. It also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairshare.State, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	snap := decide.ForCompute(comp, now)
-	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
-			Image: n.Image, SSHOpen: n.SSHOpen > 0})
-	}
-	snap.ImageBound = c.imageBound()
+	snap := queue.Cluster(comp, st.nodes, c.imageBound(), now)
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
-	snap.Queued = make([]decide.Job, 0, len(queued))
-	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
-		if snap.ImageBound {
-			dj.Image = j.Image
-		}
-		snap.Queued = append(snap.Queued, dj)
-	}
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
@@ -520,9 +535,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		spec.NoPublicIP = a.EnableNodePublicIP != nil && !*a.EnableNodePublicIP
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
-			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
-			c.fail(comp.ID, reason, now)
-			c.Metrics.ProvisionFailed(comp.ID, metrics.ReasonCreate)
+			reason := c.createFailed(comp, err, now)
 			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
 			})
@@ -555,13 +568,67 @@ func (c *Clusters) imageBound() bool {
 // grace when it is stopped: time for the agent to report and exit.
 const ReportMargin = 10 * time.Second
 
+// createFailed records the provider's refusal to create a node of comp,
+// by its kind, and returns the reason the compute and the node show. A
+// want of capacity, like any other failure, backs off exponentially (1 s,
+// 2 s, … up to maxBackoff). A configuration error fails the same way
+// until a setting changes: the compute waits maxBackoff at once, or less
+// if it is updated meanwhile (retryIfUpdated), and shows the provider's
+// words.
+func (c *Clusters) createFailed(comp api.Compute, err error, now time.Time) string {
+	name := c.Provider.Name()
+	var reason, metric string
+	switch {
+	case provider.IsConfiguration(err):
+		reason = fmt.Sprintf("provider %s cannot create the compute's nodes as configured: %v (tried again when the compute is updated, or in %s)", name, err, maxBackoff)
+		metric = metrics.ReasonConfiguration
+	case provider.IsInsufficientCapacity(err):
+		reason = fmt.Sprintf("provider %s has no capacity for another node now: %v (tried again after a backoff)", name, err)
+		metric = metrics.ReasonCapacity
+	default:
+		reason = fmt.Sprintf("provider %s could not create node: %v", name, err)
+		metric = metrics.ReasonCreate
+	}
+	c.fail(comp.ID, reason, now)
+	if provider.IsConfiguration(err) {
+		c.mu.Lock()
+		b := c.failures[comp.ID]
+		b.until, b.config, b.modified = now.Add(maxBackoff), true, modifiedOn(comp)
+		c.failures[comp.ID] = b
+		c.mu.Unlock()
+	}
+	c.Metrics.ProvisionFailed(comp.ID, metric)
+	return reason
+}
+
+// retryIfUpdated ends the hold of a configuration error once the compute
+// was updated (PUT or PATCH) since: its new settings get a node at once.
+func (c *Clusters) retryIfUpdated(comp api.Compute) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.failures[comp.ID]; ok && b.config && !modifiedOn(comp).Equal(b.modified) {
+		delete(c.failures, comp.ID)
+	}
+}
+
+// modifiedOn is when the compute's settings last changed (zero if never
+// recorded); the controller's status writes leave it alone.
+func modifiedOn(comp api.Compute) time.Time {
+	if t := comp.Properties.ModifiedOn; t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// fail backs a compute off after a provider failure: 1 s, doubling with
+// each failure in a row, up to maxBackoff.
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.failures[compute]
 	b.n++
-	b.msg = msg
-	b.until = now.Add(min(time.Second<<min(b.n-1, 16), 5*time.Minute))
+	b.msg, b.config = msg, false
+	b.until = now.Add(min(time.Second<<min(b.n-1, 16), maxBackoff))
 	c.failures[compute] = b
 }
 
@@ -640,7 +707,7 @@ func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, blocked api
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+	if blocked := blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

@@ -113,6 +113,9 @@ type Options struct {
 	Slurm            slurm.Options // slurm: where node jobs go and what they run (the daemon sets Owner, Clock, Log)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
+	// NodeProvider, when set, is the provider, made by the caller, and
+	// Provider names none: for tests (providertest.Fake), not a flag.
+	NodeProvider     provider.Provider
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -236,9 +239,10 @@ func (o Options) Validate() error {
 	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
 		return fmt.Errorf("--gpu-model-match: %w", err)
 	}
-	switch o.Provider {
-	case "local", "sim", "kubernetes", "slurm":
-	case "docker":
+	switch {
+	case o.NodeProvider != nil:
+	case o.Provider == "local", o.Provider == "sim", o.Provider == "kubernetes", o.Provider == "slurm":
+	case o.Provider == "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
@@ -658,6 +662,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
 func newProvider(ctx context.Context, o Options, caFile string, controlPlane provider.ControlPlane) (provider.Provider, error) {
+	if o.NodeProvider != nil {
+		return o.NodeProvider, nil
+	}
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":

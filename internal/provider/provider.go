@@ -14,9 +14,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 )
 
-// ErrNotFound is returned (wrapped) when a provider has no such node.
-var ErrNotFound = errors.New("node not found in provider")
-
 // NodeSpec is everything a provider needs to start one node's agent.
 type NodeSpec struct {
 	NodeID    string
@@ -158,13 +155,27 @@ type Refusal struct {
 func (r *Refusal) Error() string { return r.Reason }
 func (r *Refusal) Unwrap() error { return ErrNeverFits }
 
-// Provider creates and deletes nodes. Every method is idempotent: Create
-// of a node that exists returns its id; Delete of a node that is gone
-// returns nil.
+// Provider creates and deletes nodes. Its methods are safe for concurrent
+// use; providertest.Run checks the contract below against a live one.
 type Provider interface {
+	// Name names the provider ("local", "docker", …); it never changes,
+	// and the store records it with each node.
 	Name() string
+	// Create starts the node that spec describes and returns its provider
+	// id, without waiting for its agent to register. It is idempotent by
+	// spec.NodeID: a node that exists, starting or running, keeps its id
+	// and is not started twice. A refusal is an InsufficientCapacityError
+	// (no room now: try later), a ConfigurationError (fails until someone
+	// changes a setting: the provider's words say which) or any other
+	// error (transient: try again).
 	Create(ctx context.Context, spec NodeSpec) (providerID string, err error)
+	// Delete stops the node (its agent gets the grace period) and returns
+	// once List no longer shows it; a node that is unknown or already
+	// deleted returns nil.
 	Delete(ctx context.Context, nodeID string) error
+	// List returns every node this provider created and has not deleted:
+	// running, still starting (Starting) or stopped (neither). It never
+	// returns another control plane's nodes.
 	List(ctx context.Context) ([]Instance, error)
 }
 

@@ -255,6 +255,7 @@ func (s *Server) routes() {
 	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
 	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
+	r.handle("GET", ws+"/computes/{name}/queue", s.getQueue)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)
@@ -279,6 +280,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	if err := canonicalize(r); err != nil {
+		if _, blobHost := blobHostAccount(r); blobHost || strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+			// The storage clients read Azure Storage's errors.
+			s.writeBlobError(&blobRequest{w: rec, r: r}, blobErr(http.StatusBadRequest, "InvalidResourceName", "The specifed resource name contains invalid characters."))
+			return
+		}
 		writeError(rec, r, s.log, err)
 		return
 	}

@@ -203,7 +203,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	out, err := p.run(ctx, p.o.script(spec), env, "sbatch", p.o.submitArgs(spec, p.tag)...)
 	if err != nil {
-		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
+		return "", p.refusal(ctx, spec, fmt.Errorf("create node %s: %w", spec.NodeID, err))
 	}
 	id, _, _ := strings.Cut(strings.TrimSpace(out), ";") // --parsable: "id" or "id;cluster"
 	if id == "" {
@@ -213,6 +213,23 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	p.o.Log.Info("node job submitted", "node", spec.NodeID, "slurm_job", id, "partition", or(partition, "(default)"),
 		"log", path.Join(p.o.LogDir, spec.NodeID+"-"+id+".log"))
 	return idPrefix + id, nil
+}
+
+// refusal says what kind of failure a refused sbatch is, by asking Slurm
+// rather than reading its words: when Slurm answers and would never run
+// such a job (sbatch --test-only refuses it too: a partition, QOS or
+// account it does not know, a size no machine holds) it is a
+// ConfigurationError; when it would, the refusal is of now (a limit on
+// submitted jobs reached): an InsufficientCapacityError; when Slurm does
+// not answer, err as it is (transient).
+func (p *Provider) refusal(ctx context.Context, spec provider.NodeSpec, err error) error {
+	switch check := p.CheckNode(ctx, spec); {
+	case errors.Is(check, provider.ErrNeverFits):
+		return provider.NewConfigurationError(err)
+	case check == nil:
+		return provider.NewInsufficientCapacityError(err)
+	}
+	return err
 }
 
 // Delete cancels the node's jobs (the agent gets SIGTERM, and Slurm's

@@ -310,6 +310,13 @@ func TestCheckNodeAsksSlurm(t *testing.T) {
 	if err := p.CheckNode(ctx, spot); !errors.As(err, &r) || r.Setting != "preemptionGracePeriod" || !strings.Contains(err.Error(), "KillWait") {
 		t.Errorf("CheckNode of a spot node needing 40 s = %v; want a refusal of the grace period naming KillWait", err)
 	}
+	// Create of a node Slurm would never run is a configuration error (the
+	// controller waits for the compute to change); of one that fits, none.
+	nowhere.NodeID = "nowhere"
+	if _, err := p.Create(ctx, nowhere); !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("Create in partition nope = %v; want a ConfigurationError with Slurm's words", err)
+	}
+
 	o := l.opts
 	o.LowPriorityPartition = "nope"
 	if _, err := New(ctx, o); err == nil || !strings.Contains(err.Error(), "low priority: partition nope") {
