@@ -10,7 +10,9 @@
 # starts a system one), the official Azure clients test/sdk drives
 # (Debian's python3-azure: azure-ai-ml and
 # azure-mgmt-machinelearningservices; @azure/arm-machinelearning by npm ci
-# in test/sdk/js), and the Kubernetes test tools (a kube-apiserver,
+# in test/sdk/js), Debian's slurm-wlm and munge (only the binaries: each
+# Slurm test runs a private munged, slurmctld and slurmd,
+# internal/provider/slurm/slurmtest), and the Kubernetes test tools (a kube-apiserver,
 # scheduler and controller-manager built from source:
 # scripts/kube-tools.sh; not with --no-kube-tools, for a caller that builds
 # them itself). Idempotent; scripts/test.sh runs it first.
@@ -42,6 +44,9 @@ done
 command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus) # promtool and a server for the metrics tests
 dpkg -s postgresql >/dev/null 2>&1 || pkgs+=(postgresql) # initdb and postgres for internal/pgtest
 dpkg -s python3-azure >/dev/null 2>&1 || pkgs+=(python3-azure) # test/sdk: azure-ai-ml, azure-mgmt-machinelearningservices
+for p in slurm-wlm munge; do # the slurm provider's tests: each starts its own munged, slurmctld and slurmd (slurmtest); nothing here starts them
+  dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
+done
 if [ ${#pkgs[@]} -gt 0 ]; then
   echo "installing ${pkgs[*]}" >&2
   $sudo apt-get update -qq

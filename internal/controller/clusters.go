@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -527,7 +528,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
 			GPUs: size.GPUs, Devices: devices, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
-			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
+			GracePeriod: comp.PreemptionGrace() + ReportMargin, Kubernetes: a.Kubernetes, Slurm: a.Slurm, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID
 		}
@@ -563,9 +564,9 @@ func (c *Clusters) imageBound() bool {
 	return ok && b.ImageBound()
 }
 
-// reportMargin is what a node's machine gets beyond the job's preemption
+// ReportMargin is what a node's machine gets beyond the job's preemption
 // grace when it is stopped: time for the agent to report and exit.
-const reportMargin = 10 * time.Second
+const ReportMargin = 10 * time.Second
 
 // createFailed records the provider's refusal to create a node of comp,
 // by its kind, and returns the reason the compute and the node show. A
@@ -668,9 +669,10 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(total, int32(plan.Target), counts)
 		a.ActiveSchedule = st.scale.active // the reasons word the entry in force now
-		errs := c.statusErrors(&comp, plan, short, troubled)
+		blocked := append(slices.Clone(plan.Blocked), queueBlocks(troubled)...)
+		errs := c.statusErrors(&comp, plan, blocked, short, troubled)
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) &&
-			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(plan.Blocked, a.Blocked) {
+			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(blocked, a.Blocked) {
 			return nil
 		}
 		events := append(scheduleEvents(comp.ID, was.ActiveSchedule, st.scale, now),
@@ -678,7 +680,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}
-		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, plan.Blocked
+		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, blocked
 		_, err = store.Put(ctx, q, store.KindCompute, st.sc.WorkspaceID(), comp.Name, comp, d.Version, now)
 		if errors.Is(err, store.ErrETagMismatch) {
 			return nil // the user changed it meanwhile; the next pass writes again
@@ -698,13 +700,14 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 // statusErrors explains why a cluster is not where its jobs want it, in
 // the words Azure's clients read. A quota shortfall gets its own
 // QuotaExceeded entry and the provider's failures NodeProvisioningFailed;
-// ScaleUpBlocked words the plan's other reasons.
-func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
+// ScaleUpBlocked words the other reasons: the plan's, and the provider's
+// scheduler's for nodes that wait in its queue.
+func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, blocked api.Blocks, short *shortfall, nodes []store.Node) []api.ErrorResponse {
 	var out []api.ErrorResponse
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
+	if blocked := blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

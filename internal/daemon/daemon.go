@@ -37,6 +37,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
+	"github.com/cumulus-ml/cumulus/internal/provider/slurm"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/readmodel"
 	"github.com/cumulus-ml/cumulus/internal/replica"
@@ -109,6 +110,7 @@ type Options struct {
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
+	Slurm            slurm.Options // slurm: where node jobs go and what they run (the daemon sets Owner, Clock, Log)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
 	// NodeProvider, when set, is the provider, made by the caller, and
@@ -239,13 +241,13 @@ func (o Options) Validate() error {
 	}
 	switch {
 	case o.NodeProvider != nil:
-	case o.Provider == "local", o.Provider == "sim", o.Provider == "kubernetes":
+	case o.Provider == "local", o.Provider == "sim", o.Provider == "kubernetes", o.Provider == "slurm":
 	case o.Provider == "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
 	default:
-		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, sim", o.Provider)
+		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, slurm, sim", o.Provider)
 	}
 	return nil
 }
@@ -421,6 +423,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if len(o.Replicas) > 0 {
 		agentURL = strings.Join(o.Replicas, ",")
 	}
+	if o.Provider == "slurm" {
+		if why := agentURLOnLoopback(agentURL); why != "" {
+			o.Log.Warn(why, "component", "provider", "provider", o.Provider)
+		}
+	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
 	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
@@ -447,7 +454,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits},
+		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits, CheckCompute: computeCheck(prov)},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
@@ -682,6 +689,8 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 			ControlPlane: controlPlane}), nil
 	case "kubernetes":
 		return newKubernetesProvider(ctx, o, caFile, log)
+	case "slurm":
+		return newSlurmProvider(ctx, o, log)
 	case "sim":
 		ca := ""
 		if o.TLSSelfSigned {

@@ -260,6 +260,9 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 func detach(ctx context.Context, q store.Querier, n store.Node, state string, at time.Time) (store.Job, bool, error) {
 	uid := n.JobID
 	n.State, n.JobID, n.Changed = state, "", at
+	if uid != "" {
+		n.LostJob = uid
+	}
 	if err := store.PutNode(ctx, q, n); err != nil {
 		return store.Job{}, false, err
 	}

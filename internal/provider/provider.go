@@ -5,6 +5,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -36,6 +37,8 @@ type NodeSpec struct {
 	GracePeriod time.Duration
 	// Kubernetes places the node's pod (kubernetes provider only).
 	Kubernetes *api.KubernetesPlacement
+	// Slurm places the node's Slurm job (slurm provider only).
+	Slurm *api.SlurmPlacement
 	// Image is the job image the node is made from, for providers that
 	// are ImageBound; "" is the provider's node image.
 	Image string
@@ -104,6 +107,9 @@ const (
 	EventTerminating EventKind = "Terminating"
 	// EventGone: the node's machine is gone or failed.
 	EventGone EventKind = "Gone"
+	// EventRunning: the node's machine is there (its agent starts); it no
+	// longer waits in the provider's queue.
+	EventRunning EventKind = "Running"
 )
 
 // Event is something a provider saw happen to one of its nodes. Events may
@@ -112,6 +118,9 @@ type Event struct {
 	NodeID string
 	Kind   EventKind
 	Reason string
+	// Wait, on a Pending event of a provider whose scheduler says why as a
+	// value (Slurm's reason code), is that value; Reason is then "".
+	Wait *api.NodeWait
 }
 
 // Watcher is a provider that reports node events as they happen, instead
@@ -120,6 +129,31 @@ type Event struct {
 type Watcher interface {
 	Watch(ctx context.Context, fn func(Event)) error
 }
+
+// Checker is a provider that can tell, before any node is made, that it
+// could never make a node of a spec (no machine it may use is that large,
+// a partition that does not exist): the server refuses a compute whose
+// nodes CheckNode refuses. It returns a *Refusal (wrapping ErrNeverFits),
+// with the provider's words, for such a spec; any other error means it
+// could not tell.
+type Checker interface {
+	CheckNode(ctx context.Context, spec NodeSpec) error
+}
+
+// ErrNeverFits is wrapped by Checker.CheckNode's refusals.
+var ErrNeverFits = errors.New("the provider can never make such a node")
+
+// Refusal is a Checker's refusal of a node spec: the compute setting it is
+// about (vmSize, preemptionGracePeriod, slurm: as ARM names them under
+// properties.properties) and why, in the provider's words. It wraps
+// ErrNeverFits.
+type Refusal struct {
+	Setting string
+	Reason  string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+func (r *Refusal) Unwrap() error { return ErrNeverFits }
 
 // Provider creates and deletes nodes. Its methods are safe for concurrent
 // use; providertest.Run checks the contract below against a live one.
