@@ -130,6 +130,9 @@ func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, node 
 			j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
 		}
 	case code != 0 || strings.HasPrefix(reason, api.CostLimitExceeded): // a job stopped at its cost limit fails whatever its code
+		if reason == "" {
+			reason = parallelReason(j)
+		}
 		why := fmt.Sprintf("exit code %d on node %s", code, node)
 		if len(j.Nodes) > 1 {
 			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rankOf(j, node), len(j.Nodes))
@@ -187,6 +190,14 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 	if err != nil || !ok {
 		return err
 	}
+	if parallelGoesOn(j, n.ID) {
+		return loseParallelNode(ctx, q, j, n.ID, at)
+	}
+	if j.Doc.IsParallel() {
+		if err := releaseBatches(ctx, q, j.UID, n.ID); err != nil {
+			return err
+		}
+	}
 	return Requeue(ctx, q, j, reason, maxAttempts, at)
 }
 
@@ -242,15 +253,15 @@ func RequestCancel(ctx context.Context, q store.Querier, j store.Job, at time.Ti
 
 // CancelBecause cancels a job, saying why ("": by request): at once when
 // it holds no node, otherwise by asking its nodes to stop (CancelRequested
-// until they report). A sweep, which holds no node, becomes
-// CancelRequested: its controller cancels its trials, then it. j is
+// until they report). A sweep or a pipeline, which hold no node, become
+// CancelRequested: their controllers cancel their children, then them. j is
 // updated as written.
 func CancelBecause(ctx context.Context, q store.Querier, j *store.Job, reason string, at time.Time) error {
 	p := &j.Doc.Properties
 	switch {
 	case api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested:
 		return nil
-	case len(j.Nodes) == 0 && !j.Doc.IsSweep():
+	case len(j.Nodes) == 0 && !j.Doc.IsParent():
 		if reason == "" {
 			reason = "canceled by request before it started"
 		}
