@@ -1,15 +1,19 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
+	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -95,26 +99,24 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
 		return err
 	}
+	if j.IsParallel() {
+		return api.BadRequest(api.CodeValidationError, "a parallel job runs only as a step of a pipeline job: put it in a pipeline's jobs (type: parallel)")
+	}
+	if j.IsPipeline() {
+		if err := s.resolveComponents(r.Context(), sc, &j); err != nil {
+			return err
+		}
+	}
 	if err := api.PrepareJob(&j, name); err != nil {
 		return err
 	}
-	runs := j.Properties // what runs: the job itself, or a sweep's trials
-	if j.IsSweep() {
-		runs = j.Trial(api.TrialName(name, 0), nil).Properties
-		j.Properties.Sweep = &api.SweepStatus{Seed: sweepSeed(j)}
-	}
-	if err := s.checkJobBlobs(r.Context(), sc, runs); err != nil {
+	if err := s.prepareRuns(r.Context(), sc, &j, name); err != nil {
 		return err
 	}
-	image, err := s.jobImage(r.Context(), sc, runs.EnvironmentID)
-	if err != nil {
-		return err
-	}
-	j.Properties.Image = image
 	now := s.clock.Now().UTC()
 	var out store.Job
 	created := false
-	err = s.tx(r, func(q store.Querier) error {
+	err := s.tx(r, func(q store.Querier) error {
 		var err error
 		out, created, err = lifecycle.Submit(r.Context(), q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: principal(r)}, now)
 		return err
@@ -128,6 +130,44 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, s.jobView(r, out, nil))
+	return nil
+}
+
+// prepareRuns checks what a job runs against what only the server knows
+// (code snapshots and input folders uploaded to the workspace) and
+// resolves its environment to an image: the job's own, a sweep's trials',
+// or each step's of a pipeline (whose inputs are checked too).
+func (s *Server) prepareRuns(ctx context.Context, sc api.Scope, j *api.Job, name string) error {
+	if j.IsPipeline() {
+		if err := s.checkJobBlobs(ctx, sc, api.JobProperties{Inputs: j.Properties.Inputs}); err != nil {
+			return err
+		}
+		for _, sn := range slices.Sorted(maps.Keys(j.Properties.Jobs)) {
+			step := &api.Job{Name: api.StepJobName(name, sn), Properties: j.Properties.Jobs[sn].JobProperties}
+			if err := s.prepareRuns(ctx, sc, step, step.Name); err != nil {
+				var ae *api.Error
+				if errors.As(err, &ae) {
+					ae.Message = "step " + sn + ": " + ae.Message
+				}
+				return err
+			}
+			j.Properties.Jobs[sn].JobProperties = step.Properties
+		}
+		return nil
+	}
+	runs := j.Properties // what runs: the job itself, or a sweep's trials
+	if j.IsSweep() {
+		runs = j.Trial(api.TrialName(name, 0), nil).Properties
+		j.Properties.Sweep = &api.SweepStatus{Seed: sweepSeed(*j)}
+	}
+	if err := s.checkJobBlobs(ctx, sc, runs); err != nil {
+		return err
+	}
+	image, err := s.jobImage(ctx, sc, runs.EnvironmentID)
+	if err != nil {
+		return err
+	}
+	j.Properties.Image = image
 	return nil
 }
 
@@ -148,8 +188,8 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	v := s.jobView(r, j, nil)
-	if v.Properties.Metrics, err = s.latestMetrics(r.Context(), j.UID); err != nil {
+	v, err := s.fullJobView(r, j, nil)
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -162,7 +202,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 		return err
 	}
 	if parent := r.URL.Query().Get("parentJobName"); parent != "" {
-		return s.listTrials(w, r, sc, parent)
+		return s.listChildren(w, r, sc, parent)
 	}
 	status := r.URL.Query().Get("status")
 	if status != "" {
@@ -311,9 +351,18 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 	if err != nil {
 		return err
 	}
-	f, err := s.outputs.Open(j.UID, p["output"])
+	name := p["output"]
+	if j.Doc.IsPipeline() { // a pipeline's output is the output of the step that binds it
+		if j, name, err = s.pipelineOutput(r.Context(), j, name); err != nil {
+			return err
+		}
+	}
+	if err := dispatch.WriteRows(r.Context(), s.db.Q(), s.outputs, j); err != nil {
+		return err
+	}
+	f, err := s.outputs.Open(j.UID, name)
 	if errors.Is(err, files.ErrNotFound) {
-		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, p["output"], strings.Join(s.outputs.Names(j.UID), ", "))
+		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, name, strings.Join(s.outputs.Names(j.UID), ", "))
 	}
 	if err != nil {
 		return err
