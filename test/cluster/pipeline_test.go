@@ -1,0 +1,223 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cumulus-ml/cumulus/internal/api"
+)
+
+// The batch-scoring pipeline of these tests, in the az ml YAML: a command
+// step writes 40 one-line files, a parallel step scores them in
+// mini-batches of 5 on 2 nodes × 2 worker processes (item_13 makes its
+// mini-batch fail on every try, within mini_batch_error_threshold 1), and
+// a command step counts the rows the scores appended to one file.
+const scoringPipeline = `$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json
+type: pipeline
+name: PIPELINE
+display_name: score-files
+experiment_name: batch-scoring
+settings:
+  default_compute: azureml:cpu-cluster
+jobs:
+  make_files:
+    type: command
+    code: ./make
+    command: python3 make.py ${{outputs.files}} SLEEP
+    environment: azureml:scoring-env:1
+    outputs:
+      files:
+        type: uri_folder
+  score:
+    type: parallel
+    inputs:
+      files:
+        type: uri_folder
+        path: ${{parent.jobs.make_files.outputs.files}}
+    outputs:
+      scores:
+        type: uri_folder
+    input_data: ${{inputs.files}}
+    mini_batch_size: "5"
+    resources:
+      instance_count: 2
+    max_concurrency_per_instance: 2
+    mini_batch_error_threshold: 1
+    retry_settings:
+      max_retries: 2
+      timeout: 60
+    logging_level: INFO
+    task:
+      type: run_function
+      code: ./score
+      entry_script: score.py
+      environment: azureml:scoring-env:1
+      program_arguments: --prefix scored --pause PAUSE
+      append_row_to: ${{outputs.scores}}
+  count:
+    type: command
+    code: ./count
+    command: python3 count.py ${{inputs.scores}} ${{outputs.summary}}
+    environment: azureml:scoring-env:1
+    inputs:
+      scores: ${{parent.jobs.score.outputs.scores}}
+    outputs:
+      summary:
+        type: uri_folder
+`
+
+// writeScoringPipeline writes the pipeline and its three code folders into
+// dir; sleep delays the first step, pause each item's scoring.
+func writeScoringPipeline(t *testing.T, dir, name string, sleep, pause float64) {
+	t.Helper()
+	y := strings.NewReplacer("PIPELINE", name, "SLEEP", fmtFloat(sleep), "PAUSE", fmtFloat(pause)).Replace(scoringPipeline)
+	write(t, filepath.Join(dir, "pipeline.yml"), y)
+	write(t, filepath.Join(dir, "make", "make.py"), `import os, sys, time
+out = sys.argv[1]
+time.sleep(float(sys.argv[2]))
+for i in range(40):
+    with open(os.path.join(out, "item_%02d.txt" % i), "w") as f:
+        f.write("value %d\n" % (i * i))
+print("wrote 40 files to", out)
+`)
+	write(t, filepath.Join(dir, "score", "score.py"), `import argparse, os, time
+
+def init():
+    global args
+    p = argparse.ArgumentParser()
+    p.add_argument("--prefix")
+    p.add_argument("--pause", type=float, default=0)
+    args, _ = p.parse_known_args()
+    print("init in pid", os.getpid(), "on node", os.environ.get("CUMULUS_NODE_ID"), flush=True)
+
+def run(mini_batch):
+    rows = []
+    for path in mini_batch:
+        name = os.path.basename(path)
+        if name == "item_13.txt":
+            raise ValueError("cannot score " + name)
+        time.sleep(args.pause)
+        value = open(path).read().split()[1]
+        rows.append("%s %s %s %s" % (args.prefix, name, value, os.environ.get("CUMULUS_NODE_ID")))
+    return rows
+`)
+	write(t, filepath.Join(dir, "count", "count.py"), `import os, sys
+rows = open(os.path.join(sys.argv[1], "parallel_run_step.txt")).read().splitlines()
+print("rows=%d" % len(rows))
+with open(os.path.join(sys.argv[2], "count.txt"), "w") as f:
+    f.write("%d\n" % len(rows))
+`)
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// localProcesses makes the local nodes run every job as a plain process
+// with this machine's Python (no container runtime answers): the
+// registered environment's image is not pulled.
+func localProcesses(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+}
+
+// The issue's pipeline as written, through the CLI: the environment is
+// registered once, the three steps run in order on the cluster, the
+// parallel step runs on 2 nodes × 2 workers, its one bad mini-batch fails
+// after its retries without failing the step, and the last step reads the
+// 35 appended rows. The steps' jobs, their logs in order and the
+// pipeline's outputs are there through the CLI.
+func TestPipelineBatchScoring(t *testing.T) {
+	localProcesses(t)
+	s := startServer(t)
+	s.createCompute("cpu-cluster", 0, 2, "PT60S")
+	dir := t.TempDir()
+	writeScoringPipeline(t, dir, "scoring", 0, 0.05)
+	if out, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--version", "1", "--image", "python:3.11-slim"); code != 0 {
+		t.Fatalf("environment create: %s %s", out, errOut)
+	}
+	out, errOut, code := s.cli(dir, "job", "create", "--file", "pipeline.yml", "--stream")
+	if code != 0 {
+		t.Fatalf("job create --stream exited %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{"wrote 40 files", "rows=35", "mini-batch 2 failed: ValueError: cannot score item_13.txt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the streamed logs lack %q:\n%s", want, out)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("streamed:\n%s\n%s", out, errOut)
+		}
+	})
+	// Each step's log, in the order the steps ran.
+	i, j, k := strings.Index(errOut, "=== step make_files"), strings.Index(errOut, "=== step score"), strings.Index(errOut, "=== step count")
+	if i < 0 || j < i || k < j {
+		t.Errorf("steps streamed out of order:\n%s", errOut)
+	}
+
+	pj := s.job("scoring")
+	if pj.Properties.Status != api.JobCompleted || pj.Properties.Pipeline == nil {
+		t.Fatalf("pipeline %s: %s", pj.Properties.Status, pj.Properties.StatusMessage)
+	}
+	for _, step := range []string{"make_files", "score", "count"} {
+		if ss := pj.Properties.Pipeline.Steps[step]; ss == nil || ss.Status != api.JobCompleted || ss.Job != "scoring_"+step {
+			t.Errorf("step %s: %+v", step, ss)
+		}
+	}
+	score := s.job("scoring_score")
+	if score.Properties.ParentJobName != "scoring" || len(score.Properties.Attempts) != 1 || len(score.Properties.Attempts[0].Nodes) != 2 {
+		t.Fatalf("the parallel step ran on %+v", score.Properties.Attempts)
+	}
+	st := score.Properties.Parallel
+	if st == nil || st.MiniBatches != 8 || st.Items != 40 || st.Done != 7 || st.Failed != 1 || st.Retried != 2 || st.FailedItems != 5 {
+		t.Fatalf("the parallel step's progress: %+v", st)
+	}
+	if f := st.Failures; len(f) != 1 || f[0].Tries != 3 || !strings.Contains(strings.Join(f[0].Items, " "), "item_13.txt") || !strings.Contains(f[0].Error, "cannot score item_13.txt") {
+		t.Fatalf("the failed mini-batch's summary: %+v", st.Failures)
+	}
+	// Both nodes and 2 workers on each scored items.
+	log := s.jobLog("scoring_score")
+	if n := strings.Count(log, "init in pid"); n < 2 {
+		t.Errorf("rank 0 started %d workers, want 2:\n%s", n, log)
+	}
+
+	// The pipeline's steps, its rows and the last step's output.
+	out, errOut, code = s.cli(dir, "job", "list", "--parent", "scoring", "-o", "json")
+	if code != 0 || !strings.Contains(out, "scoring_make_files") || !strings.Contains(out, "scoring_count") {
+		t.Fatalf("job list --parent: %d %s %s", code, out, errOut)
+	}
+	out, _, code = s.cli(dir, "job", "show", "-n", "scoring", "-o", "table")
+	if code != 0 || !strings.Contains(out, "score") || !strings.Contains(out, "Completed") {
+		t.Fatalf("job show of the pipeline: %s", out)
+	}
+	out, _, _ = s.cli(dir, "job", "show", "-n", "scoring_score", "-o", "table")
+	if !strings.Contains(out, "Mini-batches: 7 of 8 done, 1 failed") || !strings.Contains(out, "item_13.txt") {
+		t.Errorf("job show of the parallel step:\n%s", out)
+	}
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", "scoring_score", "--output-name", "scores"); code != 0 {
+		t.Fatalf("download the rows: %s", errOut)
+	}
+	rows, err := os.ReadFile(filepath.Join(dir, "artifacts", "scores", "parallel_run_step.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(rows)), "\n")
+	nodes := map[string]bool{}
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[0] != "scored" {
+			t.Fatalf("row %q", l)
+		}
+		nodes[f[3]] = true
+	}
+	if len(lines) != 35 || len(nodes) != 2 {
+		t.Errorf("%d rows from %d nodes, want 35 from 2", len(lines), len(nodes))
+	}
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", "scoring_count", "--output-name", "summary"); code != 0 {
+		t.Fatalf("download the count: %s", errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "artifacts", "summary", "count.txt")); err != nil || string(b) != "35\n" {
+		t.Errorf("count.txt = %q, %v", b, err)
+	}
+}
