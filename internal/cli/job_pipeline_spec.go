@@ -55,10 +55,10 @@ type StepSpec struct {
 	// A parallel step's.
 	ParallelStepSpec `yaml:",inline"`
 	// A component file's own keys (component: ./file.yml).
-	Schema           string `yaml:"$schema,omitempty"`
-	Version          string `yaml:"version,omitempty"`
-	IsDeterministic  *bool  `yaml:"is_deterministic,omitempty"`
-	ExperimentName   string `yaml:"experiment_name,omitempty"`
+	Schema          string `yaml:"$schema,omitempty"`
+	Version         string `yaml:"version,omitempty"`
+	IsDeterministic *bool  `yaml:"is_deterministic,omitempty"`
+	ExperimentName  string `yaml:"experiment_name,omitempty"`
 }
 
 // ParallelStepSpec is what a parallel step adds.

@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
@@ -219,5 +221,155 @@ func TestPipelineBatchScoring(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "artifacts", "summary", "count.txt")); err != nil || string(b) != "35\n" {
 		t.Errorf("count.txt = %q, %v", b, err)
+	}
+}
+
+// agentOf is the pid of the agent process of a node.
+func agentOf(t *testing.T, dataDir, node string) int {
+	t.Helper()
+	for _, pid := range agents(dataDir) {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		if strings.Contains(string(b), node) {
+			return pid
+		}
+	}
+	t.Fatalf("no agent process of node %s", node)
+	return 0
+}
+
+// rowsOf downloads a parallel step's rows and counts them by node; it
+// fails on a row seen twice.
+func (s *server) rowsOf(dir, job string) (total int, byNode map[string]int) {
+	s.t.Helper()
+	out := filepath.Join(dir, job)
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", job, "--output-name", "scores", "--download-path", out); code != 0 {
+		s.t.Fatalf("download the rows: %s", errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "artifacts", "scores", "parallel_run_step.txt"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	seen, byNode := map[string]bool{}, map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 || seen[f[1]] {
+			s.t.Fatalf("row %q (a second row of an item, or not a score)", l)
+		}
+		seen[f[1]] = true
+		byNode[f[3]]++
+	}
+	return len(seen), byNode
+}
+
+// A node of a parallel step killed mid-step costs the step only the
+// mini-batches it had in flight: the other node carries on in the same
+// attempt, those mini-batches run again there, the rows the lost node
+// had already returned are kept, and no item is scored twice.
+func TestParallelStepLosesOnlyTheKilledNodesMiniBatches(t *testing.T) {
+	localProcesses(t)
+	s := startServer(t, "--heartbeat-timeout", "4s", "--poll-timeout", "1s")
+	s.createCompute("cpu-cluster", 0, 2, "PT60S")
+	dir := t.TempDir()
+	writeScoringPipeline(t, dir, "killnode", 0, 0.4) // 2s a mini-batch
+	if _, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--image", "python:3.11-slim"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, errOut, code := s.cli(dir, "job", "create", "--file", "pipeline.yml"); code != 0 {
+		t.Fatal(errOut)
+	}
+	var victim string
+	var doneBefore int
+	waitFor(t, "the parallel step to finish a mini-batch on each node", 3*time.Minute, func() bool {
+		j, err := s.c.GetJob(bctx, "killnode_score")
+		if err != nil || len(j.Properties.Attempts) == 0 || j.Properties.Parallel == nil {
+			return false
+		}
+		st := j.Properties.Parallel
+		victim, doneBefore = j.Properties.Attempts[0].Nodes[1], st.Done
+		return st.Done >= 2 && st.Running >= 2
+	})
+	if err := syscall.Kill(agentOf(t, s.dataDir, victim), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pipeline to end", 3*time.Minute, func() bool { return api.JobTerminal(s.job("killnode").Properties.Status) })
+	if p := s.job("killnode").Properties; p.Status != api.JobCompleted {
+		t.Fatalf("pipeline %s: %s", p.Status, p.StatusMessage)
+	}
+	score := s.job("killnode_score")
+	p := score.Properties
+	if len(p.Attempts) != 1 {
+		t.Fatalf("the step ran %d attempts; a lost node must not restart it: %+v", len(p.Attempts), p.Attempts)
+	}
+	st := p.Parallel
+	// item_13's mini-batch retried twice; each of the others ran again
+	// only if it was in flight on the lost node: at most its two workers'
+	// and the two it had asked for ahead.
+	lost := st.Retried - 2
+	if st.Done != 7 || st.Failed != 1 || lost < 1 || lost > 4 {
+		t.Fatalf("progress after losing node %s: %+v (mini-batches run again for the loss: %d)", victim, st, lost)
+	}
+	total, byNode := s.rowsOf(dir, "killnode_score")
+	if total != 35 || byNode[victim] == 0 || byNode[victim] > doneBefore*5 {
+		t.Fatalf("%d rows, %v by node: the lost node %s's finished rows (%d mini-batches were done before) must be kept", total, byNode, victim, doneBefore)
+	}
+	t.Logf("node %s lost after %d mini-batches done; %d ran again; rows by node %v", victim, doneBefore, lost, byNode)
+}
+
+// The control plane killed (kill -9) while a pipeline runs, twice: during
+// its first step and during its parallel step. Started again, it resumes
+// the pipeline where it was: no step runs twice (each has one attempt, the
+// first step wrote its files once), the parallel step keeps the
+// mini-batches done before, and the pipeline completes with 35 rows.
+func TestPipelineResumesAfterControlPlaneKill(t *testing.T) {
+	localProcesses(t)
+	s := startServer(t)
+	s.createCompute("cpu-cluster", 0, 2, "PT120S")
+	dir := t.TempDir()
+	writeScoringPipeline(t, dir, "resume", 3, 0.3)
+	if _, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--image", "python:3.11-slim"); code != 0 {
+		t.Fatal(errOut)
+	}
+	if _, errOut, code := s.cli(dir, "job", "create", "--file", "pipeline.yml"); code != 0 {
+		t.Fatal(errOut)
+	}
+	waitFor(t, "the first step running", 2*time.Minute, func() bool {
+		j, err := s.c.GetJob(bctx, "resume_make_files")
+		return err == nil && j.Properties.Status == api.JobRunning
+	})
+	s.kill9()
+	s.start()
+	var doneBefore int
+	waitFor(t, "the parallel step under way", 3*time.Minute, func() bool {
+		j, err := s.c.GetJob(bctx, "resume_score")
+		if err != nil || j.Properties.Parallel == nil {
+			return false
+		}
+		doneBefore = j.Properties.Parallel.Done
+		return doneBefore >= 2
+	})
+	s.kill9()
+	s.start()
+	waitFor(t, "the pipeline to end", 3*time.Minute, func() bool { return api.JobTerminal(s.job("resume").Properties.Status) })
+	if p := s.job("resume").Properties; p.Status != api.JobCompleted {
+		t.Fatalf("pipeline %s: %s", p.Status, p.StatusMessage)
+	}
+	for _, step := range []string{"make_files", "score", "count"} {
+		if j := s.job("resume_" + step); len(j.Properties.Attempts) != 1 {
+			t.Errorf("step %s ran %d times: %+v", step, len(j.Properties.Attempts), j.Properties.Attempts)
+		}
+	}
+	if n := strings.Count(s.jobLog("resume_make_files"), "wrote 40 files"); n != 1 {
+		t.Errorf("the first step wrote its files %d times", n)
+	}
+	st := s.job("resume_score").Properties.Parallel
+	if st.Done != 7 || st.Failed != 1 || st.Retried != 2 {
+		t.Errorf("the parallel step after the restarts: %+v (done before the second kill: %d)", st, doneBefore)
+	}
+	if total, _ := s.rowsOf(dir, "resume_score"); total != 35 {
+		t.Errorf("%d rows, want 35", total)
+	}
+	list, err := s.c.ListTrials(bctx, "resume")
+	if err != nil || len(list) != 3 {
+		t.Fatalf("the pipeline's steps' jobs: %d, %v", len(list), err)
 	}
 }
