@@ -356,3 +356,12 @@ func (j *Job) ParallelRows() (output, file string) {
 	}
 	return out, file
 }
+
+// ParallelSettingsOf is the settings of a pipeline's parallel step.
+func (j *Job) ParallelSettingsOf(step string) parallel.Settings {
+	s := j.Properties.Jobs[step]
+	if s == nil {
+		return (&Job{}).ParallelSettings()
+	}
+	return (&Job{Properties: s.JobProperties}).ParallelSettings()
+}

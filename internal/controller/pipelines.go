@@ -304,7 +304,11 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 		if err := lifecycle.CancelBecause(ctx, q, child, reason, now); err != nil {
 			return res, err
 		}
-		st.Steps[name].Status = child.Doc.Properties.Status
+		st.Steps[name].Status, st.Steps[name].Reason = child.Doc.Properties.Status, child.Doc.Properties.StatusMessage
+		states[name] = pipeline.State{Created: true, Status: child.Doc.Properties.Status}
+	}
+	if len(d.Cancel) > 0 { // steps that held no nodes ended at once: the pipeline may be over now
+		d = pipeline.Next(order, states, p.Settings != nil && p.Settings.ContinueOnStepFailure, canceling)
 	}
 	for name, reason := range d.NotRun {
 		ss := st.Steps[name]
