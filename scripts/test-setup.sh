@@ -3,7 +3,8 @@
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
 # busybox-static for the tiny test image, the frameworks real jobs use
-# (python3-torch, openmpi-bin, python3-mpi4py), Debian's prometheus
+# (python3-torch, openmpi-bin, python3-mpi4py; python3-pandas for parallel
+# steps over tables), Debian's prometheus
 # (promtool and the server) for the metrics tests, Debian's postgresql for the
 # postgres store's tests (only its binaries: internal/pgtest runs a private
 # server per test process; nothing here starts a system one), the official Azure
@@ -29,7 +30,7 @@ dpkg -s chromium >/dev/null 2>&1 || need_pkgs+=(chromium)
 command -v npm >/dev/null 2>&1 || need_pkgs+=(nodejs npm)
 command -v ssh >/dev/null 2>&1 || need_pkgs+=(openssh-client)
 framework_pkgs=()
-for p in python3-torch openmpi-bin python3-mpi4py; do
+for p in python3-torch openmpi-bin python3-mpi4py python3-pandas; do
   dpkg -s "$p" >/dev/null 2>&1 || framework_pkgs+=("$p")
 done
 command -v promtool >/dev/null 2>&1 || framework_pkgs+=(prometheus) # promtool and a server for the metrics tests

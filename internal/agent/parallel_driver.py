@@ -175,7 +175,8 @@ def plan():
         if keys:
             for key, rows in sorted(table.groupby(keys, sort=True).indices.items(), key=lambda kv: str(kv[0])):
                 key = key if isinstance(key, tuple) else (key,)
-                batches.append({"rows": [int(r) for r in rows], "name": ", ".join("%s=%s" % kv for kv in zip(keys, key))})
+                batches.append({"rows": [int(r) for r in rows], "name": ", ".join("%s=%s" % kv for kv in zip(keys, key)),
+                                "partition": {k: (v.item() if hasattr(v, "item") else v) for k, v in zip(keys, key)}})
         elif len(table):
             total = sum(os.path.getsize(f) for f in files) or 1
             per_row = max(total / len(table), 1)
@@ -206,7 +207,20 @@ def items_of(b):
 
 
 def count_of(b):
-    return len(b["files"]) if "files" in b else len(b["rows"])
+    """A mini-batch's items: files, rows, or one partition (run() returns
+    what it makes of a partition, not a row per input row)."""
+    if "files" in b:
+        return len(b["files"])
+    return 1 if "partition" in b else len(b["rows"])
+
+
+class MiniBatchContext:
+    """What run(mini_batch, mini_batch_context) gets besides the data."""
+
+    def __init__(self, index, batch):
+        self.minibatch_index = index
+        self.partition_key_value = dict(batch.get("partition") or {})
+        self.dataset = None
 
 
 def digest_of(batches):
@@ -244,6 +258,14 @@ def worker(task_fd, result_fd, args):
     spec.loader.exec_module(module)
     if hasattr(module, "init"):
         module.init()
+    import inspect
+
+    try:
+        params = [p for p in inspect.signature(module.run).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        with_context = len(params) >= 2
+    except (TypeError, ValueError):
+        with_context = False
     batches, table = None, None
     if CONFIG["inputType"] in ("mltable", "uri_file"):
         batches, table = plan()
@@ -254,12 +276,17 @@ def worker(task_fd, result_fd, args):
         out = {"index": task["index"]}
         try:
             if table is not None:
-                mini_batch = table.iloc[batches[task["index"]]["rows"]]
-                n = len(mini_batch)
+                b = batches[task["index"]]
+                mini_batch = table.iloc[b["rows"]]
+                n = count_of(b)
             else:
+                b = {"files": task["files"]}
                 mini_batch = task["files"]
                 n = len(mini_batch)
-            rows = as_rows(module.run(mini_batch))
+            if with_context:
+                rows = as_rows(module.run(mini_batch, MiniBatchContext(task["index"], b)))
+            else:
+                rows = as_rows(module.run(mini_batch))
             if len(rows) < n:
                 out.update(ok=False, error="run() returned %d rows for %d items" % (len(rows), n))
             else:

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,7 +121,7 @@ func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // localProcesses makes the local nodes run every job as a plain process
 // with this machine's Python (no container runtime answers): the
 // registered environment's image is not pulled.
-func localProcesses(t *testing.T) {
+func localProcesses(t testing.TB) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
 }
 
@@ -371,5 +373,114 @@ func TestPipelineResumesAfterControlPlaneKill(t *testing.T) {
 	list, err := s.c.ListTrials(bctx, "resume")
 	if err != nil || len(list) != 3 {
 		t.Fatalf("the pipeline's steps' jobs: %d, %v", len(list), err)
+	}
+}
+
+// A parallel step over a table: an MLTable folder of a CSV, split by
+// partition_keys (each store and brand one mini-batch, which run() gets as
+// a DataFrame with its partition's keys in mini_batch_context) and by size
+// (rows of about mini_batch_size bytes); the DataFrames run() returns are
+// appended as rows.
+func TestParallelStepOverATable(t *testing.T) {
+	if out, err := exec.Command("/usr/bin/python3", "-c", "import pandas").CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("/usr/bin/python3 cannot import pandas (scripts/test-setup.sh installs python3-pandas): %v\n%s", err, out)
+		}
+		t.Skipf("/usr/bin/python3 cannot import pandas: %v", err)
+	}
+	t.Setenv("PATH", "/usr/bin:"+os.Getenv("PATH")) // the nodes' python3 is Debian's, with pandas
+	localProcesses(t)
+	s := startServer(t)
+	s.createCompute("cpu-cluster", 0, 2, "PT60S")
+	dir := t.TempDir()
+	var csv strings.Builder
+	csv.WriteString("store,brand,qty\n")
+	for i := range 30 {
+		fmt.Fprintf(&csv, "s%d,b%d,%d\n", i%3, i%2, i)
+	}
+	write(t, filepath.Join(dir, "sales", "sales.csv"), csv.String())
+	write(t, filepath.Join(dir, "sales", "MLTable"), "paths:\n  - file: ./sales.csv\ntransformations:\n  - read_delimited:\n      delimiter: \",\"\n      encoding: utf8\n      header: all_files_same_headers\n")
+	write(t, filepath.Join(dir, "src", "by_key.py"), `import pandas as pd
+
+def init():
+    pass
+
+def run(df, mini_batch_context):
+    keys = mini_batch_context.partition_key_value
+    return pd.DataFrame([[keys["store"], keys["brand"], int(df["qty"].sum()), len(df)]])
+`)
+	write(t, filepath.Join(dir, "src", "by_size.py"), `def init():
+    pass
+
+def run(df):
+    return df.assign(double=df["qty"] * 2)
+`)
+	write(t, filepath.Join(dir, "pipeline.yml"), `type: pipeline
+name: tables
+settings:
+  default_compute: azureml:cpu-cluster
+inputs:
+  sales:
+    type: mltable
+    path: ./sales
+    mode: direct
+jobs:
+  by_key:
+    type: parallel
+    inputs:
+      data: ${{parent.inputs.sales}}
+    outputs:
+      totals: {type: uri_folder}
+    input_data: ${{inputs.data}}
+    partition_keys: [store, brand]
+    resources: {instance_count: 2}
+    max_concurrency_per_instance: 1
+    task:
+      type: run_function
+      code: ./src
+      entry_script: by_key.py
+      append_row_to: ${{outputs.totals}}
+  by_size:
+    type: parallel
+    inputs:
+      data: ${{parent.inputs.sales}}
+    outputs:
+      rows:
+        type: uri_file
+        path: azureml://datastores/workspaceblobstore/paths/tables/doubled.csv
+    input_data: ${{inputs.data}}
+    mini_batch_size: "100b"
+    max_concurrency_per_instance: 2
+    task:
+      type: run_function
+      code: ./src
+      entry_script: by_size.py
+      append_row_to: ${{outputs.rows}}
+`)
+	if out, errOut, code := s.cli(dir, "job", "create", "--file", "pipeline.yml", "--stream"); code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	byKey := s.job("tables_by_key").Properties.Parallel
+	if byKey.MiniBatches != 6 || byKey.Done != 6 {
+		t.Fatalf("by key: %+v\n%s", byKey, s.jobLog("tables_by_key"))
+	}
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", "tables_by_key", "--output-name", "totals"); code != 0 {
+		t.Fatal(errOut)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "artifacts", "totals", "parallel_run_step.txt"))
+	if got := string(b); got != "s0 b0 60 5\ns0 b1 75 5\ns1 b0 80 5\ns1 b1 65 5\ns2 b0 70 5\ns2 b1 85 5\n" {
+		t.Fatalf("totals by store and brand:\n%s", got)
+	}
+	bySize := s.job("tables_by_size").Properties.Parallel
+	if bySize.MiniBatches < 3 || bySize.Done != bySize.MiniBatches || bySize.Items != 30 {
+		t.Fatalf("by size: %+v", bySize)
+	}
+	if _, errOut, code := s.cli(dir, "job", "download", "-n", "tables_by_size", "--output-name", "rows"); code != 0 {
+		t.Fatal(errOut)
+	}
+	b, _ = os.ReadFile(filepath.Join(dir, "artifacts", "rows", "doubled.csv"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 30 || lines[0] != "s0 b0 0 0" || lines[29] != "s2 b1 29 58" {
+		t.Fatalf("%d rows: %q … %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 }

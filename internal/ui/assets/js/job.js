@@ -7,6 +7,7 @@ import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
 import { metricsPanel, sweepPanel } from './sweep.js';
 import { filesPanel } from './files.js';
+import { pipelinePanel, parallelPanel } from './pipeline.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
@@ -24,6 +25,8 @@ export function render(main, [name]) {
   const outputsBox = h('div', { id: 'job-outputs' });
   const usage = usagePanel('job', name);
   const sweep = sweepPanel(name);
+  const steps = pipelinePanel(name);
+  const batches = parallelPanel(name);
   const metrics = metricsPanel(name);
   const files = filesPanel(name);
 
@@ -43,7 +46,7 @@ export function render(main, [name]) {
       h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
       h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
-    sweep.el, metrics.el,
+    steps.el, batches.el, sweep.el, metrics.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
     usage.el, files.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
@@ -147,9 +150,11 @@ export function render(main, [name]) {
     renderAttempts(p);
     renderOutputs(j);
     await sweep.update(j).catch((e) => banner.set(e.message));
-    // A sweep runs no command of its own: its trials have the attempts,
-    // utilization and logs.
-    const isSweep = (p.jobType || '').toLowerCase() === 'sweep';
+    steps.update(j);
+    batches.update(j);
+    // A sweep or a pipeline runs no command of its own: its trials or
+    // steps have the attempts, utilization and logs.
+    const isSweep = ['sweep', 'pipeline'].includes((p.jobType || '').toLowerCase());
     main.querySelectorAll('section[aria-labelledby="sec-attempts"], section[aria-labelledby="sec-log"], section[aria-labelledby="sec-files"]').forEach((el) => { el.hidden = isSweep; });
     if (!isSweep) files.update(j);
     if (isSweep) usage.el.hidden = true;
