@@ -89,10 +89,11 @@ type ParallelStatus struct {
 
 // MiniBatchFailure is one failed mini-batch.
 type MiniBatchFailure struct {
-	Index int      `json:"index"`
-	Tries int      `json:"tries"`
-	Items []string `json:"items"`
-	Error string   `json:"error"`
+	Index int        `json:"index"`
+	Tries int        `json:"tries"`
+	Items []string   `json:"items"`
+	Error string     `json:"error"`
+	Ended *time.Time `json:"ended,omitempty"`
 }
 
 // FlexString is a value a client sends as a JSON string or a number

@@ -140,7 +140,10 @@ func TestPipelineYAML(t *testing.T) {
 	if err := api.PrepareJob(&j, "scoring"); err != nil {
 		t.Fatalf("PrepareJob: %v", err)
 	}
-	if file := func() string { _, f := (&api.Job{Properties: j.Properties.Jobs["predict"].JobProperties}).ParallelRows(); return f }(); file != api.DefaultRowsFile {
+	if file := func() string {
+		_, f := (&api.Job{Properties: j.Properties.Jobs["predict"].JobProperties}).ParallelRows()
+		return f
+	}(); file != api.DefaultRowsFile {
 		t.Errorf("rows file %q", file)
 	}
 	// An inline environment that only has a conda file is refused with

@@ -236,7 +236,11 @@ func ParallelView(ctx context.Context, q store.Querier, j *api.Job, uid string, 
 	}
 	st.Failures = nil
 	for _, b := range failed {
-		st.Failures = append(st.Failures, api.MiniBatchFailure{Index: b.Idx, Tries: b.Tries, Items: b.ItemNames, Error: b.Error})
+		f := api.MiniBatchFailure{Index: b.Idx, Tries: b.Tries, Items: b.ItemNames, Error: b.Error}
+		if !b.Ended.IsZero() {
+			f.Ended = &b.Ended
+		}
+		st.Failures = append(st.Failures, f)
 	}
 	spec := *p.ParallelSpec
 	spec.Parallel = &st

@@ -217,3 +217,22 @@ func queryBatches(ctx context.Context, q Querier, where string, args ...any) ([]
 	}
 	return out, nil
 }
+
+// ActiveParallelJobs lists the parallel steps (job uids) that have
+// mini-batches not yet ended.
+func ActiveParallelJobs(ctx context.Context, q Querier) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT job FROM parallel_batches WHERE state IN (?, ?) ORDER BY job`, BatchPending, BatchRunning)
+	if err != nil {
+		return nil, fmt.Errorf("active parallel steps: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var j string
+		if err := rows.Scan(&j); err != nil {
+			return nil, fmt.Errorf("active parallel steps: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}

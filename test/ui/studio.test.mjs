@@ -1226,6 +1226,8 @@ jobs:
     assert.match(await page.locator('table.failures tbody').textContent(), /doc_06\.txt, doc_07\.txt.*ValueError: doc_07 is unreadable/);
     await shot('parallel', { fullPage: true, doc: true });
     await cli('compute', 'delete', '-n', 'pipe-cpu', '--yes', '--no-wait').catch(() => {});
+    await page.goto(base + '/#/computes');
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
   });
 
   await step(t, 'switches workspaces', async () => {
