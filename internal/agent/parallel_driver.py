@@ -398,7 +398,10 @@ def driver(args):
             w = fds[fd]
             got = w.lines()
             if got is None:  # the worker died
-                code = w.proc.poll()
+                try:
+                    code = w.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    code = None
                 if w.batch is not None:
                     idx = w.batch[0]
                     results.append({"index": idx, "ok": False, "error": "the worker process exited with code %s" % code,
