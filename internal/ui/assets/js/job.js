@@ -177,13 +177,17 @@ export function render(main, [name]) {
     const compute = nameFromId(p.computeId);
     const timeout = p.limits && p.limits.timeout ? duration((isoSeconds(p.limits.timeout) || 0) * 1000) : null;
     const dist = p.distribution ? `${p.distribution.distributionType}${p.distribution.processCountPerInstance ? ', ' + plural('process', p.distribution.processCountPerInstance, 'processes') + ' per node' : ''}` : null;
+    const kind = (p.jobType || '').toLowerCase();
+    const task = p.task || {};
     replace(params,
       fact('Display name', p.displayName),
-      fact('Compute', h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute)),
-      fact(p.trial ? 'Trial command' : 'Command', h('pre', { class: 'command' }, p.command || (p.trial || {}).command)),
+      fact('Compute', compute ? h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute) : null),
+      kind === 'pipeline' ? null : kind === 'parallel'
+        ? [fact('Entry script', h('code', {}, task.entry_script)), fact('Arguments', task.program_arguments ? h('pre', { class: 'command' }, task.program_arguments) : null)]
+        : fact(p.trial ? 'Trial command' : 'Command', h('pre', { class: 'command' }, p.command || (p.trial || {}).command)),
       fact('Environment', p.environmentId),
       fact('Code', p.codeId ? h('code', { title: p.codeId }, nameFromId(p.codeId).slice(0, 12) + '…') : null),
-      fact('Nodes', String((p.resources || {}).instanceCount || 1)),
+      kind === 'pipeline' ? fact('Steps', String(Object.keys(p.jobs || {}).length)) : fact('Nodes', String((p.resources || {}).instanceCount || 1)),
       fact('Distribution', dist),
       fact('Timeout', timeout),
       fact('Priority', p.priority ? String(p.priority) : null),
@@ -239,7 +243,12 @@ export function render(main, [name]) {
       replace(outputsBox, h('p', { class: 'muted' }, 'Outputs are uploaded when the job ends.'));
       return;
     }
-    const names = ['default', ...Object.keys(p.outputs || {}).filter((n) => n !== 'default')];
+    const isPipeline = (p.jobType || '').toLowerCase() === 'pipeline'; // its outputs are its steps'
+    const names = [...(isPipeline ? [] : ['default']), ...Object.keys(p.outputs || {}).filter((n) => n !== 'default')];
+    if (!names.length) {
+      replace(outputsBox, h('p', { class: 'muted' }, 'No outputs: its steps have theirs.'));
+      return;
+    }
     if (outputsBox.dataset.names === names.join(',')) return;
     outputsBox.dataset.names = names.join(',');
     replace(outputsBox, h('ul', { class: 'outputs' }, names.map((n) => h('li', {},
