@@ -449,7 +449,7 @@ def driver(args):
             r = results.pop(0)
             size += len(json.dumps(r))
             send.append(r)
-        body = {"results": send, "running": running, "want": want}
+        body = {"results": send, "running": running, "want": want, "progress": now - last_progress > 10}
         if not plan_sent:
             body["plan"] = {"items": items, "digest": digest_of(batches)}
         resp = exchange(body)
@@ -461,15 +461,15 @@ def driver(args):
         # Nothing to hand out now: the rest runs elsewhere; ask again in a
         # while (a lease may run out, a mini-batch may come back to retry).
         starved_until = last_exchange + 1 if want and not got else 0
-        progress = resp.get("progress", "") or progress
+        if resp.get("progress"):
+            progress = resp["progress"]
+            log(progress)
+            last_progress = last_exchange
         if resp.get("failed"):
             failed = resp["failed"]
             break
         if resp.get("finished"):
             finished = True
-        if progress and (last_exchange - last_progress > 10 or finished):
-            log(progress)
-            last_progress = last_exchange
     for w in workers:
         try:
             w.tasks.close()

@@ -244,6 +244,9 @@ type ParallelRequest struct {
 	// leases are renewed.
 	Running []int `json:"running,omitempty"`
 	Want    int   `json:"want"`
+	// Progress asks for a line on where the step stands (it counts every
+	// mini-batch: the driver asks every few seconds, not every time).
+	Progress bool `json:"progress,omitempty"`
 }
 
 // ParallelPlan is how a node split input_data: the items of each
@@ -271,8 +274,9 @@ type ParallelResponse struct {
 	// the step failed (why). Either way the driver stops.
 	Finished bool   `json:"finished,omitempty"`
 	Failed   string `json:"failed,omitempty"`
-	// Progress is a line on where the step stands, for the log.
-	Progress string `json:"progress"`
+	// Progress is a line on where the step stands, for the log: when
+	// asked, and with Finished or Failed.
+	Progress string `json:"progress,omitempty"`
 }
 
 // LeasedBatch is a mini-batch handed to a node, and which try it is.

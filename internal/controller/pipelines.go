@@ -162,6 +162,14 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 		if child.Doc.Properties.Status != api.JobCompleted {
 			continue
 		}
+		if sw := child.Doc.Properties.Sweep; child.Doc.IsSweep() && sw != nil && sw.BestTrial != nil {
+			// A sweep step's outputs are its best trial's, as in Azure ML.
+			best, err := store.GetJob(ctx, c.DB.Q(), pj.Parent, sw.BestTrial.Name)
+			if err != nil {
+				return nil, fmt.Errorf("step %s: best trial %s: %w", k.step, sw.BestTrial.Name, err)
+			}
+			child = best
+		}
 		if err := dispatch.WriteRows(ctx, c.DB.Q(), c.Outputs, child); err != nil {
 			return nil, fmt.Errorf("step %s: rows: %w", k.step, err)
 		}

@@ -210,3 +210,41 @@ func TestPipelineCancel(t *testing.T) {
 		t.Fatalf("pipeline %s", st)
 	}
 }
+
+// A sweep step is a sweep job of the pipeline, which the sweep controller
+// then drives: its trials are named after the step's job.
+func TestPipelineSweepStep(t *testing.T) {
+	h := newPipelineHarness(t)
+	h.submit("compute-maker", nil)
+	seed := int64(1)
+	j := api.Job{Name: "p", Properties: api.JobProperties{JobType: api.JobTypePipeline,
+		Settings: &api.PipelineSettings{DefaultCompute: sweepWS + "/computes/cpu"},
+		Jobs: map[string]*api.PipelineStep{"tune": {Type: "sweep", JobProperties: api.JobProperties{
+			Trial:             &api.TrialComponent{Command: "python train.py --x ${{search_space.x}}"},
+			SearchSpace:       map[string]any{"x": []any{"choice", []any{[]any{1.0, 2.0}}}},
+			SamplingAlgorithm: &api.SamplingAlgorithm{SamplingAlgorithmType: "grid", Seed: &seed},
+			Objective:         &api.Objective{Goal: "maximize", PrimaryMetric: "acc"},
+			Sweep:             &api.SweepStatus{Seed: 1},
+		}}}}}
+	if err := api.PrepareJob(&j, "p"); err != nil {
+		t.Fatal(err)
+	}
+	sc, _, _ := api.ParseJobID(sweepWS + "/jobs/p")
+	if err := h.db.Tx(h.ctx, func(q store.Querier) error {
+		_, _, err := lifecycle.Submit(h.ctx, q, lifecycle.Submission{Workspace: sc, Name: "p", Job: j}, h.clk.Now())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.pass()
+	tune := h.get("p_tune")
+	if !tune.Doc.IsSweep() || tune.Compute != "" || tune.Doc.Properties.ParentJobName != "p" {
+		t.Fatalf("the sweep step: %s, compute %q", tune.Doc.Properties.JobType, tune.Compute)
+	}
+	if err := h.c.RunOnce(h.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !h.exists("p_tune_0") || !h.exists("p_tune_1") {
+		t.Fatal("the sweep step's trials were not created")
+	}
+}

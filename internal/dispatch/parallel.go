@@ -139,9 +139,16 @@ func exchange(ctx context.Context, q store.Querier, nodeID, uid string, req agen
 			return resp, err
 		}
 	}
-	c, err := store.BatchCounts(ctx, q, j.UID)
-	if err != nil {
+	// What the thresholds and the end need is read from the failed
+	// mini-batches and whether any is still open (ranges of the state
+	// index); every state is counted only for a progress line.
+	c := parallel.Counts{Total: st.MiniBatches}
+	if c.Failed, c.FailedItems, err = store.FailedBatchStats(ctx, q, j.UID); err != nil {
 		return resp, err
+	}
+	line := func() (string, error) {
+		all, err := store.BatchCounts(ctx, q, j.UID)
+		return ProgressLine(all, *st, now), err
 	}
 	if failed, why := parallel.Verdict(c, settings); failed {
 		if st.Verdict == "" {
@@ -150,12 +157,18 @@ func exchange(ctx context.Context, q store.Querier, nodeID, uid string, req agen
 				return resp, err
 			}
 		}
-		resp.Failed, resp.Progress = why, ProgressLine(c, *st, now)
-		return resp, nil
+		resp.Failed = why
+		resp.Progress, err = line()
+		return resp, err
 	}
-	if parallel.Finished(c) {
-		resp.Finished, resp.Progress = true, ProgressLine(c, *st, now)
-		return resp, nil
+	open, err := store.BatchesOpen(ctx, q, j.UID)
+	if err != nil {
+		return resp, err
+	}
+	if !open {
+		resp.Finished = true
+		resp.Progress, err = line()
+		return resp, err
 	}
 	leased, err := store.LeaseBatches(ctx, q, j.UID, nodeID, j.Attempt, min(req.Want, 64), lease)
 	if err != nil {
@@ -164,10 +177,10 @@ func exchange(ctx context.Context, q store.Querier, nodeID, uid string, req agen
 	for _, b := range leased {
 		resp.Batches = append(resp.Batches, agentapi.LeasedBatch{Index: b.Idx, Try: b.Tries})
 	}
-	c.Pending -= len(leased)
-	c.Running += len(leased)
-	resp.Progress = ProgressLine(c, *st, now)
-	return resp, nil
+	if req.Progress {
+		resp.Progress, err = line()
+	}
+	return resp, err
 }
 
 // hasExited reports whether a node's part of the job's attempt ended.

@@ -200,6 +200,9 @@ func (s *Server) pipelineOutput(ctx context.Context, pj store.Job, z string) (st
 	if isNotFound(err) {
 		return c, "", api.NotFound("output %s of pipeline %s is step %s's, whose job %s was deleted", z, pj.Doc.Name, step, st.Steps[step].Job)
 	}
+	if sw := c.Doc.Properties.Sweep; err == nil && c.Doc.IsSweep() && sw != nil && sw.BestTrial != nil {
+		c, err = store.GetJob(ctx, s.db.Q(), pj.Parent, sw.BestTrial.Name) // a sweep step's outputs are its best trial's
+	}
 	return c, out, err
 }
 

@@ -236,3 +236,25 @@ func ActiveParallelJobs(ctx context.Context, q Querier) ([]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// FailedBatchStats counts a step's failed mini-batches and their items
+// (a range of the state index: no scan of the others).
+func FailedBatchStats(ctx context.Context, q Querier, job string) (n, items int, err error) {
+	err = q.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(failed_items), 0) FROM parallel_batches WHERE job = ? AND state = ?`,
+		job, BatchFailed).Scan(&n, &items)
+	if err != nil {
+		return 0, 0, fmt.Errorf("failed mini-batches: %w", err)
+	}
+	return n, items, nil
+}
+
+// BatchesOpen reports whether a step has a mini-batch not yet ended.
+func BatchesOpen(ctx context.Context, q Querier, job string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM parallel_batches WHERE job = ? AND state IN (?, ?) LIMIT 1) AS o`,
+		job, BatchPending, BatchRunning).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("open mini-batches: %w", err)
+	}
+	return n > 0, nil
+}

@@ -41,8 +41,8 @@ print("%d %.6f" % (len(rows), time.monotonic() - t0))
 
 // BenchmarkParallelStep scores 100,000 one-line files with a trivial entry
 // script in a parallel step on 4 local nodes × 2 worker processes, at two
-// mini-batch sizes, against the same script over the files in one
-// process. It reports items/s of each and the time each mini-batch adds
+// mini-batch sizes (each run twice, the faster kept), against the same
+// script over the files in one process. It reports items/s of each and the time each mini-batch adds
 // (the difference between the two sizes' step times over the difference
 // in their counts of mini-batches: what handing a mini-batch out, running
 // it and keeping its rows costs, apart from its items).
@@ -83,9 +83,12 @@ func BenchmarkParallelStep(b *testing.B) {
 		size, batches int
 		step, wall    time.Duration
 	}
-	var runs []run
-	for _, size := range []int{1000, 10} {
-		name := fmt.Sprintf("bench_%d", size)
+	// Each size twice, alternately, keeping the faster: the machine is
+	// shared, and a slow run says more about its neighbours than about the
+	// step.
+	best := map[int]run{}
+	for i, size := range []int{1000, 10, 1000, 10} {
+		name := fmt.Sprintf("bench_%d_%d", size, i)
 		writeB(b, filepath.Join(dir, name+".yml"), fmt.Sprintf(`type: pipeline
 name: %s
 settings:
@@ -124,8 +127,13 @@ jobs:
 		if p.Status != api.JobCompleted || st == nil || st.Done != items/size || st.Items != items || p.EndTime == nil {
 			b.Fatalf("%s: %s %q %+v", name, p.Status, p.StatusMessage, st)
 		}
-		runs = append(runs, run{size: size, batches: st.MiniBatches, step: p.EndTime.Sub(*st.Planned), wall: wall})
+		r := run{size: size, batches: st.MiniBatches, step: p.EndTime.Sub(*st.Planned), wall: wall}
+		b.Logf("mini_batch_size %d: step %s", size, r.step.Round(time.Millisecond))
+		if prev, ok := best[size]; !ok || r.step < prev.step {
+			best[size] = r
+		}
 	}
+	runs := []run{best[1000], best[10]}
 	one := time.Duration(oneSecs * float64(time.Second))
 	b.ReportMetric(items/one.Seconds(), "one-process-items/s")
 	for _, r := range runs {

@@ -1224,7 +1224,7 @@ jobs:
     await page.locator('#parallel-summary', { hasText: '5 of 6 mini-batches done, 1 failed' }).waitFor();
     assert.equal(await page.locator('#parallel-progress').getAttribute('aria-valuenow'), '6');
     assert.match(await page.locator('table.failures tbody').textContent(), /doc_06\.txt, doc_07\.txt.*ValueError: doc_07 is unreadable/);
-    await shot('parallel', { fullPage: true, doc: true });
+    await shot('parallel', { doc: true });
     await cli('compute', 'delete', '-n', 'pipe-cpu', '--yes', '--no-wait').catch(() => {});
     await page.goto(base + '/#/computes');
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
