@@ -425,3 +425,27 @@ func stepOutput(name string, n yaml.Node) (api.JobOutput, error) {
 	}
 	return api.JobOutput{JobOutputType: o.Type, URI: o.Path, Mode: o.Mode}, nil
 }
+
+// computes are the names of the computes a job file runs on: its own, or
+// a pipeline's default and its steps'.
+func (s JobSpec) computes() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(c string) {
+		c = strings.TrimPrefix(c, "azureml:")
+		if c != "" && !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	add(s.Compute)
+	if s.Settings != nil {
+		add(s.Settings.DefaultCompute)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Jobs)) {
+		if st := s.Jobs[n]; st != nil {
+			add(st.Compute)
+		}
+	}
+	return out
+}

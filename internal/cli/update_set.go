@@ -217,9 +217,10 @@ configured, the compute is also looked up. Nothing is uploaded or submitted.`,
 				return fmt.Errorf("%s: %w", filepath.Base(file), err)
 			}
 			if c, err := g.client(); err == nil {
-				compute := strings.TrimPrefix(spec.Compute, "azureml:")
-				if _, err := c.GetCompute(cmd.Context(), compute); err != nil {
-					return fmt.Errorf("%s: compute %s: %s", filepath.Base(file), compute, oneLine(err))
+				for _, compute := range spec.computes() {
+					if _, err := c.GetCompute(cmd.Context(), compute); err != nil {
+						return fmt.Errorf("%s: compute %s: %s", filepath.Base(file), compute, oneLine(err))
+					}
 				}
 			}
 			fmt.Fprintf(g.stderr, "%s is a valid job\n", filepath.Base(file))

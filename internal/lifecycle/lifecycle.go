@@ -193,11 +193,6 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 	if parallelGoesOn(j, n.ID) {
 		return loseParallelNode(ctx, q, j, n.ID, at)
 	}
-	if j.Doc.IsParallel() {
-		if err := releaseBatches(ctx, q, j.UID, n.ID); err != nil {
-			return err
-		}
-	}
 	return Requeue(ctx, q, j, reason, maxAttempts, at)
 }
 
@@ -227,6 +222,9 @@ func detach(ctx context.Context, q store.Querier, n store.Node, state string, at
 // nodes stop their part when they next poll (the job no longer runs there)
 // and are released when they report it ended.
 func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, maxAttempts int, at time.Time) error {
+	if err := releaseAllBatches(ctx, q, j); err != nil {
+		return err
+	}
 	p := &j.Doc.Properties
 	if n := len(p.Attempts); n > 0 && p.Attempts[n-1].Ended == nil {
 		p.Attempts[n-1].Ended, p.Attempts[n-1].Reason = &at, reason

@@ -62,6 +62,21 @@ func releaseBatches(ctx context.Context, q store.Querier, uid, node string) erro
 	return nil
 }
 
+// releaseAllBatches puts every mini-batch of a parallel step's attempt
+// that is still running back in the queue, for its next attempt: none
+// waits for the lease of a node that no longer runs it.
+func releaseAllBatches(ctx context.Context, q store.Querier, j store.Job) error {
+	if !j.Doc.IsParallel() {
+		return nil
+	}
+	for _, n := range j.Nodes {
+		if err := releaseBatches(ctx, q, j.UID, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // parallelReason is why a parallel step's node ended its part in failure,
 // when the step's thresholds were passed.
 func parallelReason(j store.Job) string {
