@@ -27,9 +27,9 @@ func TestParallelExchangeOnlyForItsNodes(t *testing.T) {
 	j := store.Job{UID: "pj", Parent: hWSPath, Compute: computePath("cpu"), Created: time.Unix(1, 0), Attempt: 1, Nodes: []string{"n1"}}
 	j.Doc.Name = "p_score"
 	j.Doc.Properties = api.JobProperties{JobType: api.JobTypeParallel, Status: api.JobRunning, ComputeID: computePath("cpu"),
-		Inputs: map[string]api.JobInput{"x": {JobInputType: "uri_folder", URI: api.BlobURIScheme + strings.Repeat("a", 64)}},
+		Inputs:       map[string]api.JobInput{"x": {JobInputType: "uri_folder", URI: api.BlobURIScheme + strings.Repeat("a", 64)}},
 		ParallelSpec: &api.ParallelSpec{InputData: "${{inputs.x}}", MiniBatchErrorThreshold: &two, Task: &api.ParallelTask{EntryScript: "s.py"}},
-		Attempts: []api.Attempt{{Number: 1, Nodes: []string{"n1"}}}}
+		Attempts:     []api.Attempt{{Number: 1, Nodes: []string{"n1"}}}}
 	if err := store.InsertJob(ctx, h.db.W(), &j); err != nil {
 		t.Fatal(err)
 	}
