@@ -271,7 +271,11 @@ func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml
 	}
 	uri, desc := in.Path, ""
 	if uri != "" && !strings.Contains(uri, "://") && !strings.HasPrefix(uri, "azureml:") {
-		digest, err := uploadFolder(ctx, c, resolve(baseDir, uri))
+		upload := uploadFolder
+		if strings.EqualFold(in.Type, "uri_file") {
+			upload = uploadFile // a folder of that one file: the job gets the file's path
+		}
+		digest, err := upload(ctx, c, resolve(baseDir, uri))
 		if err != nil {
 			return api.JobInput{}, fmt.Errorf("inputs.%s: %w", name, err)
 		}
@@ -307,6 +311,30 @@ func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, er
 	var buf bytes.Buffer
 	if err := files.Pack(&buf, dir); err != nil {
 		return "", fmt.Errorf("pack %s: %w", dir, err)
+	}
+	return c.UploadBlob(ctx, buf.Bytes())
+}
+
+// uploadFile packs one file as a folder that holds it and uploads it
+// content-addressed.
+func uploadFile(ctx context.Context, c *client.Client, path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s is a folder; a uri_file input is one file (give type: uri_folder for a folder)", path)
+	}
+	if c == nil {
+		return "unchecked", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := files.PackFile(&buf, filepath.Base(path), b); err != nil {
+		return "", err
 	}
 	return c.UploadBlob(ctx, buf.Bytes())
 }

@@ -376,11 +376,12 @@ func TestPipelineResumesAfterControlPlaneKill(t *testing.T) {
 	}
 }
 
-// A parallel step over a table: an MLTable folder of a CSV, split by
+// A parallel step over a table: an MLTable folder of a CSV split by
 // partition_keys (each store and brand one mini-batch, which run() gets as
-// a DataFrame with its partition's keys in mini_batch_context) and by size
-// (rows of about mini_batch_size bytes); the DataFrames run() returns are
-// appended as rows.
+// a DataFrame with its partition's keys in mini_batch_context), and the
+// CSV itself (a uri_file input) split by size (rows of about
+// mini_batch_size bytes); the DataFrames run() returns are appended as
+// rows, into the file a uri_file output names.
 func TestParallelStepOverATable(t *testing.T) {
 	if out, err := exec.Command("/usr/bin/python3", "-c", "import pandas").CombinedOutput(); err != nil {
 		if os.Getenv("CI") != "" {
@@ -443,7 +444,9 @@ jobs:
   by_size:
     type: parallel
     inputs:
-      data: ${{parent.inputs.sales}}
+      data:
+        type: uri_file
+        path: ./sales/sales.csv
     outputs:
       rows:
         type: uri_file
