@@ -1224,6 +1224,9 @@ jobs:
     await page.locator('#parallel-summary', { hasText: '5 of 6 mini-batches done, 1 failed' }).waitFor();
     assert.equal(await page.locator('#parallel-progress').getAttribute('aria-valuenow'), '6');
     assert.match(await page.locator('table.failures tbody').textContent(), /doc_06\.txt, doc_07\.txt.*ValueError: doc_07 is unreadable/);
+    assert.match(await page.locator('dl.facts').first().textContent(), /Entry script\s*score\.py/);
+    await page.getByText('uri_folder: output docs of step make_docs').waitFor();
+    await page.locator('#sec-parallel').evaluate((el) => { el.scrollIntoView({ block: 'start' }); window.scrollBy(0, -90); });
     await shot('parallel', { doc: true });
     await cli('compute', 'delete', '-n', 'pipe-cpu', '--yes', '--no-wait').catch(() => {});
     await page.goto(base + '/#/computes');

@@ -267,7 +267,10 @@ export function inputText(v) {
   const uri = v.uri || '';
   if (uri.startsWith('cumulus://blobs/')) {
     const from = /^uploaded from (.+)$/.exec(v.description || '');
-    return from ? `${v.jobInputType} ${from[1]} (uploaded)` : `${v.jobInputType} uploaded folder ${uri.slice(16, 28)}…`;
+    if (from) return `${v.jobInputType} ${from[1]} (uploaded)`;
+    // A pipeline step's input that another step's output became.
+    if (/^output .+ of step .+$/.test(v.description || '')) return `${v.jobInputType}: ${v.description}`;
+    return `${v.jobInputType} uploaded folder ${uri.slice(16, 28)}…`;
   }
   return `${v.jobInputType} ${uri}`;
 }
