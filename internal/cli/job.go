@@ -121,7 +121,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml command-job schema")
+	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml command, sweep or pipeline job schema")
 	fl.StringVarP(&name, "name", "n", "", "job name (default: generated)")
 	fl.StringVar(&compute, "compute", "", "cluster to run on (name or azureml:<name>)")
 	fl.StringVar(&command, "command", "", "command to run (/bin/sh -c)")

@@ -160,3 +160,46 @@ func TestPipelineYAML(t *testing.T) {
 		t.Errorf("an environment to build: %v", err)
 	}
 }
+
+// TestDocsPipelineYAML: the pipeline docs/cli.md shows converts and passes
+// the server's checks as it is.
+func TestDocsPipelineYAML(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```yaml\n$schema: https://azuremlschemas.azureedge.net/latest/pipelineJob.schema.json\n"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatal("docs/cli.md shows no pipeline YAML")
+	}
+	body := string(doc)[i+len("```yaml\n"):]
+	body = body[:strings.Index(body, "```")]
+	dir := t.TempDir()
+	for _, d := range []string{"make", "score", "count"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pipeline.yml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := loadYAML[JobSpec](filepath.Join(dir, "pipeline.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := spec.toARM(context.Background(), nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := api.PrepareJob(&j, j.Name); err != nil {
+		t.Fatal(err)
+	}
+	order, err := j.StepOrder()
+	if err != nil || len(order) != 3 || order[1].Name != "score" {
+		t.Fatalf("steps %+v %v", order, err)
+	}
+	if s := j.ParallelSettingsOf("score"); s.MiniBatchErrorThreshold != 1 || s.MaxRetries != 2 {
+		t.Errorf("the parallel step's settings %+v", s)
+	}
+}

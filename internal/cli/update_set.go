@@ -227,7 +227,7 @@ configured, the compute is also looked up. Nothing is uploaded or submitted.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file in the az ml command-job schema")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file in the az ml command, sweep or pipeline job schema")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
