@@ -54,8 +54,15 @@ type Config struct {
 	Log        *slog.Logger // nil: discard
 	Clock      clock.Clock  // nil: the wall clock
 	HTTPClient *http.Client // nil: one built from CAFile
-	// DetectGPUs lists the node's GPUs; nil runs nvidia-smi (gpu.Detect).
+	// DetectGPUs lists the machine's GPUs; nil runs nvidia-smi (gpu.Detect).
 	DetectGPUs func(context.Context) ([]agentapi.GPU, error)
+	// GPUDevices are the devices of the machine this node offers, and so
+	// the only ones its jobs are given: a comma-separated list (index,
+	// ID such as "0:1" for a MIG instance, or UUID), "none", "all" (the
+	// same as ""), or "env:NAME" for the list in variable NAME (Slurm's
+	// CUDA_VISIBLE_DEVICES, a pod's NVIDIA_VISIBLE_DEVICES). Providers set
+	// it to the devices the node was given; see gpus.go.
+	GPUDevices string
 	// UsageInterval is how often the node's utilization is sampled (0:
 	// what the server says at registration, else DefaultUsageInterval).
 	// UsageClock paces the sampling (nil: the wall clock); QueryGPUs returns
@@ -192,7 +199,9 @@ type agent struct {
 	cfg  Config
 	clk  clock.Clock
 	c    *client
-	gpus []agentapi.GPU
+	gpus []agentapi.GPU // the devices this node offers
+	// machineGPUs: the machine has devices, this node's or others'.
+	machineGPUs bool
 	// jobCred is the user jobs run as (Config.JobUser), nil for the
 	// agent's own.
 	jobCred *syscall.Credential
@@ -233,6 +242,7 @@ type agent struct {
 	heartbeat   time.Duration
 	jobs        map[string]*job // running, finishing, or not yet acknowledged
 	current     *job            // the job this node is busy with
+	spaceOwner  string          // whose job last ran with the private /tmp and /dev/shm ("": none since start)
 	usageEvery  time.Duration   // the sampling interval the server gave
 	usage       *agentapi.Usage // the latest sample, sent with every poll
 }
@@ -269,11 +279,17 @@ func (a *agent) run(ctx context.Context) error {
 	if a.cfg.Hostname == "" {
 		a.cfg.Hostname, _ = os.Hostname()
 	}
-	gpus, err := a.cfg.DetectGPUs(ctx)
+	found, err := a.cfg.DetectGPUs(ctx)
 	if err != nil {
 		a.logger().Warn("GPU detection failed; reporting no GPUs", "err", err)
 	}
-	a.gpus = gpus
+	if a.gpus, err = offeredGPUs(a.cfg.GPUDevices, found, os.Getenv); err != nil {
+		return err
+	}
+	a.machineGPUs = len(found) > 0
+	if len(found) > len(a.gpus) {
+		a.logger().Info("this node offers some of the machine's GPUs", "offered", strings.Join(gpu.IDs(a.gpus), ","), "found", len(found))
+	}
 
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
@@ -306,6 +322,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.stopAll(reason)
 	a.waitJobs(cancelLife)
+	a.removeNodeCgroup()
 	a.logger().Info("agent stopped", "reason", reason)
 	return err
 }
@@ -357,7 +374,7 @@ func (a *agent) loop(ctx context.Context) error {
 			a.cancelJob(uid, resp.StopReasons[uid])
 		}
 		for _, uid := range resp.Preempt {
-			a.preemptJob(uid, resp.PreemptGrace)
+			a.preemptJob(uid, resp.PreemptGrace, resp.StopReasons[uid])
 		}
 		accepted := true
 		if resp.Assign != nil {
@@ -449,11 +466,14 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		a.mu.Unlock()
 		return true // already running or reporting it
 	}
+	var prev *job
 	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt < asg.Attempt && a.current == nil {
 		// An earlier attempt of the same job ended here and is still
-		// reporting: keep it under its own key and take the new attempt.
+		// reporting: keep it under its own key and take the new attempt,
+		// which waits for it before it prepares the job's folder.
 		a.jobs[asg.UID+"#"+strconv.Itoa(old.asg.Attempt)] = old
 		delete(a.jobs, asg.UID)
+		prev = old
 	}
 	if a.current != nil || a.jobs[asg.UID] != nil {
 		busy := asg.UID
@@ -465,6 +485,7 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		return false
 	}
 	j := newJob(a, asg, log)
+	j.prev = prev
 	a.jobs[asg.UID] = j
 	a.current = j
 	a.mu.Unlock()
@@ -494,15 +515,20 @@ func (a *agent) cancelJob(uid, reason string) {
 	}
 }
 
-// preemptJob stops a job because its node is being preempted, with the
-// preemption grace period between SIGTERM and SIGKILL.
-func (a *agent) preemptJob(uid string, grace time.Duration) {
+// preemptJob stops a job because its node is being preempted, or because
+// its compute's queue policy stopped it for another job (reason, when the
+// server gives one), with the preemption grace period between SIGTERM and
+// SIGKILL.
+func (a *agent) preemptJob(uid string, grace time.Duration, reason string) {
 	a.mu.Lock()
 	j := a.jobs[uid]
 	a.mu.Unlock()
+	if reason == "" {
+		reason = "preempted: the node is being reclaimed"
+	}
 	if j != nil {
 		j.setGrace(grace)
-		j.stop("preempted: the node is being reclaimed")
+		j.stop(reason)
 	}
 }
 

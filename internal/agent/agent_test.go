@@ -545,6 +545,8 @@ func TestStopWhileServerDownReportsAtNextStart(t *testing.T) {
 	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.StopTimeout = 200 * time.Millisecond })
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "d", Attempt: 1, Command: "echo hi; sleep 30", Grace: time.Second}})
 	f.waitFor(10*time.Second, "the job's log", func() bool { return f.logOf("d") == "hi\n" })
+	// The running report is sent beside the log, not before it.
+	f.waitFor(10*time.Second, "the job's running report", func() bool { return len(f.eventsOf("d")) == 1 })
 	f.set(func(f *fakeServer) { f.down = true })
 	start := time.Now()
 	ra.cancel()
@@ -581,9 +583,9 @@ func TestLimitsNeverFailAJob(t *testing.T) {
 	if ev := f.exited("limited", 10*time.Second); ev.ExitCode != 0 {
 		t.Fatalf("event = %+v", ev)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "cumulus", "lim-limited", "cpu.max"))
+	b, err := os.ReadFile(filepath.Join(root, "cumulus", "lim", "cpu.max"))
 	if err != nil || string(b) != "200000 100000" {
-		t.Errorf("cpu.max = %q, %v", b, err)
+		t.Errorf("the node's cpu.max = %q, %v", b, err)
 	}
 	ra.cancel()
 	ra.wait(t, 5*time.Second)

@@ -107,16 +107,11 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	j.containers = append(j.containers, name)
 	args := []string{"run", "--rm", "--name", name, "--init",
 		"--label", "cumulus.job=" + j.asg.UID, "--label", labelJobNode + "=" + j.a.node()}
-	args = append(args, j.a.containerFlags()...)
+	args = append(args, j.a.containerFlags(j.asg.ShmSize)...)
 	args = append(args, "-v", j.dir+":"+j.dir, "-w", j.dir)
-	if len(j.asg.GPUs) > 0 {
-		ids := make([]string, len(j.asg.GPUs))
-		for i, g := range j.asg.GPUs {
-			ids[i] = strconv.Itoa(g)
-		}
-		args = append(args, "--gpus", `"device=`+strings.Join(ids, ",")+`"`)
-	}
-	for _, kv := range env[j.hostEnv:] {
+	gpuArgs, own := containerGPUArgs(j.jobGPUs(), env[j.hostEnv:], j.a.machineGPUs)
+	args = append(args, gpuArgs...)
+	for _, kv := range own {
 		k, _, _ := strings.Cut(kv, "=")
 		args = append(args, "-e", k)
 	}
@@ -124,7 +119,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	cmd := exec.Command(j.a.cfg.Docker, args...)
 	// The docker client needs the agent's environment (DOCKER_HOST, …);
 	// the container gets only the job's variables named above.
-	cmd.Env = append(append(agentEnvWithoutSecrets(), env[j.hostEnv:]...), envJobContainer+"="+name)
+	cmd.Env = append(append(agentEnvWithoutSecrets(), own...), envJobContainer+"="+name)
 	return cmd
 }
 

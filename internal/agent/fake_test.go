@@ -32,10 +32,11 @@ type fakeServer struct {
 	joinToken   string
 	nodeToken   string
 	registers   int
-	regStatus   int           // answer register with this status when set
-	regRefused  int           // registrations answered with an error status
-	pollTimeout time.Duration // told to the agent at register; 0: 1s
-	hold        time.Duration // a poll without instruction is answered after this; 0: 30ms, <0: never
+	regGPUs     []agentapi.GPU // the devices the last registration offered
+	regStatus   int            // answer register with this status when set
+	regRefused  int            // registrations answered with an error status
+	pollTimeout time.Duration  // told to the agent at register; 0: 1s
+	hold        time.Duration  // a poll without instruction is answered after this; 0: 30ms, <0: never
 	polls       []agentapi.PollRequest
 	instr       []agentapi.PollResponse // handed out one per poll
 	events      map[string][]agentapi.JobEvent
@@ -44,8 +45,9 @@ type fakeServer struct {
 	logRefused  int // log posts answered 503
 	outputs     map[string]map[string][]byte
 	blobs       map[string][]byte
-	down        bool // every agent call answers 503
-	logsDown    bool // log calls answer 503
+	fileLists   map[string]agentapi.FileList // "<uid>/code/files", "<uid>/inputs/<name>/files"
+	down        bool                         // every agent call answers 503
+	logsDown    bool                         // log calls answer 503
 }
 
 func newFakeServer(t *testing.T) *fakeServer {
@@ -58,6 +60,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 		logs:      map[string][]byte{},
 		outputs:   map[string]map[string][]byte{},
 		blobs:     map[string][]byte{},
+		fileLists: map[string]agentapi.FileList{},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
@@ -118,6 +121,15 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		switch {
+		case r.Method == http.MethodGet && parts[len(parts)-1] == "files":
+			f.mu.Lock()
+			l, ok := f.fileLists[strings.Join(parts, "/")]
+			f.mu.Unlock()
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			json.NewEncoder(w).Encode(l)
 		case len(parts) == 2 && parts[1] == "events" && r.Method == http.MethodPost:
 			var ev agentapi.JobEvent
 			if err := json.Unmarshal(body, &ev); err != nil {
@@ -185,6 +197,7 @@ func (f *fakeServer) register(w http.ResponseWriter, r *http.Request, auth strin
 		return
 	}
 	f.registers++
+	f.regGPUs = req.GPUs
 	id := req.NodeID
 	if id == "" {
 		id = "node-1"

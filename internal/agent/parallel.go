@@ -80,10 +80,11 @@ func (j *job) prepareParallel() ([]string, error) {
 // in it for an input that is a file.
 func (j *job) inputPath(name string) string {
 	dir := filepath.Join(j.dir, inputDir, name)
+	file := j.asg.DataInputs[name].File
 	for _, f := range j.asg.FileInputs {
-		if f != name {
-			continue
-		}
+		file = file || f == name
+	}
+	if file {
 		ents, err := os.ReadDir(dir)
 		if err == nil && len(ents) == 1 && ents[0].Type().IsRegular() {
 			return filepath.Join(dir, ents[0].Name())

@@ -44,7 +44,7 @@ func (j *job) fetchCode(ctx context.Context) error {
 			return fmt.Errorf("input %s download failed: %w", name, err)
 		}
 	}
-	return nil
+	return j.fetchData(ctx)
 }
 
 // fetchBlob downloads a tar.gz blob, checks its sha256 and unpacks it into
@@ -160,6 +160,7 @@ func (j *job) prepare() ([]string, error) {
 		dir := j.inputPath(name) // a file input names its file
 		env = append(env, "AZUREML_INPUT_"+name+"="+dir, "CUMULUS_INPUT_"+envName(name)+"="+dir)
 	}
+	env = append(env, j.dataInputEnv()...)
 	for _, name := range asg.Outputs {
 		if !safeName(name) || name == "default" {
 			return nil, fmt.Errorf("output name %q may hold only letters, digits, '.', '_' and '-' and must not be \"default\"", name)
@@ -177,18 +178,7 @@ func (j *job) prepare() ([]string, error) {
 		}
 		env = append(env, penv...)
 	}
-	switch {
-	case len(asg.GPUs) > 0:
-		ids := make([]string, len(asg.GPUs))
-		for i, g := range asg.GPUs {
-			ids[i] = strconv.Itoa(g)
-		}
-		list := strings.Join(ids, ",")
-		env = append(env, "CUDA_VISIBLE_DEVICES="+list, "NVIDIA_VISIBLE_DEVICES="+list)
-	case len(j.a.gpus) > 0:
-		env = append(env, "CUDA_VISIBLE_DEVICES=") // no GPUs were given to this job
-	}
-	return env, nil
+	return append(env, gpuEnv(j.jobGPUs(), j.a.machineGPUs)...), nil
 }
 
 // envName turns an output name into the tail of an environment variable.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -40,11 +41,20 @@ func (a *agent) sampleLoop(ctx context.Context) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	query := a.cfg.QueryGPUs
-	if query == nil && len(a.gpus) > 0 {
-		query = nvidiaSMI
+	s := &usage.Sampler{Dir: a.cfg.WorkDir}
+	if a.cfg.VCPUs > 0 || a.cfg.MemoryMB > 0 {
+		// A node of a size (a provider made it): its figures are its own,
+		// from its cgroup (limits.go) or its jobs, not the machine's.
+		s.Own = &usage.Own{Cgroup: a.nodeCgroupDir(), VCPUs: a.cfg.VCPUs, MemoryBytes: int64(a.cfg.MemoryMB) << 20, Agent: os.Getpid()}
 	}
-	s := &usage.Sampler{Dir: a.cfg.WorkDir, QueryGPUs: query}
+	if own := measuredGPUs(a.gpus); len(own) > 0 {
+		// The node's own GPUs only: the machine may have others, which
+		// are other nodes'.
+		s.QueryGPUs, s.GPUs = a.cfg.QueryGPUs, own
+		if s.QueryGPUs == nil {
+			s.QueryGPUs = nvidiaSMI
+		}
+	}
 	failing := false
 	for {
 		u, err := s.Sample(ctx, clk.Now().UTC(), a.sampledJobs())

@@ -71,17 +71,20 @@ type EnvironmentContainerProperties struct {
 // TypeEnvironmentContainer is the ARM type of an environment.
 const TypeEnvironmentContainer = Provider + "/workspaces/environments"
 
-// CuratedEnvironmentHint says, for an environment name Azure ML curates
-// (AzureML-…), that Cumulus has none built in and what to use instead;
-// "" for other names.
-func CuratedEnvironmentHint(name string) string {
-	if !strings.HasPrefix(strings.ToLower(name), "azureml-") {
-		return ""
-	}
-	return fmt.Sprintf("%s is one of Azure ML's curated environments, which Cumulus does not have built in: "+
-		"run the job in an image (environment: {image: python:3.11-slim}, installing packages in the command), "+
-		"or create the environment once with an image of your choice (cumulus environment create --name %s --version 1 --image IMAGE; "+
-		"Azure publishes its curated images under mcr.microsoft.com/azureml/curated/)", name, name)
+// IsCuratedEnvironment reports whether name is one of Azure ML's curated
+// environments (AzureML-…).
+func IsCuratedEnvironment(name string) bool {
+	return strings.HasPrefix(strings.ToLower(name), "azureml-")
+}
+
+// CuratedEnvironmentNote is the line at the top of the log of a job that
+// names a curated environment its workspace has not registered: it runs
+// in the node's own environment.
+func CuratedEnvironmentNote(name, workspace string) string {
+	return fmt.Sprintf("cumulus: environment %s is one of Azure ML's curated environments, which workspace %s maps to no image: "+
+		"the job runs in the node's own environment (its Python and packages). To run it in an image, register the name once: "+
+		"cumulus environment create --name %s --version 1 --image IMAGE (Azure publishes its curated images under mcr.microsoft.com/azureml/curated/)",
+		name, workspace, name)
 }
 
 // ParseEnvironmentRef reads a job's environmentId: "azureml:NAME:VERSION",

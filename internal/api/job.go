@@ -57,12 +57,29 @@ type JobProperties struct {
 	*ParallelSpec
 
 	// Cumulus extensions, read-only.
-	Priority      int    `json:"priority,omitempty"`         // settable: higher runs first
-	Image         string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
-	StatusMessage string `json:"statusMessage,omitempty"`
-	// Waiting is why a queued job waits when the reason is its own (quota:
-	// which jobs wait for it is decided job by job); the server words it
-	// as the status message. Other reasons are its compute's (Blocked).
+	Priority int    `json:"priority,omitempty"`         // settable: higher runs first
+	Image    string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
+	// MinRuntime (settable, ISO-8601) is how long each attempt runs at
+	// least before a queue policy with preemption may stop it for another
+	// job; "" takes its compute's.
+	MinRuntime string `json:"minRuntime,omitempty"`
+	// FairShareGroup is the group whose share the job counts against on a
+	// fair-share compute (its submitter, or the value of the grouping
+	// tag); set when it is submitted and when the compute's grouping
+	// changes.
+	FairShareGroup *string `json:"fairShareGroup,omitempty"`
+	// EnvironmentNote says how environmentId was resolved when that is
+	// worth a line at the top of the job's log (a curated environment
+	// name run in the node's own environment).
+	EnvironmentNote string `json:"environmentNote,omitempty"`
+	// CodeBlobPath is where codeId's files are in the blob store, resolved
+	// at submit (nil for none, and for a code snapshot the CLI uploaded).
+	CodeBlobPath  *BlobPath `json:"codeBlobPath,omitempty"`
+	StatusMessage string    `json:"statusMessage,omitempty"`
+	// Waiting is why a queued job waits when the reason is its own (quota,
+	// the machine's GPUs: which jobs wait for them is decided job by job);
+	// the server words it as the status message. Other reasons are its
+	// compute's (Blocked).
 	Waiting *Block         `json:"waitingFor,omitempty"`
 	History []StatusChange `json:"statusHistory,omitempty"`
 	Cost    *JobCost       `json:"cost,omitempty"` // read-only: what it has cost so far
@@ -95,6 +112,9 @@ type JobInput struct {
 	Mode         string `json:"mode,omitempty"`
 	Value        string `json:"value,omitempty"`
 	Description  string `json:"description,omitempty"`
+	// BlobPath is where the input is in the workspace's blob store, as
+	// its uri resolved at submission (read-only, a Cumulus extension).
+	BlobPath *BlobPath `json:"blobPath,omitempty"`
 }
 
 // JobOutput is a job output folder.
@@ -103,6 +123,9 @@ type JobOutput struct {
 	URI           string `json:"uri,omitempty"`
 	Mode          string `json:"mode,omitempty"`
 	Description   string `json:"description,omitempty"`
+	// BlobPath is where the output is uploaded when the job ends
+	// (read-only, a Cumulus extension).
+	BlobPath *BlobPath `json:"blobPath,omitempty"`
 }
 
 // JobResources is where and on how many nodes a job runs.

@@ -12,7 +12,7 @@ import (
 // ChangedSpec lists the fields of old's spec that new changes, by their
 // JSON names, for a re-submission of a job under the same name: nil when
 // new is old with only its metadata changed. A field a client leaves out
-// counts as changed unless it is a Cumulus extension (priority), which
+// counts as changed unless it is a Cumulus extension (priority, minRuntime), which
 // Azure's clients do not echo back.
 func ChangedSpec(old, new *Job) []string {
 	o, n := &old.Properties, &new.Properties
@@ -26,8 +26,8 @@ func ChangedSpec(old, new *Job) []string {
 		{"codeId", o.CodeID, n.CodeID},
 		{"environmentId", o.EnvironmentID, n.EnvironmentID},
 		{"environmentVariables", o.EnvironmentVariables, n.EnvironmentVariables},
-		{"inputs", o.Inputs, n.Inputs},
-		{"outputs", o.Outputs, n.Outputs},
+		{"inputs", inputsAsGiven(o.Inputs), inputsAsGiven(n.Inputs)},
+		{"outputs", outputsAsGiven(o.Outputs), outputsAsGiven(n.Outputs)},
 		{"resources.instanceCount", old.InstanceCount(), new.InstanceCount()},
 		{"distribution", o.Distribution, n.Distribution},
 		{"limits", o.Limits, n.Limits},
@@ -45,6 +45,9 @@ func ChangedSpec(old, new *Job) []string {
 	}
 	if n.Priority != 0 {
 		fields = append(fields, field{"priority", o.Priority, n.Priority})
+	}
+	if n.MinRuntime != "" {
+		fields = append(fields, field{"minRuntime", o.MinRuntime, n.MinRuntime})
 	}
 	var out []string
 	for _, f := range fields {
@@ -88,7 +91,7 @@ func (j *Job) ClearReadOnly() {
 	p := &j.Properties
 	p.Status, p.StatusMessage, p.Waiting, p.History, p.Attempts = "", "", nil, nil, nil
 	p.StartTime, p.EndTime, p.Cost, p.Metrics, p.Services = nil, nil, nil, nil, nil
-	p.Pipeline = nil
+	p.Pipeline, p.FairShareGroup = nil, nil
 	if p.ParallelSpec != nil {
 		p.ParallelSpec.Parallel = nil
 	}
@@ -108,4 +111,25 @@ func (j *Job) NodeCount() (int, string) {
 		return 1, "trial.resources.instanceCount"
 	}
 	return j.InstanceCount(), "resources.instanceCount"
+}
+
+// inputsAsGiven and outputsAsGiven are a job's inputs and outputs without
+// where the server resolved them to (BlobPath): a re-submission names the
+// same data even when, say, azureml:NAME@latest now resolves elsewhere.
+func inputsAsGiven(in map[string]JobInput) map[string]JobInput {
+	out := make(map[string]JobInput, len(in))
+	for k, v := range in {
+		v.BlobPath = nil
+		out[k] = v
+	}
+	return out
+}
+
+func outputsAsGiven(in map[string]JobOutput) map[string]JobOutput {
+	out := make(map[string]JobOutput, len(in))
+	for k, v := range in {
+		v.BlobPath = nil
+		out[k] = v
+	}
+	return out
 }

@@ -83,6 +83,9 @@ func PrepareJob(j *Job, name string) error {
 	if p.Resources.InstanceCount < 1 {
 		v.Add(CodeValidationError, "properties.resources.instanceCount", "instanceCount must be at least 1, got %d", p.Resources.InstanceCount)
 	}
+	if _, err := ParseShmSize(p.Resources.ShmSize); err != nil {
+		v.Add(CodeValidationError, "properties.resources.shmSize", "%s", err)
+	}
 	p.Cost = nil     // read-only
 	p.Services = nil // read-only: filled when the job is answered
 	if l := p.Limits; l != nil && l.MaxCost != nil {
@@ -129,11 +132,16 @@ func PrepareJob(j *Job, name string) error {
 		if k == "default" {
 			v.Add(CodeValidationError, "properties.outputs", "output name \"default\" is reserved for $CUMULUS_OUTPUT_DIR")
 		}
+		out.BlobPath = nil // read-only: resolved at submission
+		checkOutputMode(&v, k, &out)
+		p.Outputs[k] = out
 	}
+	p.CodeBlobPath, p.EnvironmentNote = nil, "" // read-only: resolved at submission
 	if d := p.Distribution; d != nil {
 		checkDistribution(&v, d, p.Resources.InstanceCount)
 	}
 	checkTags(&v, p.Tags)
+	prepareJobMinRuntime(&v, p)
 	return v.Err()
 }
 
@@ -156,6 +164,9 @@ func checkInputs(v *Validation, target string, inputs map[string]JobInput) {
 		if err := checkBlobURI(in.URI); err != nil {
 			v.Add(CodeValidationError, target+"."+k+".uri", "input %s: %s", k, err)
 		}
+		in.BlobPath = nil // read-only: resolved at submission
+		checkInputMode(v, k, &in)
+		inputs[k] = in
 	}
 }
 

@@ -79,3 +79,13 @@ func parseChildID(id, kind string) (Scope, string, bool) {
 	}
 	return Scope{Subscription: p[1], ResourceGroup: p[3], Workspace: p[7]}, p[9], true
 }
+
+// ParseWorkspaceID splits a workspace's ARM id.
+func ParseWorkspaceID(id string) (Scope, error) {
+	p := strings.Split(strings.Trim(id, "/"), "/")
+	if len(p) != 8 || !strings.EqualFold(p[0], "subscriptions") || !strings.EqualFold(p[2], "resourceGroups") ||
+		!strings.EqualFold(p[4], "providers") || !strings.EqualFold(p[5], Provider) || !strings.EqualFold(p[6], "workspaces") {
+		return Scope{}, fmt.Errorf("%q is not a workspace id of the form /subscriptions/S/resourceGroups/G/providers/%s/workspaces/W", id, Provider)
+	}
+	return Scope{Subscription: p[1], ResourceGroup: p[3], Workspace: p[7]}, nil
+}

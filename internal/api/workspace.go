@@ -28,6 +28,20 @@ type WorkspaceProperties struct {
 	ProvisioningState string     `json:"provisioningState,omitempty"`
 	WorkspaceID       string     `json:"workspaceId,omitempty"`
 	CreationTime      *time.Time `json:"creationTime,omitempty"`
+	// Read-only, filled when the workspace is answered: where the SDKs
+	// find the services they read job logs and outputs from, and the
+	// storage account of the workspace's blob store.
+	DiscoveryURL   string `json:"discoveryUrl,omitempty"`
+	StorageAccount string `json:"storageAccount,omitempty"`
+}
+
+// WorkspaceUID is the workspace's unique id (workspaceId), or for a
+// workspace stored before it had one, its ARM id.
+func (w Workspace) WorkspaceUID() string {
+	if w.Properties.WorkspaceID != "" {
+		return w.Properties.WorkspaceID
+	}
+	return w.ID
 }
 
 // PrepareWorkspace validates a PUT body and fills what the server owns.
@@ -52,6 +66,7 @@ func PrepareWorkspace(w *Workspace, s Scope, defaultLocation string) error {
 	w.Name = s.Workspace
 	w.Type = TypeWorkspace
 	w.Properties.ProvisioningState = "Succeeded"
+	w.Properties.DiscoveryURL, w.Properties.StorageAccount = "", "" // read-only
 	return nil
 }
 
@@ -96,6 +111,8 @@ func ApplyWorkspaceUpdate(w *Workspace, u WorkspaceUpdate) error {
 		}
 		var dst *string
 		switch k {
+		case "discoveryUrl", "storageAccount", "workspaceId", "provisioningState", "creationTime":
+			continue // read-only: an SDK sends back what it read
 		case "friendlyName":
 			dst = &props.FriendlyName
 		case "description":

@@ -1,10 +1,12 @@
-// Package catalog is the built-in catalog of VM sizes: the sizes a cluster
-// may use, with their shape and an hourly price. It does no I/O.
+// Package catalog is the catalog of VM sizes: the sizes a cluster may use,
+// with their shape and an hourly price — Azure's, and those of one's own
+// hardware a sizes file adds (ParseSizes, Add). It does no I/O.
 package catalog
 
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cumulus-ml/cumulus/internal/suggest"
 )
@@ -58,31 +60,46 @@ var sizes = []Size{
 	{"Standard_ND96isr_H100_v5", "standardNDSH100v5Family", 96, 1900, 8, "H100", false, 98.32, 0, 1047552, 28991029, true},
 }
 
-var byLower = func() map[string]*Size {
-	m := make(map[string]*Size, len(sizes))
-	for i := range sizes {
-		m[strings.ToLower(sizes[i].Name)] = &sizes[i]
+// builtin is how many of the sizes are Azure's; sizes of one's own
+// hardware (Add) follow them.
+var builtin = len(sizes)
+
+// table is the catalogue as lookups see it: replaced whole by Add.
+type table struct {
+	sizes   []Size
+	byLower map[string]*Size
+}
+
+var current atomic.Pointer[table]
+
+func init() { current.Store(newTable(sizes)) }
+
+func newTable(all []Size) *table {
+	t := &table{sizes: all, byLower: make(map[string]*Size, len(all))}
+	for i := range all {
+		t.byLower[strings.ToLower(all[i].Name)] = &all[i]
 	}
-	return m
-}()
+	return t
+}
 
 // Lookup finds a size by name, ignoring case (Azure does too).
 func Lookup(name string) (Size, bool) {
-	s, ok := byLower[strings.ToLower(name)]
+	s, ok := current.Load().byLower[strings.ToLower(name)]
 	if !ok {
 		return Size{}, false
 	}
 	return *s, true
 }
 
-// All returns every size, in catalog order.
-func All() []Size { return append([]Size(nil), sizes...) }
+// All returns every size, in catalog order: Azure's, then those of one's
+// own hardware.
+func All() []Size { return append([]Size(nil), current.Load().sizes...) }
 
 // Families returns the distinct VM families, sorted.
 func Families() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, s := range sizes {
+	for _, s := range current.Load().sizes {
 		if !seen[s.Family] {
 			seen[s.Family] = true
 			out = append(out, s.Family)
@@ -110,7 +127,7 @@ func Closest(name string, n int) []string {
 	}
 	q := strings.ToLower(name)
 	var cs []cand
-	for _, s := range sizes {
+	for _, s := range current.Load().sizes {
 		l := strings.ToLower(s.Name)
 		d := suggest.Distance(q, l)
 		if strings.Contains(l, q) || strings.Contains(q, strings.TrimPrefix(l, "standard_")) {

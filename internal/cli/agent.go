@@ -45,6 +45,7 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 			pick(&cfg.CAFile, "ca-file", "CUMULUS_CA_FILE")
 			pick(&cfg.TLSServerName, "tls-server-name", "CUMULUS_TLS_SERVER_NAME")
 			pick(&cfg.Address, "address", "CUMULUS_ADDRESS")
+			pick(&cfg.GPUDevices, "gpu-devices", "CUMULUS_GPU_DEVICES")
 			cfg.JobNetwork = os.Getenv("CUMULUS_JOB_NETWORK") // set by the docker provider for nodes in networks of their own
 			cfg.Image = os.Getenv("CUMULUS_NODE_IMAGE")       // set by providers that make the node from a job's image
 			if pem := os.Getenv("CUMULUS_CA_PEM"); pem != "" && cfg.CAFile == "" {
@@ -83,6 +84,7 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&cfg.CAFile, "ca-file", "", "PEM file of the CA to trust for the server (env CUMULUS_CA_FILE, or the PEM itself in CUMULUS_CA_PEM)")
 	fl.StringVar(&cfg.TLSServerName, "tls-server-name", "", "name to check the server's certificate for, when it is not the --server URL's host (env CUMULUS_TLS_SERVER_NAME)")
 	fl.StringVar(&cfg.Address, "address", "", "IP address other nodes reach this node at, or a range (CIDR) to take this machine's address in (env CUMULUS_ADDRESS; default: the first non-loopback IPv4)")
+	fl.StringVar(&cfg.GPUDevices, "gpu-devices", "", "the GPUs this node offers its jobs: indexes, MIG IDs (0:1) or UUIDs comma-separated, none, all, or env:NAME for the list in variable NAME, e.g. env:CUDA_VISIBLE_DEVICES under Slurm (env CUMULUS_GPU_DEVICES; default: all nvidia-smi lists)")
 	fl.StringVar(&cfg.Docker, "container-runtime", cfg.Docker, "docker CLI for jobs that name an image; none runs every job as plain processes")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")

@@ -10,8 +10,9 @@ import (
 )
 
 // environment list without --name lists every environment with its latest
-// version; a job names one as azureml:NAME@latest; Azure's curated names,
-// which Cumulus does not have, are refused with what to use instead.
+// version; a job names one as azureml:NAME@latest; Azure's curated names
+// run in the node's own environment (saying so) until the workspace
+// registers them.
 func TestEnvironmentsLatestAndCurated(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) { o.Provider = "sim" })
 	cli := mustRun(t, cfg)
@@ -29,13 +30,22 @@ func TestEnvironmentsLatestAndCurated(t *testing.T) {
 		t.Errorf("@latest ran in %q, want python:3.11", got)
 	}
 
+	// A curated name the workspace has not registered runs in the node's
+	// own environment, and says so.
 	os.WriteFile(job, []byte("command: 'true'\ncompute: azureml:cpu\nenvironment: azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest\n"), 0o600)
-	_, errOut, code := run(t, "--config", cfg, "job", "create", "-f", job)
-	if code == 0 || !strings.Contains(errOut, "curated environments") || !strings.Contains(errOut, "{image:") || strings.Count(errOut, "\n") != 1 {
-		t.Errorf("curated name: exit %d, %q", code, errOut)
+	cli("job", "create", "-f", job, "-n", "curated")
+	got := cli("job", "show", "-n", "curated", "--query", "[environment_image, environment_note]", "-o", "json")
+	if !strings.Contains(got, `""`) && !strings.Contains(got, "null") || !strings.Contains(got, "curated environments") || !strings.Contains(got, "node's own environment") {
+		t.Errorf("curated name: %s", got)
+	}
+	// Registered once, the name runs in its image.
+	cli("environment", "create", "--name", "AzureML-sklearn-1.0-ubuntu20.04-py38-cpu", "--version", "1", "--image", "python:3.9")
+	cli("job", "create", "-f", job, "-n", "curated2")
+	if got := cli("job", "show", "-n", "curated2", "--query", "[environment_image, environment_note]", "-o", "json"); strings.Join(strings.Fields(got), "") != `["python:3.9",null]` {
+		t.Errorf("registered curated name: %q", got)
 	}
 	os.WriteFile(job, []byte("command: 'true'\ncompute: azureml:cpu\nenvironment: python:3.11\n"), 0o600)
-	_, errOut, code = run(t, "--config", cfg, "job", "create", "-f", job)
+	_, errOut, code := run(t, "--config", cfg, "job", "create", "-f", job)
 	if code == 0 || !strings.Contains(errOut, "environment: {image: python:3.11}") {
 		t.Errorf("an image as environment: exit %d, %q", code, errOut)
 	}

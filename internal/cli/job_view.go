@@ -22,6 +22,7 @@ type JobView struct {
 	Code                 string            `json:"code,omitempty"`
 	Environment          string            `json:"environment,omitempty"`
 	EnvironmentImage     string            `json:"environment_image,omitempty"`
+	EnvironmentNote      string            `json:"environment_note,omitempty"`
 	Compute              string            `json:"compute"`
 	Resources            *jobResourcesView `json:"resources,omitempty"`
 	Distribution         *distributionView `json:"distribution,omitempty"`
@@ -33,14 +34,18 @@ type JobView struct {
 	Description          string            `json:"description,omitempty"`
 	Tags                 map[string]string `json:"tags,omitempty"`
 	Priority             int               `json:"priority,omitempty"`
-	ID                   string            `json:"id"`
-	CreationContext      *creationContext  `json:"creation_context,omitempty"`
-	StartTime            *time.Time        `json:"start_time,omitempty"`
-	EndTime              *time.Time        `json:"end_time,omitempty"`
-	Cost                 *jobCostView      `json:"cost,omitempty"`
-	Attempts             []attemptView     `json:"attempts,omitempty"`
-	StatusHistory        []statusView      `json:"status_history,omitempty"`
-	Services             map[string]any    `json:"services,omitempty"`
+	MinRuntime           string            `json:"min_runtime,omitempty"`
+	// FairShareGroup is the group whose share the job counts against on a
+	// fair-share compute.
+	FairShareGroup  *string          `json:"fair_share_group,omitempty"`
+	ID              string           `json:"id"`
+	CreationContext *creationContext `json:"creation_context,omitempty"`
+	StartTime       *time.Time       `json:"start_time,omitempty"`
+	EndTime         *time.Time       `json:"end_time,omitempty"`
+	Cost            *jobCostView     `json:"cost,omitempty"`
+	Attempts        []attemptView    `json:"attempts,omitempty"`
+	StatusHistory   []statusView     `json:"status_history,omitempty"`
+	Services        map[string]any   `json:"services,omitempty"`
 	// What the job logged the MLflow way; a sweep's and a trial's fields
 	// (job_sweep_view.go).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
@@ -107,8 +112,8 @@ type statusView struct {
 func jobFromARM(j api.Job, server string) JobView {
 	p := j.Properties
 	v := JobView{Name: j.Name, DisplayName: p.DisplayName, Type: strings.ToLower(p.JobType), Status: p.Status, StatusMessage: p.StatusMessage,
-		Command: p.Command, Environment: p.EnvironmentID, EnvironmentImage: p.Image, EnvironmentVariables: p.EnvironmentVariables,
-		ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags, Priority: p.Priority, ID: j.ID,
+		Command: p.Command, Environment: p.EnvironmentID, EnvironmentImage: p.Image, EnvironmentNote: p.EnvironmentNote, EnvironmentVariables: p.EnvironmentVariables,
+		ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags, Priority: p.Priority, MinRuntime: goDuration(p.MinRuntime), FairShareGroup: p.FairShareGroup, ID: j.ID,
 		StartTime: p.StartTime, EndTime: p.EndTime}
 	if v.Type == "" {
 		v.Type = "command"
@@ -147,13 +152,13 @@ func jobFromARM(j api.Job, server string) JobView {
 			v.Inputs[k] = in.Value
 			continue
 		}
-		v.Inputs[k] = map[string]string{"type": in.JobInputType, "path": in.URI, "mode": in.Mode}
+		v.Inputs[k] = dataView(in.JobInputType, in.URI, in.Mode, in.BlobPath)
 	}
 	for k, o := range p.Outputs {
 		if v.Outputs == nil {
 			v.Outputs = map[string]any{}
 		}
-		v.Outputs[k] = map[string]string{"type": o.JobOutputType, "path": o.URI, "mode": o.Mode}
+		v.Outputs[k] = dataView(o.JobOutputType, o.URI, o.Mode, o.BlobPath)
 	}
 	if sd := j.SystemData; sd != nil {
 		v.CreationContext = &creationContext{CreatedAt: sd.CreatedAt, CreatedBy: sd.CreatedBy, CreatedByType: sd.CreatedByType}
@@ -207,4 +212,14 @@ func newestFirst(jobs []api.Job) {
 		}
 		return jobs[a].Name < jobs[b].Name
 	})
+}
+
+// dataView is an input or output as job.yml writes it, with where it is
+// in the blob store (datastore_path) when that is not what path says.
+func dataView(typ, uri, mode string, b *api.BlobPath) map[string]string {
+	v := map[string]string{"type": typ, "path": uri, "mode": mode}
+	if b != nil && b.URI() != "" && b.URI() != uri {
+		v["datastore_path"] = b.URI()
+	}
+	return v
 }

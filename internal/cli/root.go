@@ -111,7 +111,7 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json, jsonc (colored), yaml, tsv or none (lists default to table, single resources to json)")
 	pf.StringVar(&g.queryExpr, "query", "", "JMESPath query applied to what -o json prints, as az's --query (e.g. \"[?status=='Running'].name\")")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newComputeTargetCmd(g), newIdentityCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
+	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newComputeTargetCmd(g), newIdentityCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newDataCmd(g), newDatastoreCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newQueueCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
 	strictGroups(root)
 	root.SetFlagErrorFunc(flagError)
 	return root

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 
@@ -47,6 +48,24 @@ func sdkVars(cfg config.CLI, tokenCmd string) []sdkVar {
 			sdkVar{"SSL_CERT_FILE", ca, "Go (crypto/x509) and OpenSSL: trust the server's certificate"},
 		)
 	}
+	if strings.HasPrefix(endpoint, "https://") {
+		// azure-ai-ml reaches datastores at https://<account>.blob.core.windows.net,
+		// which it builds itself: the server answers those names as an
+		// HTTPS proxy (and refuses every other host), so the server's own
+		// address is left out of it.
+		host := endpoint
+		if u, err := url.Parse(endpoint); err == nil {
+			host = u.Hostname()
+		}
+		for _, v := range []sdkVar{
+			{"HTTPS_PROXY", endpoint, "azure-ai-ml's datastore uploads and downloads (<account>.blob.core.windows.net) go to the server, which proxies no other host"},
+			{"https_proxy", endpoint, "the same, for programs that read the lower-case name"},
+			{"NO_PROXY", host, "the server itself is reached directly"},
+			{"no_proxy", host, "the same, lower case"},
+		} {
+			vars = append(vars, v)
+		}
+	}
 	vars = append(vars, sdkVar{"CUMULUS_TOKEN", "$(" + tokenCmd + ")", "the bearer token the examples' credential hands out"})
 	return vars
 }
@@ -59,7 +78,10 @@ func newSDKEnvCmd(g *globals) *cobra.Command {
 CLI config names: the endpoint (AZUREML_DEV_URL_MFE for azure-ai-ml,
 CUMULUS_ENDPOINT for the others), the workspace, the server's CA certificate
 for Python (REQUESTS_CA_BUNDLE), Node.js (NODE_EXTRA_CA_CERTS) and Go
-(SSL_CERT_FILE), and CUMULUS_TOKEN from 'cumulus sdk token'. Use it as
+(SSL_CERT_FILE), HTTPS_PROXY and NO_PROXY (azure-ai-ml reaches datastores at
+https://<account>.blob.core.windows.net, which the server answers as an
+HTTPS proxy for those names only), and CUMULUS_TOKEN from 'cumulus sdk
+token'. Use it as
 
   eval "$(cumulus sdk env)"
 

@@ -113,8 +113,13 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.StringVar(&o.Defaults.Location, "location", o.Defaults.Location, "default location")
 	fl.StringSliceVar(&o.Locations, "locations", nil, "the locations this server serves, comma-separated; computes, workspaces, quotas and usages in any other are refused (env CUMULUS_LOCATIONS; default: the --location alone)")
 	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
+	fl.Var((*byteSize)(&o.Limits.WorkspaceBlobs), "max-workspace-blobs", "most bytes of blobs one workspace may own, e.g. 100GiB")
+	fl.Var((*byteSize)(&o.Limits.WorkspaceRunData), "max-workspace-run-data", "most bytes of MLflow params, tags and metric values the jobs of one workspace may keep together, e.g. 1GiB")
+	fl.Var((*byteSize)(&o.Limits.JobLog), "max-job-log", "most bytes of log kept of each node of each attempt of a job; the rest is dropped and the log says so")
 	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
 	fl.StringVar(&o.PriceFile, "price-file", "", "YAML file of hourly prices per VM size and tier, with a currency, for cost reports (env CUMULUS_PRICE_FILE; default: the catalogue's Azure list prices in USD)")
+	fl.StringVar(&o.SizesFile, "sizes-file", "", "YAML file of VM sizes of your own hardware (name, family, vCPUs, memoryGB, gpus, gpuModel, price), added to the catalogue (env CUMULUS_SIZES_FILE; see docs/providers.md)")
+	fl.StringVar(&o.GPUModelMatch, "gpu-model-match", "count", "how a size's GPU model is matched against this machine's GPUs (local and docker providers): count (any GPU serves any size) or strict (only GPUs of the size's model) (env CUMULUS_GPU_MODEL_MATCH)")
 	fl.DurationVar(&o.EventRetention, "event-retention", controller.DefaultEventRetention, "how long the history of compute and node events is kept (env CUMULUS_EVENT_RETENTION); a job's history lives as long as the job")
 	fl.StringVar(&o.Defaults.Workspace, "default-workspace", o.Defaults.Workspace, "workspace created on first start")
 	fl.Int64Var(&o.Quotas.FamilyCores, "quota-family-cores", o.Quotas.FamilyCores, "default dedicated core limit per VM family and location")
@@ -135,6 +140,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "an upload (code snapshot, input folder, job output, log chunk) must be sent within this long")
 	fl.DurationVar(&o.UsageInterval, "usage-interval", o.UsageInterval, "how often node agents sample CPU, memory, GPU, disk and network utilization of their node and jobs (env CUMULUS_USAGE_INTERVAL)")
 	fl.DurationVar(&o.UsageRetention, "usage-retention", o.UsageRetention, "how long utilization samples are kept (env CUMULUS_USAGE_RETENTION)")
+	fl.StringSliceVar(&o.WebhookAllow, "webhook-allow", nil, "address ranges (CIDRs or addresses, comma-separated) that budget webhooks may reach besides the public internet: loopback, link-local (cloud metadata), private and reserved ranges are refused otherwise (env CUMULUS_WEBHOOK_ALLOW)")
 	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -152,6 +158,12 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	if v := os.Getenv("CUMULUS_PRICE_FILE"); v != "" && !cmd.Flags().Changed("price-file") {
 		o.PriceFile = v
 	}
+	if v := os.Getenv("CUMULUS_SIZES_FILE"); v != "" && !cmd.Flags().Changed("sizes-file") {
+		o.SizesFile = v
+	}
+	if v := os.Getenv("CUMULUS_GPU_MODEL_MATCH"); v != "" && !cmd.Flags().Changed("gpu-model-match") {
+		o.GPUModelMatch = v
+	}
 	if v := os.Getenv("CUMULUS_STORE"); v != "" && !cmd.Flags().Changed("store") {
 		o.Store = v
 	}
@@ -166,6 +178,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
 		o.Locations = splitList(v)
+	}
+	if v := os.Getenv("CUMULUS_WEBHOOK_ALLOW"); v != "" && !cmd.Flags().Changed("webhook-allow") {
+		o.WebhookAllow = splitList(v)
 	}
 	if v := os.Getenv("CUMULUS_KUBECONFIG"); v != "" && !cmd.Flags().Changed("kubeconfig") {
 		o.Kubeconfig = v

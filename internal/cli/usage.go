@@ -143,19 +143,21 @@ func meanGPU(samples []api.UsageSample) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// gpuColumns are a sample's GPU utilizations and memory, one per GPU.
+// gpuColumns are a sample's GPU utilizations and memory, one per GPU,
+// each after the GPU's index on its node ("0:87% 1:12%").
 func gpuColumns(gpus []api.UsageGPU) (util, mem string) {
 	if len(gpus) == 0 {
 		return "-", "-"
 	}
 	var u, m []string
 	for _, g := range gpus {
+		at := strconv.Itoa(g.Index) + ":"
 		if g.Utilization != nil {
-			u = append(u, percent(*g.Utilization))
+			u = append(u, at+percent(*g.Utilization))
 		} else {
-			u = append(u, "n/a")
+			u = append(u, at+"n/a")
 		}
-		m = append(m, bytesOf(g.MemoryUsedBytes))
+		m = append(m, at+bytesOf(g.MemoryUsedBytes))
 	}
 	return strings.Join(u, " "), strings.Join(m, " ")
 }

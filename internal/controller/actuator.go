@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -24,6 +25,7 @@ type passActuator struct {
 	qv     quotaView
 	u      *quota.Usage
 	now    time.Time
+	pool   *gpu.Pool // the machine's devices (nil: the nodes share none)
 
 	// quotaBound, set by Record: quota kept the cluster from its target.
 	quotaBound bool
@@ -46,6 +48,9 @@ func (a *passActuator) Remove(ctx context.Context, id string) (bool, error) {
 	if gone == nil {
 		return false, err
 	}
+	if a.pool != nil {
+		a.pool.Release(gone.ID) // at once, for the nodes this pass creates
+	}
 	a.u.Add(gone.VMSize, gone.Priority == api.PriorityLowPriority, -1)
 	a.c.Metrics.ScaledDown(a.st.doc.Value.ID)
 	return true, err
@@ -53,7 +58,7 @@ func (a *passActuator) Remove(ctx context.Context, id string) (bool, error) {
 
 func (a *passActuator) Create(ctx context.Context, count int, images []string) (int, error) {
 	comp := a.st.doc.Value
-	made, err := a.c.create(ctx, comp, count, images, a.now)
+	made, err := a.c.create(ctx, comp, count, images, a.pool, a.now)
 	size, _ := catalog.Lookup(comp.Aml().VMSize)
 	a.u.Add(size.Name, comp.Aml().VMPriority == api.PriorityLowPriority, made)
 	a.c.Metrics.ScaledUp(comp.ID, made)
@@ -61,8 +66,15 @@ func (a *passActuator) Create(ctx context.Context, count int, images []string) (
 }
 
 // Record writes what the plan leaves the compute at: the quota messages
-// of the jobs that wait for quota, and the compute's status.
-func (a *passActuator) Record(ctx context.Context, p decide.Plan, _ actuate.Applied) error {
+// of the jobs that wait for quota, and the compute's status. When the
+// provider refused a node this pass, the jobs wait for its backoff from
+// now on and say so at once: the plan, made before, could not.
+func (a *passActuator) Record(ctx context.Context, p decide.Plan, done actuate.Applied) error {
+	if done.CreateErr != nil && !p.Blocked.Has(api.BlockBackoff) {
+		if b, ok := a.c.backoffOf(a.st.doc.Value.ID); ok {
+			p.Blocked = append(p.Blocked[:len(p.Blocked):len(p.Blocked)], api.Block{Kind: api.BlockBackoff, Message: b.msg})
+		}
+	}
 	short := a.qv.shortfall(a.st.doc.Value, p, *a.u)
 	a.quotaBound = short != nil
 	return errors.Join(

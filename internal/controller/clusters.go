@@ -16,6 +16,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/fairshare"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/metrics"
@@ -72,17 +74,33 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	gangCheck map[string]time.Time // last check of each compute's jobs for lost nodes (checkGangs)
 	nodeCache *store.NodeCache     // decoded node documents between passes
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
 	idle map[string]*idleTrack
+
+	// GPUs, when set, are the devices of the one machine the provider's
+	// nodes share (provider.Accelerators): each node of a GPU size gets
+	// devices of its own, and a node that cannot get them waits. See
+	// gpus.go.
+	GPUs     *gpu.Machine
+	gpuWants map[string]gpuWant // by compute id, under mu: what each waited for at its last decision
 }
 
 type backoff struct {
 	n     int
 	until time.Time
 	msg   string
+	// config: the provider refused the compute's configuration; the hold
+	// ends early when the compute is updated after modified.
+	config   bool
+	modified time.Time
 }
+
+// maxBackoff is the longest a compute waits between provider failures,
+// and what a configuration error waits at once.
+const maxBackoff = 5 * time.Minute
 
 // Init sets defaults; call before Run/Notify are used concurrently.
 func (c *Clusters) Init() {
@@ -108,10 +126,12 @@ func (c *Clusters) Init() {
 		c.Rand = rand.Float64
 	}
 	c.lastRoll = map[string]time.Time{}
+	c.gangCheck = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
 	c.idle = map[string]*idleTrack{}
+	c.gpuWants = map[string]gpuWant{}
 }
 
 // Notify wakes the loop (non-blocking).
@@ -209,6 +229,9 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 		}
 	}
 	c.dropIdleHistories(docs)
+	c.forgetGPUWants(docs)
+	pool := c.gpuPool(states)
+	gpuWaiting := false // a cluster before this one waits for devices
 	var wakeAt time.Time
 	var errs []error
 	// Quota is shared by the clusters of a location: cores that a cluster
@@ -221,14 +244,15 @@ func (c *Clusters) RunOnce(ctx context.Context) (time.Time, error) {
 			continue
 		}
 		loc := usageKey(st.sc.Subscription, st.doc.Value.Properties.ComputeLocation)
-		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), now)
+		out, err := c.reconcileCluster(ctx, st, usageFor(usage, st.sc.Subscription, st.doc.Value.Properties.ComputeLocation), pool, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("compute %s: %w", st.doc.Value.Name, err))
 		}
 		wakeAt = earliest(wakeAt, out.wakeAt)
-		if out.freed && waiting[loc] {
-			wakeAt = now
+		if out.freed && (waiting[loc] || gpuWaiting) {
+			wakeAt = now // a cluster before this one may grow into what it freed
 		}
+		gpuWaiting = gpuWaiting || out.gpuWaits
 		if out.quotaBound {
 			waiting[loc] = true
 		}
@@ -258,9 +282,10 @@ type outcome struct {
 	wakeAt     time.Time // when this cluster needs a pass at the latest; zero if never
 	freed      bool      // nodes were deleted: their cores are free for other clusters
 	quotaBound bool      // quota kept the cluster from its target
+	gpuWaits   bool      // the machine's free devices kept the cluster from its target
 }
 
-func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, now time.Time) (outcome, error) {
+func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quota.Usage, pool *gpu.Pool, now time.Time) (outcome, error) {
 	var out outcome
 	comp := st.doc.Value
 	wakeAt, lost, err := c.checkHealth(ctx, st.nodes, now)
@@ -278,29 +303,48 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	broken, err := c.checkGangsDue(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
+	c.retryIfUpdated(comp)
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
 	// cluster is blocked at its maximum.
 	// The bounds are those a schedule puts in force, if any; the pass
 	// runs again when the next entry fires.
+	// Under fair share any group's head may come first: the head of
+	// each group's queue, with the running jobs and the groups' usage,
+	// whose records change only when a group's holding did.
 	st.scale = scaleOf(comp, now)
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	queue, err := fairshare.Read(ctx, c.DB.Q(), comp, st.nodes, st.scale.max+1, now)
 	if err != nil {
 		return out, err
 	}
+	if err := queue.Save(ctx, c.DB); err != nil {
+		return out, err
+	}
+	queued := queue.Queued
 	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap, qv := c.snapshot(ctx, st, queue, u, budgets, now)
+	snap.GPUs = c.gpuSupply(pool, comp)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
 
-	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now}
+	act := &passActuator{c: c, st: st, queued: queued, qv: qv, u: u, now: now, pool: pool}
 	done, err := actuate.Apply(ctx, act, plan)
 	out.freed = done.Removed > 0
 	out.quotaBound = act.quotaBound
+	out.gpuWaits = c.noteGPUWant(comp, snap.GPUs, plan)
 	if done.CreateErr != nil {
 		// Recorded on the compute and backed off; not a failure of the pass.
 		c.Log.Warn("node creation failed", "compute", comp.Name, "err", done.CreateErr)
@@ -319,28 +363,15 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 }
 
 // snapshot turns stored state into the decision's input: the compute's
-// view at now (decide.ForCompute: the bounds in force), its nodes and the
-// head of its queue as they are, and what holds its growth (quota, the
-// provider's backoff, budgets). The rules that read them are decide's. It
-// also says what quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
+// view at now (decide.ForCompute: the bounds in force, the queue policy),
+// its nodes and the head of its queue as they are, the jobs that hold its
+// nodes and its groups' usage (for the queue policy), and what holds its
+// growth (quota, the provider's backoff, budgets). The rules that read
+// them are decide's. It also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairshare.State, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	snap := decide.ForCompute(comp, now)
-	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
-			Image: n.Image, SSHOpen: n.SSHOpen > 0})
-	}
-	snap.ImageBound = c.imageBound()
+	snap := queue.Cluster(comp, st.nodes, c.imageBound(), now)
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
-	snap.Queued = make([]decide.Job, 0, len(queued))
-	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
-		if snap.ImageBound {
-			dj.Image = j.Image
-		}
-		snap.Queued = append(snap.Queued, dj)
-	}
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
@@ -466,7 +497,7 @@ func (c *Clusters) deleteNode(ctx context.Context, n store.Node) error {
 
 // create records count new nodes and asks the provider for them; it stops
 // at the first provider failure and backs off exponentially.
-func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, now time.Time) (int, error) {
+func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, images []string, pool *gpu.Pool, now time.Time) (int, error) {
 	a := comp.Aml()
 	size, ok := catalog.Lookup(a.VMSize)
 	if !ok {
@@ -482,12 +513,20 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		}
 		n := store.Node{ID: id, Compute: comp.ID, State: api.NodePreparing, Priority: a.VMPriority, VMSize: size.Name,
 			Provider: c.Provider.Name(), Created: now, JoinHash: hash, Image: image}
+		devices, ok := takeGPUs(pool, size, n)
+		if !ok {
+			return made, fmt.Errorf("node of %s: %d GPUs are no longer free", size.Name, size.GPUs)
+		}
+		n.GPUDevices = gpu.IDs(devices)
 		if err := c.DB.Tx(ctx, func(q store.Querier) error { return store.PutNode(ctx, q, n) }); err != nil { // with its event
+			if pool != nil {
+				pool.Release(id)
+			}
 			return made, err
 		}
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
-			GPUs: size.GPUs, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
+			GPUs: size.GPUs, Devices: devices, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
 			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID
@@ -495,9 +534,7 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		spec.NoPublicIP = a.EnableNodePublicIP != nil && !*a.EnableNodePublicIP
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
-			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
-			c.fail(comp.ID, reason, now)
-			c.Metrics.ProvisionFailed(comp.ID, metrics.ReasonCreate)
+			reason := c.createFailed(comp, err, now)
 			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
 			})
@@ -530,13 +567,67 @@ func (c *Clusters) imageBound() bool {
 // grace when it is stopped: time for the agent to report and exit.
 const reportMargin = 10 * time.Second
 
+// createFailed records the provider's refusal to create a node of comp,
+// by its kind, and returns the reason the compute and the node show. A
+// want of capacity, like any other failure, backs off exponentially (1 s,
+// 2 s, … up to maxBackoff). A configuration error fails the same way
+// until a setting changes: the compute waits maxBackoff at once, or less
+// if it is updated meanwhile (retryIfUpdated), and shows the provider's
+// words.
+func (c *Clusters) createFailed(comp api.Compute, err error, now time.Time) string {
+	name := c.Provider.Name()
+	var reason, metric string
+	switch {
+	case provider.IsConfiguration(err):
+		reason = fmt.Sprintf("provider %s cannot create the compute's nodes as configured: %v (tried again when the compute is updated, or in %s)", name, err, maxBackoff)
+		metric = metrics.ReasonConfiguration
+	case provider.IsInsufficientCapacity(err):
+		reason = fmt.Sprintf("provider %s has no capacity for another node now: %v (tried again after a backoff)", name, err)
+		metric = metrics.ReasonCapacity
+	default:
+		reason = fmt.Sprintf("provider %s could not create node: %v", name, err)
+		metric = metrics.ReasonCreate
+	}
+	c.fail(comp.ID, reason, now)
+	if provider.IsConfiguration(err) {
+		c.mu.Lock()
+		b := c.failures[comp.ID]
+		b.until, b.config, b.modified = now.Add(maxBackoff), true, modifiedOn(comp)
+		c.failures[comp.ID] = b
+		c.mu.Unlock()
+	}
+	c.Metrics.ProvisionFailed(comp.ID, metric)
+	return reason
+}
+
+// retryIfUpdated ends the hold of a configuration error once the compute
+// was updated (PUT or PATCH) since: its new settings get a node at once.
+func (c *Clusters) retryIfUpdated(comp api.Compute) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.failures[comp.ID]; ok && b.config && !modifiedOn(comp).Equal(b.modified) {
+		delete(c.failures, comp.ID)
+	}
+}
+
+// modifiedOn is when the compute's settings last changed (zero if never
+// recorded); the controller's status writes leave it alone.
+func modifiedOn(comp api.Compute) time.Time {
+	if t := comp.Properties.ModifiedOn; t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// fail backs a compute off after a provider failure: 1 s, doubling with
+// each failure in a row, up to maxBackoff.
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.failures[compute]
 	b.n++
-	b.msg = msg
-	b.until = now.Add(min(time.Second<<min(b.n-1, 16), 5*time.Minute))
+	b.msg, b.config = msg, false
+	b.until = now.Add(min(time.Second<<min(b.n-1, 16), maxBackoff))
 	c.failures[compute] = b
 }
 
@@ -613,7 +704,7 @@ func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shor
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

@@ -137,6 +137,7 @@ func (c *Clusters) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.checkGPUAllocations(ctx, nodes)
 	known := map[string]store.Node{}
 	for _, n := range nodes {
 		known[n.ID] = n

@@ -172,6 +172,9 @@ func (o *Operations) runDelete(ctx context.Context, op store.Operation) error {
 				return err
 			}
 		}
+		if err := store.DeleteShareUsage(ctx, q, op.Target); err != nil {
+			return err
+		}
 		if err := store.DeleteSecret(ctx, q, op.Target); err != nil {
 			return err
 		}
@@ -208,6 +211,9 @@ func (o *Operations) runWorkspaceDelete(ctx context.Context, op store.Operation)
 			return err
 		}
 		if err := store.Delete(ctx, q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := store.DeleteWorkspaceBlobs(ctx, q, sc.WorkspaceID()); err != nil {
 			return err
 		}
 		o.Log.Info("workspace deleted", "workspace", op.Target, "operation", op.ID)

@@ -18,6 +18,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/jobdata"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/pipeline"
 	"github.com/cumulus-ml/cumulus/internal/store"
@@ -322,6 +323,14 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 		ss := st.Steps[name]
 		ss.Status, ss.Reason = api.JobNotStarted, reason
 	}
+	var wsDoc api.Workspace
+	if len(d.Start) > 0 {
+		w, err := store.Get[api.Workspace](ctx, q, store.KindWorkspace, ws.GroupID(), ws.Workspace)
+		if err != nil {
+			return res, fmt.Errorf("workspace of pipeline %s: %w", pj.Doc.Name, err)
+		}
+		wsDoc = w.Value
+	}
 	for _, name := range d.Start {
 		childName := api.StepJobName(pj.Doc.Name, name)
 		doc, err := pj.Doc.StepJob(name, childName, func(step, output string) (api.JobInput, error) {
@@ -331,8 +340,17 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 			}
 			return api.JobInput{JobInputType: "uri_folder", URI: uri}, nil
 		})
+		if err == nil {
+			// Where its code, data and outputs are, as for a job submitted
+			// (its outputs at their default datastore paths).
+			err = jobdata.Resolve(ctx, jobdata.Store{Q: q, Scope: ws, Workspace: wsDoc}, ws, childName, &doc.Properties)
+		}
+		var bad *api.Error
+		if errors.As(err, &bad) {
+			err = errors.New(bad.Message)
+		}
 		if err != nil {
-			return res, lifecycle.ParentEnded(ctx, q, &pj, api.JobFailed, err.Error(), now)
+			return res, lifecycle.ParentEnded(ctx, q, &pj, api.JobFailed, "step "+name+": "+err.Error(), now)
 		}
 		doc.SystemData = pj.Doc.SystemData
 		_, _, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Workspace: ws, Name: childName, Job: doc, Parent: &pj}, now)

@@ -26,6 +26,11 @@ type pipelineHarness struct {
 func newPipelineHarness(t *testing.T) *pipelineHarness {
 	h := &pipelineHarness{sweepHarness: newSweepHarness(t), data: t.TempDir()}
 	h.p = h.controller()
+	sc, _, _ := api.ParseJobID(sweepWS + "/jobs/x")
+	w := api.Workspace{ID: sc.WorkspaceID(), Name: sc.Workspace}
+	if _, err := store.Put(h.ctx, h.db.W(), store.KindWorkspace, sc.GroupID(), sc.Workspace, w, 0, h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 

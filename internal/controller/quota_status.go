@@ -56,17 +56,23 @@ func quotaError(plan decide.Plan, s shortfall) string {
 }
 
 // recordQuotaWaits sets the reason of each queued job that waits for quota
-// (a value naming the family, the cores it needs and the cores free:
-// which jobs wait for quota rather than maxNodeCount is decided job by job)
-// and clears it from jobs that no longer wait. The status itself is not
-// changed; a job that starts loses its reason with its new status. A job
-// is written only when its reason changes; one changed meanwhile is left to
-// the next pass.
+// (a value naming the family, the cores it needs and the cores free) or for
+// the machine's GPUs (the devices a node needs, how many are free, who
+// holds the others) — which jobs wait for those rather than maxNodeCount is
+// decided job by job — and clears it from jobs that no longer wait. The
+// status itself is not changed; a job that starts loses its reason with its
+// new status. A job is written only when its reason changes; one changed
+// meanwhile is left to the next pass.
 func (c *Clusters) recordQuotaWaits(ctx context.Context, queued []store.QueuedJob, plan decide.Plan, short *shortfall) error {
 	want := map[string]*api.Block{}
 	if short != nil {
 		for _, w := range plan.QuotaWait {
 			want[w.JobID] = &api.Block{Kind: api.BlockQuota, Job: w.JobID, Quota: api.QuotaNeedOf(short.forNodes(w.Nodes), short.location)}
+		}
+	}
+	if need := gpuNeed(plan); need != nil {
+		for _, w := range plan.GPUWait {
+			want[w.JobID] = &api.Block{Kind: api.BlockGPUs, Job: w.JobID, GPUs: need}
 		}
 	}
 	started := map[string]bool{}

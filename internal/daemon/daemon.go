@@ -27,6 +27,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -45,6 +46,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 	"github.com/cumulus-ml/cumulus/internal/ui"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Options configure the control plane. DefaultOptions gives a working
@@ -86,6 +88,12 @@ type Options struct {
 	// PriceFile holds the hourly prices of VM sizes for cost reports
 	// ("": the catalogue's, in USD); see cost.Load.
 	PriceFile string
+	// SizesFile adds sizes of one's own hardware to the catalogue (see
+	// catalog.ParseSizes); GPUModelMatch is how a size's GPU model is
+	// matched against the machine's devices: "count" (any device, the
+	// default) or "strict" (only devices of that model).
+	SizesFile     string
+	GPUModelMatch string
 
 	NewAdminToken bool // mint a fresh admin token and rewrite the CLI config
 	Clock         clock.Clock
@@ -104,6 +112,9 @@ type Options struct {
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
+	// NodeProvider, when set, is the provider, made by the caller, and
+	// Provider names none: for tests (providertest.Fake), not a flag.
+	NodeProvider     provider.Provider
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -120,6 +131,13 @@ type Options struct {
 	// UsageRetention how long the samples are kept (see usage.go).
 	UsageInterval  time.Duration
 	UsageRetention time.Duration
+
+	// Limits bound what a workspace and a job keep (see server.Limits).
+	Limits server.Limits
+
+	// WebhookAllow are the address ranges (CIDRs or addresses) budget
+	// webhooks may reach besides the public internet (see package webhook).
+	WebhookAllow []string
 }
 
 // HTTP connection limits of the control plane's listener.
@@ -153,6 +171,8 @@ func DefaultOptions() Options {
 		UploadTimeout:    server.DefaultUploadTimeout,
 		UsageInterval:    dispatch.DefaultUsageInterval,
 		UsageRetention:   DefaultUsageRetention,
+		Limits: server.Limits{WorkspaceRunData: server.DefaultWorkspaceRunData, WorkspaceBlobs: server.DefaultWorkspaceBlobs,
+			JobLog: server.DefaultJobLog},
 	}
 }
 
@@ -197,6 +217,12 @@ func (o Options) Validate() error {
 	if err := server.CheckLocations(o.Locations, o.Defaults.Location); err != nil {
 		return fmt.Errorf("--locations: %w", err)
 	}
+	if _, err := webhook.ParseAllow(o.WebhookAllow); err != nil {
+		return fmt.Errorf("--webhook-allow: %w", err)
+	}
+	if o.Limits.WorkspaceRunData < 0 || o.Limits.WorkspaceBlobs < 0 || o.Limits.JobLog < 0 {
+		return errors.New("--max-workspace-run-data, --max-workspace-blobs and --max-job-log may not be negative")
+	}
 	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
 		return errors.New("--max-blob-size and --blob-grace may not be negative")
 	}
@@ -209,9 +235,13 @@ func (o Options) Validate() error {
 	if err := o.validateUsage(); err != nil {
 		return err
 	}
-	switch o.Provider {
-	case "local", "sim", "kubernetes":
-	case "docker":
+	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
+		return fmt.Errorf("--gpu-model-match: %w", err)
+	}
+	switch {
+	case o.NodeProvider != nil:
+	case o.Provider == "local", o.Provider == "sim", o.Provider == "kubernetes":
+	case o.Provider == "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
@@ -289,6 +319,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	secureDataDir(o.DataDir, o.ConfigPath, o.Log)
+	if err := addSizes(o.SizesFile, o.Log); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, o.Store, o.DataDir)
 	if err != nil {
 		return nil, err
@@ -306,6 +339,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	var tlsCfg *tls.Config
+	var blobTLS server.BlobTLS
 	switch {
 	case o.TLSSelfSigned:
 		d.CAFile = filepath.Join(o.DataDir, "tls.crt")
@@ -314,6 +348,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, err
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// The blob endpoints azure-ai-ml builds itself, answered as an
+		// HTTPS proxy, get certificates from the same CA.
+		if issuer, err := tlsutil.NewIssuer(cert, o.Clock.Now); err == nil {
+			blobTLS = issuer.Issue
+		} else {
+			o.Log.Warn("no certificates for blob endpoints", "err", err)
+		}
 	case o.TLSCert != "":
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
@@ -362,6 +403,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	network, nw := networkEnforcement(prov, o)
+	match, _ := gpu.ParseMatch(o.GPUModelMatch)
+	machine := readMachine(ctx, prov, match, o.Log.With("component", "gpus"))
 	prices := cost.Catalog()
 	if o.PriceFile != "" {
 		if prices, err = cost.Load(o.PriceFile); err != nil {
@@ -370,7 +413,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}
 	}
 	var api *server.Server
-	m := metrics.New(metrics.Options{DB: db, Log: o.Log,
+	m := metrics.New(metrics.Options{DB: db, Log: o.Log, GPUs: machine,
 		Limits: func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error) {
 			return api.Limits(ctx, q, sub, loc) // set below, before anything serves
 		}})
@@ -381,16 +424,19 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
+	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
+	hooks := webhook.Policy{Allow: allow}
 	newControllers := func(db *store.DB) controllers {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
 			HeartbeatTimeout: o.HeartbeatTimeout, ProvisionTimeout: o.ProvisionTimeout, MaxAttempts: o.MaxAttempts,
-			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits}
+			EvictionRate: o.EvictionRate, Metrics: m, Limits: api.Limits, GPUs: machine}
 		clusters.Init()
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
-		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
+		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
+			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
 		pipelines := &controller.Pipelines{DB: db, Clock: o.Clock, Log: o.Log.With("component", "pipelines"), Changed: clusters.Notify, Wake: h.Wake,
 			Outputs: files.Outputs{Dir: filepath.Join(o.DataDir, "outputs")}, Blobs: files.Blobs{Dir: filepath.Join(o.DataDir, "blobs")}}
@@ -404,9 +450,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network},
+		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
-			Metrics: m})
+			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("default workspace: %w", err)
@@ -612,6 +658,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
 func newProvider(ctx context.Context, o Options, caFile string, controlPlane provider.ControlPlane) (provider.Provider, error) {
+	if o.NodeProvider != nil {
+		return o.NodeProvider, nil
+	}
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":

@@ -11,6 +11,7 @@ import (
 // Plan has no Assign; Decide fills that.
 func Autoscale(c Cluster, now time.Time) Plan {
 	v := newView(c)
+	v.order = orderOf(c, now)
 	_, hi := limits(c)
 	demand, unfit := demandOf(c.Queued, hi)
 	return autoscale(c, &v, demand, unfit, 0, now)
@@ -62,12 +63,19 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 	// (a waiting gang job reserves them): those are not removed for
 	// idleness. With that rule, stopping at wanted is implied; the floor
 	// states it.
+	// Idle nodes that hold devices other clusters wait for go now, as
+	// many as free what they wait for, whatever their idle time.
 	floor := max(lo, wanted)
 	protected := min(end, demand)
+	release := 0
+	if g := c.GPUs; g != nil && g.PerNode > 0 && g.Wanted > 0 {
+		release = (g.Wanted + g.PerNode - 1) / g.PerNode
+	}
 	deadline := func(k int) time.Time { return idleDeadline(c.IdlePolicy, &v.nodes[idle[k]], k-protected, timeout) }
-	for kept > floor && end > protected && !now.Before(deadline(end-1)) {
+	for kept > floor && end > protected && (release > 0 || !now.Before(deadline(end-1))) {
 		end--
 		kept--
+		release--
 		p.Remove = append(p.Remove, v.nodes[idle[end]].ID)
 	}
 	if kept > floor && end > protected {
@@ -82,12 +90,25 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 		p.QuotaShort = p.Create - c.Headroom
 		p.Create = c.Headroom
 	}
+	allowed := p.Create // what quota allows
+	if g := c.GPUs; g != nil && g.PerNode > 0 {
+		if fit := max(g.Free, 0) / g.PerNode; p.Create > fit {
+			p.GPUShort, p.Create = p.Create-fit, fit
+		}
+	}
 	p.Target = kept + p.Create
 	if quotaCut {
-		p.QuotaWait = quotaWait(c.Queued, hi, started, p.Target-busy, hi-busy)
+		p.QuotaWait = quotaWait(c.Queued, v.queue(c), hi, started, kept+allowed-busy, hi-busy)
+	}
+	if p.GPUShort > 0 {
+		p.GPUWait = quotaWait(c.Queued, v.queue(c), hi, started, p.Target-busy, kept+allowed-busy)
 	}
 
 	p.Blocked = blocked(c, unfit, busy, demand, quotaCut, c.Headroom)
+	if p.GPUShort > 0 {
+		g := c.GPUs
+		p.Blocked = append(p.Blocked, api.Block{Kind: api.BlockGPUs, GPUs: &api.GPUNeed{Need: g.PerNode, Free: g.Free, Total: g.Total, Held: g.Held}})
+	}
 	return p
 }
 
@@ -108,17 +129,19 @@ func blocked(c Cluster, unfit *Job, busy, demand int, quotaCut bool, headroom in
 	return why
 }
 
-// quotaWait finds the jobs that wait for quota. It walks the queue in
-// order, past the started jobs and those that can never run: the ready
+// quotaWait finds the jobs that wait for quota (or, called with the
+// nodes devices allow as ready and those quota allows as room, for
+// devices). It walks the queue in order (order: indices into queue),
+// past the started jobs and those that can never run: the ready
 // nodes (live, not busy, after the plan, creations included) serve it
 // first. A job that ends within room (the nodes maxNodeCount allows beside
 // the busy ones) but past the ready nodes waits for quota, for the nodes
 // beyond them; the first job that ends past room waits for maxNodeCount,
 // and so does everything behind it.
-func quotaWait(queue []Job, hi, started, ready, room int) []Wait {
+func quotaWait(queue []Job, order []int, hi, started, ready, room int) []Wait {
 	var out []Wait
 	at := 0 // nodes taken by the jobs ahead
-	for _, k := range queueOrder(queue) {
+	for _, k := range order {
 		j := &queue[k]
 		n := need(j)
 		if n > hi {

@@ -15,7 +15,8 @@ import (
 func holdForBudget(p Plan, c Cluster) Plan {
 	target := p.Target - p.Create
 	p.Create, p.CreateImages = 0, nil
-	p.QuotaShort, p.QuotaWait = 0, nil // quota is not what holds them now
+	p.QuotaShort, p.QuotaWait = 0, nil // quota is not what holds them now, nor devices
+	p.GPUShort, p.GPUWait = 0, nil
 	toMin := false
 	for _, b := range c.Budgets {
 		toMin = toMin || b.ToMin

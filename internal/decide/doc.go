@@ -22,7 +22,9 @@
 // # Scheduling (Schedule)
 //
 //   - The queue is ordered by Priority, highest first, then by Seq (FIFO),
-//     then by job ID so that the order is total.
+//     then by job ID so that the order is total. Under fair share
+//     (Cluster.Queue) the order is fair share's instead (fairshare.go);
+//     every rule below holds over it.
 //   - A job needs InstanceCount idle nodes at the same time (a count below 1
 //     counts as 1). It is placed whole or not at all, one job per node.
 //   - A job that needs more than maxNodeCount nodes can never run: it is
@@ -62,6 +64,20 @@
 //     nodes, newest first; then mark busy nodes Drain, newest first, until
 //     the live nodes left number maxNodeCount. A node with a job is never
 //     removed; a drained node is removed when its job ends.
+//   - Devices (Cluster.GPUs, set for a GPU size whose nodes share one
+//     machine's devices with other clusters): after quota's cut, Create is
+//     at most Free/PerNode; GPUShort is the nodes cut, Blocked holds the
+//     reason (BlockGPUs: the devices a node needs, the free and total
+//     counts, who holds the others — "needs 2 GPUs; 1 of 4 free: 3 held
+//     by nodes of gpu-a"), and GPUWait names the queued jobs that wait for
+//     those nodes as QuotaWait does for quota (the jobs past them wait for
+//     quota). Nothing is created half: a node holds all its devices or is
+//     not created.
+//   - Early release: when nodes of other clusters wait for Wanted devices,
+//     idle nodes that idle scale-down could take (above the floor, not
+//     needed by this cluster's own queue) go now, longest idle first,
+//     whatever their idle time, until they free Wanted devices (a node's
+//     own expired timer counts toward that).
 //   - Idle scale-down: an idle node whose IdleSince+IdleTimeout is not after
 //     now is removable (with Cluster.IdlePolicy set, the policy's
 //     RemovableAt replaces IdleSince+IdleTimeout; see IdlePolicy).
@@ -83,7 +99,7 @@
 //     the CLI and the studio word: a job that needs more than maxNodeCount
 //     (BlockTooBig), busy + demand above the maximum (BlockAtMax, naming the
 //     schedule entry that set it, MaxSetBy), Create cut by Headroom
-//     (BlockQuota).
+//     (BlockQuota), Create cut by the machine's free devices (BlockGPUs).
 //   - When Headroom cuts Create, QuotaShort is the number of nodes cut and
 //     QuotaWait names the queued jobs that wait for quota, in queue order:
 //     the nodes that are ready after the plan (live and not busy, new ones
@@ -109,6 +125,9 @@
 //     quota's shortfall is dropped (quota is not what holds the queue); with
 //     a scale-to-minimum budget, idle nodes above minNodeCount go now.
 //   - A schedule's next change of the bounds (BoundsChange) wakes the plan.
+//   - The queue policy (Cluster.Queue, fairshare.go): preemptions
+//     (Plan.Preempt) and, under fair share, where each waiting group
+//     stands (BlockShare).
 //
 // ForCompute gives the snapshot of a compute as the API stores it (the
 // bounds its schedules put in force at now); the controller and the

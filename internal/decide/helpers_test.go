@@ -69,8 +69,8 @@ func show(p Plan) string {
 	if !p.WakeAt.IsZero() {
 		wake = "t0+" + p.WakeAt.Sub(t0).String()
 	}
-	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%v QuotaShort:%d QuotaWait:%v}",
-		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked, p.QuotaShort, p.QuotaWait)
+	return fmt.Sprintf("{Assign:%v Create:%d Remove:%v Drain:%v Target:%d WakeAt:%s Blocked:%v QuotaShort:%d QuotaWait:%v GPUShort:%d GPUWait:%v}",
+		p.Assign, p.Create, p.Remove, p.Drain, p.Target, wake, p.Blocked, p.QuotaShort, p.QuotaWait, p.GPUShort, p.GPUWait)
 }
 
 func checkPlan(t *testing.T, got, want Plan) {

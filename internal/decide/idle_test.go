@@ -232,6 +232,9 @@ func checkRemovedDue(c Cluster, now time.Time, p Plan) error {
 	if v.live() > hi {
 		return nil // over max: idle nodes go whatever their time
 	}
+	if c.GPUs != nil && c.GPUs.Wanted > 0 {
+		return nil // released for other clusters' GPUs (checkGPUs bounds how many)
+	}
 	demand, _ := demandOf(after.Queued, hi)
 	protected := min(len(v.idle), demand)
 	for k, i := range v.idle {

@@ -43,6 +43,14 @@ func randomCluster(r *rand.Rand) (Cluster, time.Time) {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
+	if r.IntN(3) == 0 { // a GPU size on a machine the clusters share
+		g := &GPUs{PerNode: 1 + r.IntN(4), Total: r.IntN(9)}
+		g.Free = r.IntN(g.Total + 1)
+		if r.IntN(3) == 0 {
+			g.Wanted = 1 + r.IntN(4)
+		}
+		c.GPUs = g
+	}
 	for i := range r.IntN(9) {
 		c.Queued = append(c.Queued, Job{
 			ID:            fmt.Sprintf("j%02d", i),
@@ -164,7 +172,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 			}
 			removedLive++
 		case n.State == NodeIdle:
-			if !overMax && now.Before(n.IdleSince.Add(max(c.IdleTimeout, 0))) {
+			if !overMax && now.Before(n.IdleSince.Add(max(c.IdleTimeout, 0))) && (c.GPUs == nil || c.GPUs.Wanted == 0) {
 				return fmt.Errorf("idle node %q removed before its timeout", id)
 			}
 			removedLive++
@@ -208,7 +216,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 		return fmt.Errorf("target %d over max %d", p.Target, hi)
 	case kept < min(lo, live):
 		return fmt.Errorf("kept %d of %d live nodes, below min %d", kept, live, lo)
-	case c.Headroom < 0 && p.Target < lo:
+	case c.Headroom < 0 && p.GPUShort == 0 && p.Target < lo:
 		return fmt.Errorf("target %d below min %d with unlimited quota", p.Target, lo)
 	case p.Create > 0 && removedLive > 0:
 		return fmt.Errorf("creates and removes live nodes in one plan")
@@ -219,7 +227,53 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 	case len(p.Blocked) == 0 && demand > 0 && p.Target < len(nodes.busy)+demand:
 		return fmt.Errorf("demand %d not met by target %d and not blocked", demand, p.Target)
 	}
+	if err := checkGPUs(c, now, p, overMax); err != nil {
+		return err
+	}
 	return checkQuotaWait(c, p, started, hi)
+}
+
+// checkGPUs checks the device rules: never more new nodes than the free
+// devices hold; GPUShort, GPUBlock and GPUWait set exactly when devices
+// cut Create; idle nodes released early for other clusters only as many
+// as free what they wait for.
+func checkGPUs(c Cluster, now time.Time, p Plan, overMax bool) error {
+	g := c.GPUs
+	if g == nil || g.PerNode <= 0 {
+		if p.GPUShort != 0 || p.Blocked.Has(api.BlockGPUs) || len(p.GPUWait) > 0 {
+			return fmt.Errorf("GPU fields set without a GPU supply: %d %v %v", p.GPUShort, p.Blocked, p.GPUWait)
+		}
+		return nil
+	}
+	switch {
+	case p.Create*g.PerNode > g.Free:
+		return fmt.Errorf("creates %d nodes of %d GPUs with %d free", p.Create, g.PerNode, g.Free)
+	case (p.GPUShort > 0) != p.Blocked.Has(api.BlockGPUs):
+		return fmt.Errorf("GPUShort %d but Blocked %v", p.GPUShort, p.Blocked)
+	case p.GPUShort > 0 && (p.Create+1)*g.PerNode <= g.Free:
+		return fmt.Errorf("GPUShort %d but room for another node", p.GPUShort)
+	case p.GPUShort == 0 && len(p.GPUWait) > 0:
+		return fmt.Errorf("jobs wait for GPUs that do not bind: %v", p.GPUWait)
+	}
+	early := 0
+	for _, id := range p.Remove {
+		for _, n := range c.Nodes {
+			if n.ID == id && n.State == NodeIdle && n.JobID == "" && now.Before(n.IdleSince.Add(max(c.IdleTimeout, 0))) {
+				early++
+			}
+		}
+	}
+	if release := (g.Wanted + g.PerNode - 1) / g.PerNode; early > release && !overMax {
+		return fmt.Errorf("released %d idle nodes early for %d GPUs wanted (%d a node)", early, g.Wanted, g.PerNode)
+	}
+	short := 0
+	for _, w := range p.GPUWait {
+		short += w.Nodes
+	}
+	if short > p.GPUShort {
+		return fmt.Errorf("jobs short of %d nodes for GPUs; devices cut %d", short, p.GPUShort)
+	}
+	return nil
 }
 
 // checkQuotaWait checks QuotaShort and QuotaWait: they are set exactly when
@@ -227,7 +281,7 @@ func checkInvariants(c Cluster, now time.Time, p Plan) error {
 // is listed once and short of 1..its need; the jobs short of nodes never
 // need more than the nodes quota cut and maxNodeCount leaves.
 func checkQuotaWait(c Cluster, p Plan, started map[string]bool, hi int) error {
-	cut := c.Headroom >= 0 && p.Create == c.Headroom && p.QuotaShort > 0
+	cut := c.Headroom >= 0 && p.Create+p.GPUShort == c.Headroom && p.QuotaShort > 0
 	switch {
 	case p.QuotaShort < 0:
 		return fmt.Errorf("negative QuotaShort %d", p.QuotaShort)
@@ -317,6 +371,14 @@ func applyPlan(c Cluster, now time.Time, p Plan) Cluster {
 	c.Nodes = nodes
 	if c.Headroom >= 0 {
 		c.Headroom -= p.Create
+	}
+	if g := c.GPUs; g != nil && g.PerNode > 0 {
+		// New nodes take devices; the nodes removed free theirs for the
+		// clusters that wanted them (the pool gives them to those).
+		ng := *g
+		ng.Free -= p.Create * g.PerNode
+		ng.Wanted = max(ng.Wanted-(len(p.Remove))*g.PerNode, 0)
+		c.GPUs = &ng
 	}
 	return c
 }

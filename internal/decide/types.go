@@ -37,6 +37,7 @@ type Job struct {
 	Priority      int    // higher first; equal priority: FIFO by Seq
 	Seq           int64  // submission order
 	Image         string // the job's image (ImageBound clusters); "" runs on the node image
+	Group         string // its fair-share group (Queue.FairShare)
 }
 
 // Cluster is the snapshot of one cluster that the decisions read.
@@ -68,6 +69,37 @@ type Cluster struct {
 	// Budgets whose action is in force on the cluster: no new nodes, and
 	// with ToMin every idle node above the minimum goes now.
 	Budgets []api.BudgetHold
+	// GPUs, when set, is what the accelerators of the machine the
+	// provider's nodes share allow this cluster (see GPUs); nil: no such
+	// limit (a CPU size, or a provider whose nodes have machines of their
+	// own).
+	GPUs *GPUs
+
+	// Queue is the compute's queue policy: FIFO or fair share, and
+	// preemption (see fairshare.go). The zero value is FIFO without
+	// preemption.
+	Queue api.Queue
+	// Running are the jobs that hold nodes (their nodes name them): fair
+	// share counts what each group holds, preemption chooses among them.
+	// Read only under fair share or with preemption.
+	Running []Running
+	// Usage is each fair-share group's decayed usage, by group.
+	Usage map[string]Usage
+}
+
+// GPUs is the supply of devices for a cluster whose every node holds
+// PerNode devices of one machine that other clusters' nodes share.
+type GPUs struct {
+	PerNode int
+	// Free and Total are the machine's devices a node of the cluster may
+	// hold: those no node holds, and all of them.
+	Free, Total int
+	// Held says which clusters' nodes hold the others, for the reason.
+	Held []api.GPUHolder
+	// Wanted is how many devices nodes of other clusters wait for: idle
+	// nodes of this cluster that its own queue does not need, above its
+	// minimum, are released for them before their idle time runs out.
+	Wanted int
 }
 
 // Backoff is a provider's failure to create nodes, retried at Until.
@@ -97,7 +129,8 @@ type Plan struct {
 	WakeAt time.Time
 	// Blocked says why demand is not met, as values (api.Block: a job
 	// larger than maxNodeCount, maxNodeCount, quota, the provider's
-	// backoff, a budget); empty when it is met. The edges word them.
+	// backoff, a budget, the machine's GPUs); empty when it is met. The
+	// edges word them.
 	Blocked api.Blocks
 	// QuotaShort is how many nodes quota kept this plan from creating: the
 	// cluster wanted Create+QuotaShort. It is > 0 exactly when quota binds.
@@ -105,6 +138,17 @@ type Plan struct {
 	// QuotaWait lists, in queue order, the queued jobs that wait because of
 	// quota rather than maxNodeCount; nil when quota does not bind.
 	QuotaWait []Wait
+	// Preempt lists the running jobs to stop and queue again for waiting
+	// ones (Queue.Preemption), each with why; their nodes become idle when
+	// their agents have stopped them.
+	Preempt []api.Preemption
+	// GPUShort is how many nodes the machine's free devices kept this
+	// plan from creating (after quota's cut; Blocked then holds an
+	// api.BlockGPUs saying why), and GPUWait lists the queued jobs that
+	// wait for those nodes, in queue order. Zero and nil when devices do
+	// not bind.
+	GPUShort int
+	GPUWait  []Wait
 }
 
 // Wait is a queued job held back by quota.
@@ -118,12 +162,12 @@ type Wait struct {
 // ForCompute is the decision's view of compute c at now before its nodes
 // and queue are added: the bounds in force (a schedule entry's, naming it
 // when it changed maxNodeCount, and when the next one fires), the idle time,
-// unlimited headroom. The controller and the simulator both start from it,
-// so that a replay decides as the product does.
+// unlimited headroom, its queue policy. The controller and the simulator
+// both start from it, so that a replay decides as the product does.
 func ForCompute(c api.Compute, now time.Time) Cluster {
 	_, own, idle := c.Scale()
 	lo, hi, active, next := c.ScaleAt(now)
-	cl := Cluster{ID: c.ID, Min: lo, Max: hi, IdleTimeout: idle, Headroom: -1, BoundsChange: next}
+	cl := Cluster{ID: c.ID, Min: lo, Max: hi, IdleTimeout: idle, Headroom: -1, BoundsChange: next, Queue: c.Queue()}
 	if active != nil && hi != own {
 		cl.MaxSetBy = active.Name
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/distrib"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -44,9 +45,13 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	p := j.Doc.Properties
 	env, inputs := environment(j)
 	a := agentapi.Assignment{UID: j.UID, Name: j.Doc.Name, Attempt: j.Attempt, Command: expandBindings(p.Command, p),
-		CodeBlob: codeBlob(p.CodeID), Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
+		CodeBlob: codeBlob(p), CodeFiles: p.CodeBlobPath != nil, DataInputs: dataInputs(p), Notes: jobNotes(p),
+		Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
 		Outputs: outputNames(p), GPUs: jobGPUs(n), InstanceIndex: slices.Index(j.Nodes, n.ID), NodeIPs: w.NodeIPs,
 		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
+	if sd := j.Doc.SystemData; sd != nil {
+		a.Owner = sd.CreatedBy
+	}
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
 	}
@@ -62,8 +67,11 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	}
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
-			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
+			MasterPort: distrib.MasterPort(j.UID, j.Attempt, distrib.PortBlock(j.Doc.InstanceCount(), int(d.ProcessCountPerInstance))), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
 			LaunchToken: w.LaunchToken}
+	}
+	if r := p.Resources; r != nil && r.ShmSize != "" {
+		a.ShmSize, _ = api.ParseShmSize(r.ShmSize) // checked at submit
 	}
 	return a
 }
@@ -82,6 +90,8 @@ func environment(j store.Job) (env, blobs map[string]string) {
 		switch digest, isBlob := strings.CutPrefix(in.URI, api.BlobURIScheme); {
 		case strings.EqualFold(in.JobInputType, "literal"):
 			env["AZUREML_INPUT_"+k] = in.Value
+		case in.BlobPath != nil:
+			// the agent downloads it and sets AZUREML_INPUT_<name>
 		case isBlob:
 			blobs[k] = digest // the agent unpacks it and sets AZUREML_INPUT_<name>
 		default:
@@ -103,13 +113,37 @@ func outputNames(p api.JobProperties) []string {
 	return out
 }
 
-// codeBlob is the digest of a job's code snapshot: the last segment of its
-// code id ("" for none).
-func codeBlob(codeID string) string {
-	if codeID == "" {
+// codeBlob is the digest of a job's code snapshot that the CLI uploaded:
+// the last segment of its code id ("" for none, and for code in the blob
+// store, which the agent downloads file by file).
+func codeBlob(p api.JobProperties) string {
+	if p.CodeID == "" || p.CodeBlobPath != nil {
 		return ""
 	}
-	return codeID[strings.LastIndex(codeID, "/")+1:]
+	return p.CodeID[strings.LastIndex(p.CodeID, "/")+1:]
+}
+
+// dataInputs are the job's inputs in the blob store.
+func dataInputs(p api.JobProperties) map[string]agentapi.DataInput {
+	var out map[string]agentapi.DataInput
+	for k, in := range p.Inputs {
+		if in.BlobPath == nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]agentapi.DataInput{}
+		}
+		out[k] = agentapi.DataInput{File: in.BlobPath.File}
+	}
+	return out
+}
+
+// jobNotes are what the agent writes at the top of the job's log.
+func jobNotes(p api.JobProperties) []string {
+	if p.EnvironmentNote == "" {
+		return nil
+	}
+	return []string{p.EnvironmentNote}
 }
 
 // jobGPUs are the GPUs a node gives a job: those its VM size has, no more
@@ -154,8 +188,3 @@ func expandBindings(cmd string, p api.JobProperties) string {
 		cmd = cmd[i+j+2:]
 	}
 }
-
-// MasterPort is the port rank 0 of a distributed job listens on. Jobs get
-// blocks of 64 ports (TensorFlow tasks use MasterPort+1+rank) so that jobs
-// sharing a machine (local provider) do not collide.
-func MasterPort(seq int64) int { return 20000 + int(seq%600)*64 }

@@ -256,3 +256,37 @@ func PackFile(w io.Writer, name string, content []byte) error {
 	}
 	return gz.Close()
 }
+
+// WalkFiles calls fn for each regular file of a folder archive (tar.gz),
+// in archive order, with its clean relative path (forward slashes) and
+// its content. Folders and links are skipped; an unsafe path fails.
+func WalkFiles(r io.Reader, fn func(rel string, size int64, content io.Reader) error) error {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("read archive: %w", err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		rel, err := cleanRel(hdr.Name)
+		if err != nil {
+			return fmt.Errorf("read archive %q: %w", hdr.Name, err)
+		}
+		if rel == "" {
+			continue
+		}
+		if err := fn(rel, hdr.Size, tr); err != nil {
+			return err
+		}
+	}
+}

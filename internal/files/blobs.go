@@ -7,6 +7,7 @@
 package files
 
 import (
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -165,4 +166,73 @@ func writeCounted(path, digest string, r io.Reader, maxBytes int64) (int64, erro
 		return n, fmt.Errorf("store file: %w", err)
 	}
 	return n, nil
+}
+
+// Written is what PutStream stored: the content's sha256 (its name), its
+// MD5 (as Content-MD5 carries it, raw) and its size.
+type Written struct {
+	Digest string
+	MD5    []byte
+	Size   int64
+}
+
+// PutStream stores r, whose digest is not known in advance, and names it
+// by its sha256 (a blob with that content already stored is kept as it
+// is). It is at most maxBytes long.
+func (b Blobs) PutStream(r io.Reader, maxBytes int64) (Written, error) {
+	if err := os.MkdirAll(b.Dir, 0o700); err != nil {
+		return Written{}, fmt.Errorf("store blob: %w", err)
+	}
+	tmp, err := os.CreateTemp(b.Dir, ".upload-*")
+	if err != nil {
+		return Written{}, fmt.Errorf("store blob: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	sum, md := sha256.New(), md5.New()
+	n, err := io.Copy(io.MultiWriter(tmp, sum, md), io.LimitReader(r, maxBytes+1))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Written{Size: n}, fmt.Errorf("store blob: %w", err)
+	}
+	if n > maxBytes {
+		return Written{Size: n}, fmt.Errorf("upload is larger than %d bytes: %w", maxBytes, ErrTooLarge)
+	}
+	w := Written{Digest: hex.EncodeToString(sum.Sum(nil)), MD5: md.Sum(nil), Size: n}
+	if b.Has(w.Digest) {
+		return w, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(b.path(w.Digest)), 0o700); err != nil {
+		return w, fmt.Errorf("store blob: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), b.path(w.Digest)); err != nil {
+		return w, fmt.Errorf("store blob: %w", err)
+	}
+	return w, nil
+}
+
+// Concat stores the concatenation of stored blobs (a block list
+// committed) as a blob of its own, at most maxBytes long.
+func (b Blobs) Concat(digests []string, maxBytes int64) (Written, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		for _, d := range digests {
+			f, err := b.Open(d)
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			_, err = io.Copy(pw, f)
+			f.Close()
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.Close()
+	}()
+	w, err := b.PutStream(pr, maxBytes)
+	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if PutStream gave up early
+	return w, err
 }

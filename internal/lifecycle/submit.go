@@ -36,7 +36,8 @@ type Submission struct {
 // trials.
 //
 // It checks the compute the job runs on (it exists in the job's workspace,
-// is not being deleted, and can ever hold the nodes a run needs). A job that
+// is not being deleted, and can ever hold the nodes a run needs), and on a
+// fair-share compute puts the job in its group (a child in its parent's). A job that
 // holds no nodes itself (a sweep: its trials do) is stored without a compute,
 // so the scheduler never sees it. created says whether the job is new.
 func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (j store.Job, created bool, err error) {
@@ -45,10 +46,11 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	if s.Parent == nil {
 		doc.Properties.ParentJobName, doc.Properties.Parameters = "", nil // a child's, set by its parent
 	}
-	compID, err := computesFor(ctx, q, s.Workspace, &doc)
+	comp, err := computesFor(ctx, q, s.Workspace, &doc)
 	if err != nil {
 		return j, false, err
 	}
+	compID := comp.ID
 	old, err := store.GetJob(ctx, q, s.Workspace.WorkspaceID(), s.Name)
 	switch {
 	case err == nil && s.Parent != nil:
@@ -60,6 +62,9 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 		}
 		old.Doc.SetMetadata(&doc)
 		old.Doc.SystemData = api.Touch(old.Doc.SystemData, s.Principal, now)
+		if old.Doc.Properties.FairShareGroup != nil {
+			old.Doc.Properties.FairShareGroup = groupOf(comp.Queue(), &old.Doc, nil) // its tags may have changed
+		}
 		return old, false, store.UpdateJob(ctx, q, &old)
 	case !errors.Is(err, store.ErrNotFound):
 		return old, false, err
@@ -68,9 +73,12 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	doc.ID, doc.Name, doc.Type = s.Workspace.JobID(s.Name), s.Name, api.TypeJob
 	doc.Properties.ComputeID = compID
 	doc.SystemData = api.Touch(nil, s.Principal, now)
+	var parent *api.Job
 	if s.Parent != nil {
 		doc.SystemData = s.Parent.Doc.SystemData
+		parent = &s.Parent.Doc
 	}
+	doc.Properties.FairShareGroup = groupOf(comp.Queue(), &doc, parent)
 	doc.SetStatus(api.JobNotStarted, now, "")
 	doc.SetStatus(api.JobQueued, now, "")
 	j = store.Job{UID: secret.NewID(), Parent: s.Workspace.WorkspaceID(), Created: now, Doc: doc}
@@ -90,14 +98,13 @@ func holdsNodes(j *api.Job) bool { return !j.IsParent() }
 // computesFor checks the computes a job runs on and returns the id of its
 // own: a pipeline's steps each run on theirs (the pipeline's default
 // compute, when it has one, is checked too).
-func computesFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job) (string, error) {
+func computesFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job) (api.Compute, error) {
 	if !j.IsPipeline() {
-		c, err := computeFor(ctx, q, ws, j)
-		return c.ID, err
+		return computeFor(ctx, q, ws, j)
 	}
 	order, err := j.StepOrder()
 	if err != nil {
-		return "", api.BadRequest(api.CodeValidationError, "jobs: %s", err)
+		return api.Compute{}, api.BadRequest(api.CodeValidationError, "jobs: %s", err)
 	}
 	for _, st := range order {
 		child, err := j.StepJob(st.Name, api.StepJobName(j.Name, st.Name), api.PlaceholderOutput)
@@ -107,17 +114,16 @@ func computesFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job)
 		var ae *api.Error
 		if errors.As(err, &ae) {
 			ae.Message = "step " + st.Name + ": " + ae.Message
-			return "", ae
+			return api.Compute{}, ae
 		}
 		if err != nil {
-			return "", err
+			return api.Compute{}, err
 		}
 	}
 	if j.Properties.ComputeID == "" {
-		return "", nil
+		return api.Compute{}, nil // no compute of its own: no queue, no group
 	}
-	c, err := computeFor(ctx, q, ws, j)
-	return c.ID, err
+	return computeFor(ctx, q, ws, j)
 }
 
 // computeFor reads the compute a job names and checks that it can run the
@@ -147,4 +153,17 @@ func computeFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job) 
 		return c, api.BadRequest(api.CodeValidationError, "%s %d is more than compute %s can ever have (maxNodeCount %d)", field, n, c.Name, most)
 	}
 	return c, nil
+}
+
+// groupOf is the fair-share group of job j under policy q: nil unless q
+// is fair share; a child's is its parent's.
+func groupOf(q api.Queue, j, parent *api.Job) *string {
+	if !q.FairShare {
+		return nil
+	}
+	if parent != nil {
+		j = parent
+	}
+	g := q.GroupOf(j)
+	return &g
 }

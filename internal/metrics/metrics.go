@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -31,6 +32,12 @@ const Namespace = "cumulus"
 const (
 	// ReasonCreate: the provider refused to create the machine.
 	ReasonCreate = "create_error"
+	// ReasonCapacity: the provider had no capacity for the node
+	// (provider.InsufficientCapacityError).
+	ReasonCapacity = "insufficient_capacity"
+	// ReasonConfiguration: the provider refused the compute's or its own
+	// configuration (provider.ConfigurationError).
+	ReasonConfiguration = "configuration"
 	// ReasonTimeout: the node's agent did not register within the
 	// provisioning timeout.
 	ReasonTimeout = "timeout"
@@ -48,6 +55,9 @@ type Options struct {
 	Log    *slog.Logger
 	// ScrapeTimeout bounds the store reads of one scrape (default 10 s).
 	ScrapeTimeout time.Duration
+	// GPUs, when set, are the devices of the machine the provider's nodes
+	// share: cumulus_node_gpu_held says which node holds which.
+	GPUs *gpu.Machine
 }
 
 // Metrics holds the registry and the metrics fed as things happen.
@@ -63,6 +73,7 @@ type Metrics struct {
 	scaleUps          *prometheus.CounterVec   // workspace, compute
 	scaleDowns        *prometheus.CounterVec   // workspace, compute
 	preemptions       *prometheus.CounterVec   // workspace, compute
+	jobPreemptions    *prometheus.CounterVec   // workspace, compute, reason
 	provisionFailures *prometheus.CounterVec   // workspace, compute, reason
 	pass              prometheus.Histogram
 	requests          *prometheus.HistogramVec // method, route, code
@@ -94,8 +105,11 @@ func New(o Options) *Metrics {
 		Help: "Nodes the controller removed: idle past their idle time, above the target, unusable or preempted."}, cw)
 	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
 		Help: "Low-priority nodes preempted."}, cw)
+	m.jobPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_preemptions_total",
+		Help: "Running jobs the queue policy stopped and queued again for a waiting job, by reason: lower_priority (the waiting job's priority is higher), over_share (the stopped job's group was over its fair share, the waiting job's under)."},
+		[]string{"workspace", "compute", "reason"})
 	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
-		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
+		Help: "Nodes that could not be provisioned, by reason: insufficient_capacity (the provider had no room), configuration (the provider refused the settings), create_error (the provider failed otherwise), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
 		[]string{"workspace", "compute", "reason"})
 	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
 		Help:    "Duration of one cluster controller pass over every cluster.",
@@ -109,10 +123,13 @@ func New(o Options) *Metrics {
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
 		[]string{"outcome"})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.provisionFailures,
+		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.jobPreemptions, m.provisionFailures,
 		m.pass, m.requests, m.txs)
 	if o.DB != nil {
 		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
+		if o.GPUs != nil && len(o.GPUs.Devices) > 0 {
+			m.reg.MustRegister(&gpuCollector{db: o.DB, machine: *o.GPUs, log: m.log, timeout: o.ScrapeTimeout})
+		}
 	}
 	m.handler = &handler{m: m, db: o.DB, inner: promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
@@ -205,11 +222,28 @@ func (m *Metrics) ProvisionFailed(computeID, reason string) {
 	if m == nil {
 		return
 	}
-	if reason != ReasonCreate && reason != ReasonTimeout && reason != ReasonGone {
+	switch reason {
+	case ReasonCreate, ReasonCapacity, ReasonConfiguration, ReasonTimeout, ReasonGone:
+	default:
 		reason = "other"
 	}
 	ws, c := labels(computeID)
 	m.provisionFailures.WithLabelValues(ws, c, reason).Inc()
+}
+
+// JobPreempted records a running job that the queue policy of a compute
+// stopped for a waiting one; kind is api.PreemptLowerPriority or
+// api.PreemptOverShare.
+func (m *Metrics) JobPreempted(computeID, kind string) {
+	if m == nil {
+		return
+	}
+	reason := "over_share"
+	if kind == api.PreemptLowerPriority {
+		reason = "lower_priority"
+	}
+	ws, c := labels(computeID)
+	m.jobPreemptions.WithLabelValues(ws, c, reason).Inc()
 }
 
 // Pass records one cluster controller pass.

@@ -5,23 +5,27 @@ package provider
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 )
-
-// ErrNotFound is returned (wrapped) when a provider has no such node.
-var ErrNotFound = errors.New("node not found in provider")
 
 // NodeSpec is everything a provider needs to start one node's agent.
 type NodeSpec struct {
-	NodeID      string
-	ComputeID   string
-	VMSize      string
-	VCPUs       int
-	MemoryGB    float64
-	GPUs        int
+	NodeID    string
+	ComputeID string
+	VMSize    string
+	VCPUs     int
+	MemoryGB  float64
+	GPUs      int
+	// Devices are the devices of the machine the node holds, on a
+	// provider whose nodes divide one machine's (Accelerators); the node
+	// must offer those and no others. Empty: none (a CPU size), or the
+	// provider's nodes have machines of their own.
+	Devices     []agentapi.GPU
 	LowPriority bool
 	ServerURL   string // where the agent reaches the control plane: one URL or a comma-separated list of replicas (parse with endpoints.Parse)
 	CAFile      string // CA the agent trusts for ServerURL ("" for plain HTTP or system roots)
@@ -48,6 +52,33 @@ type NodeSpec struct {
 // nodes of its image.
 type ImageBound interface {
 	ImageBound() bool
+}
+
+// Accelerators is a provider whose nodes all run on one machine and divide
+// its accelerators: the controller gives each node devices of its own
+// (NodeSpec.Devices), which no other node holds while it lives, and
+// refuses a size that needs more than the machine has. Machine reads the
+// devices there are; the server reads them once, at start.
+type Accelerators interface {
+	Machine(ctx context.Context) (gpu.Machine, error)
+}
+
+// GPUDevicesEnv is the agent's variable naming the devices it offers (see
+// agent.Config.GPUDevices); GPUDevicesValue is its value for a node that
+// holds ds, named by the stable name of each (a UUID: inside a container
+// its devices are numbered from 0), "none" for none.
+const GPUDevicesEnv = "CUMULUS_GPU_DEVICES"
+
+// GPUDevicesValue is GPUDevicesEnv's value for a node holding ds.
+func GPUDevicesValue(ds []agentapi.GPU) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = gpu.Stable(d)
+	}
+	return strings.Join(names, ",")
 }
 
 // Instance is a node as the provider sees it.
@@ -90,13 +121,27 @@ type Watcher interface {
 	Watch(ctx context.Context, fn func(Event)) error
 }
 
-// Provider creates and deletes nodes. Every method is idempotent: Create
-// of a node that exists returns its id; Delete of a node that is gone
-// returns nil.
+// Provider creates and deletes nodes. Its methods are safe for concurrent
+// use; providertest.Run checks the contract below against a live one.
 type Provider interface {
+	// Name names the provider ("local", "docker", …); it never changes,
+	// and the store records it with each node.
 	Name() string
+	// Create starts the node that spec describes and returns its provider
+	// id, without waiting for its agent to register. It is idempotent by
+	// spec.NodeID: a node that exists, starting or running, keeps its id
+	// and is not started twice. A refusal is an InsufficientCapacityError
+	// (no room now: try later), a ConfigurationError (fails until someone
+	// changes a setting: the provider's words say which) or any other
+	// error (transient: try again).
 	Create(ctx context.Context, spec NodeSpec) (providerID string, err error)
+	// Delete stops the node (its agent gets the grace period) and returns
+	// once List no longer shows it; a node that is unknown or already
+	// deleted returns nil.
 	Delete(ctx context.Context, nodeID string) error
+	// List returns every node this provider created and has not deleted:
+	// running, still starting (Starting) or stopped (neither). It never
+	// returns another control plane's nodes.
 	List(ctx context.Context) ([]Instance, error)
 }
 

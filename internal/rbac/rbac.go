@@ -134,7 +134,11 @@ func ActionOf(method, path string) Action {
 		return Write // a workspace's tags, identity, description
 	case "POST":
 		switch strings.ToLower(last) {
-		case "listnodes":
+		case "listnodes", "rundata":
+			return Read
+		case "listsecrets":
+			// A datastore's SAS: a reader gets a read-only one (the
+			// handler signs what the caller's roles allow).
 			return Read
 		case "listkeys":
 			return Secrets

@@ -27,11 +27,14 @@ func (s *Server) agentRoutes() {
 	a.handle("POST", agentapi.Prefix+"/jobs/{uid}/logs", s.agentLogs)
 	a.handle("PUT", agentapi.Prefix+"/jobs/{uid}/outputs/{name}", s.agentOutput)
 	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/checkpoint", s.agentCheckpoint)
+	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/code/files", s.agentCodeFiles)
+	a.handle("GET", agentapi.Prefix+"/jobs/{uid}/inputs/{name}/files", s.agentInputFiles)
 	a.handle("POST", agentapi.Prefix+"/leaving", s.agentLeaving)
 	a.handle("POST", agentapi.Prefix+"/ssh", s.agentSSH)
 	s.identityRoutes()
-	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlob)
+	a.handle("GET", agentapi.BlobPrefix+"/{digest}", s.getBlobFile)
 	a.handle("PUT", agentapi.BlobPrefix+"/{digest}", s.putBlob)
+	a.handle("GET", discoveryPath, s.discovery)
 }
 
 // serveCumulus serves the /cumulus/ paths: the agent protocol and blobs.
@@ -184,6 +187,9 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request, p params) err
 		return api.BadRequest(api.CodeBadRequest, "read log chunk: %v", err)
 	}
 	size, err := s.logs.Append(logKey(j.UID, j.Attempt), rank, offset, data)
+	if errors.Is(err, files.ErrLogFull) {
+		size, err = agentapi.LogFull, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -227,6 +233,15 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 	}
 	if err := s.outputs.Put(j.UID, name, attempt, rank, r.Body, maxUpload); err != nil {
 		return err
+	}
+	if attempt == j.Attempt {
+		mu := &s.filing[outputStripe(j.UID, name)]
+		mu.Lock()
+		err := s.fileOutput(r.Context(), j, name)
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -112,14 +112,14 @@ func resourceType(pattern string) (namespace, typ string) {
 // rather than act on one.
 var collections = map[string]bool{
 	"workspaces": true, "computes": true, "jobs": true, "environments": true, "versions": true,
-	"codes": true, "usages": true, "vmSizes": true, "quotas": true, "userAssignedIdentities": true,
+	"codes": true, "data": true, "datastores": true, "usages": true, "vmSizes": true, "quotas": true, "userAssignedIdentities": true,
 }
 
 // jobsType reports whether a resource type is part of the v2 jobs API.
 func jobsType(t string) bool {
 	switch t {
 	case "workspaces/jobs", "workspaces/environments", "workspaces/environments/versions",
-		"workspaces/codes", "workspaces/codes/versions":
+		"workspaces/codes", "workspaces/codes/versions", "workspaces/data", "workspaces/data/versions", "workspaces/datastores":
 		return true
 	}
 	return false

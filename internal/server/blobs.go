@@ -29,6 +29,10 @@ import (
 // most Config.MaxBlobSize. A blob no job of its workspace references is
 // collected Config.BlobGrace after its last upload (CollectBlobs).
 
+// uncommittedBlockLife is how long a block uploaded with Put Block waits
+// for the block list that commits it.
+const uncommittedBlockLife = 7 * 24 * time.Hour
+
 // Blob defaults (Config.MaxBlobSize, Config.BlobGrace).
 const (
 	DefaultMaxBlobSize int64 = 1 << 30
@@ -74,6 +78,14 @@ func blobTooLarge(limit int64) error {
 		Message: fmt.Sprintf("the blob is larger than this server's limit of %d bytes (cumulus serve --max-blob-size)", limit)}
 }
 
+// blobQuotaExceeded refuses an upload that would take a workspace's blobs
+// past Limits.WorkspaceBlobs.
+func (s *Server) blobQuotaExceeded(sc api.Scope, used int64) error {
+	return &api.Error{Status: http.StatusConflict, Code: api.CodeQuotaExceeded,
+		Message: fmt.Sprintf("workspace %s owns %d bytes of blobs; this upload would take it past its limit of %d bytes (cumulus serve --max-workspace-blobs); blobs no job references are removed after the grace period",
+			sc.Workspace, used, s.cfg.Limits.WorkspaceBlobs)}
+}
+
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error {
 	return s.audited(w, r, func(rec *statusRecorder) error {
 		if err := s.authenticateRequest(r); err != nil {
@@ -99,12 +111,22 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error
 		if r.ContentLength > limit {
 			return blobTooLarge(limit)
 		}
+		used, err := store.WorkspaceBlobBytes(r.Context(), s.db.Q(), sc.WorkspaceID(), digest)
+		if err != nil {
+			return err
+		}
+		room := s.cfg.Limits.WorkspaceBlobs - used
+		if r.ContentLength > room || room <= 0 {
+			return s.blobQuotaExceeded(sc, used)
+		}
 		// Held from the first byte written until the ownership is
 		// recorded, so that the collector never sees the file unowned.
 		s.blobMu.RLock()
 		defer s.blobMu.RUnlock()
-		size, err := s.blobs.Put(digest, r.Body, limit)
+		size, err := s.blobs.Put(digest, r.Body, min(limit, room))
 		switch {
+		case errors.Is(err, files.ErrTooLarge) && room < limit:
+			return s.blobQuotaExceeded(sc, used)
 		case errors.Is(err, files.ErrTooLarge):
 			return blobTooLarge(limit)
 		case errors.Is(err, files.ErrDigest):
@@ -124,7 +146,7 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error
 	})
 }
 
-func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, p params) error {
+func (s *Server) getBlobFile(w http.ResponseWriter, r *http.Request, p params) error {
 	digest := p["digest"]
 	if dispatch.IsNodeToken(bearer(r)) {
 		node, err := s.nodeAuth(r)
@@ -186,8 +208,19 @@ func (s *Server) nodeMayRead(ctx context.Context, node store.Node, digest string
 	for _, d := range jobBlobs(j.Doc.Properties) {
 		referenced = referenced || d == digest
 	}
-	if !runs || !referenced || api.JobTerminal(j.Doc.Properties.Status) {
+	if !runs || api.JobTerminal(j.Doc.Properties.Status) {
 		return blobNotFound(digest)
+	}
+	if !referenced {
+		// a file of the job's code or inputs in the blob store
+		ok, err := s.nodeMayReadFile(ctx, j, digest)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return blobNotFound(digest)
+		}
+		return nil
 	}
 	if _, err := store.GetBlobOwner(ctx, s.db.Q(), digest, j.Parent); isNotFound(err) {
 		return blobNotFound(digest)
@@ -202,7 +235,7 @@ func (s *Server) nodeMayRead(ctx context.Context, node store.Node, digest string
 // inputs.
 func jobBlobs(p api.JobProperties) []string {
 	var out []string
-	if p.CodeID != "" {
+	if p.CodeID != "" && p.CodeBlobPath == nil {
 		out = append(out, p.CodeID[strings.LastIndex(p.CodeID, "/")+1:])
 	}
 	for _, in := range p.Inputs {
@@ -217,7 +250,7 @@ func jobBlobs(p api.JobProperties) []string {
 // blobs of its workspace: a job cannot reach another workspace's blobs by
 // naming their digests.
 func (s *Server) checkJobBlobs(ctx context.Context, sc api.Scope, p api.JobProperties) error {
-	if p.CodeID != "" {
+	if p.CodeID != "" && p.CodeBlobPath == nil {
 		d := p.CodeID[strings.LastIndex(p.CodeID, "/")+1:]
 		if !files.ValidDigest(d) || !s.ownsBlob(ctx, sc, d) {
 			return api.BadRequest(api.CodeValidationError, "codeId %q does not name a code snapshot uploaded to workspace %s (…/codes/NAME/versions/<sha256>); the CLI uploads 'code:' folders itself", p.CodeID, sc.Workspace)
@@ -243,12 +276,17 @@ func (s *Server) ownsBlob(ctx context.Context, sc api.Scope, digest string) bool
 
 // CollectBlobs removes what uploads left that no job needs: a workspace's
 // ownership of a blob last uploaded more than Config.BlobGrace ago that no
-// job of the workspace references (each removal audited), then every
-// stored blob that no workspace owns. It returns how many blob files it
+// job, blob path or uncommitted block of the workspace references (each
+// removal audited), then every stored blob that no workspace owns. It returns how many blob files it
 // removed. Time is the server's clock.
 func (s *Server) CollectBlobs(ctx context.Context) (int, error) {
 	now := s.clock.Now().UTC()
 	cutoff := now.Add(-s.cfg.BlobGrace)
+	// Blocks never committed are dropped after a week, as Azure drops
+	// them; their blobs then go as any other unnamed blob.
+	if _, err := store.DeleteBlocksBefore(ctx, s.db.W(), now.Add(-uncommittedBlockLife)); err != nil {
+		return 0, fmt.Errorf("collect blobs: %w", err)
+	}
 	for {
 		var n int
 		err := s.db.Tx(ctx, func(q store.Querier) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/api"
 )
 
 // Bounds on reading request bodies (Config.BodyTimeout, UploadTimeout).
@@ -84,6 +85,8 @@ func isUpload(r *http.Request) bool {
 	p := r.URL.Path
 	switch {
 	case r.Method == http.MethodPut && strings.HasPrefix(p, agentapi.BlobPrefix+"/"):
+		return true
+	case r.Method == http.MethodPut && (strings.HasPrefix(p, api.BlobPathPrefix) || isBlobHost(r.Host)):
 		return true
 	case !strings.HasPrefix(p, agentapi.Prefix+"/jobs/"):
 		return false

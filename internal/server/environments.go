@@ -89,23 +89,26 @@ func (s *Server) listEnvironmentVersions(w http.ResponseWriter, r *http.Request,
 }
 
 // jobImage resolves a job's environmentId to the image it runs in ("" for
-// none), with a 400 that says what is wrong.
-func (s *Server) jobImage(ctx context.Context, sc api.Scope, envID string) (string, error) {
+// none: the node's own environment), with a 400 that says what is wrong.
+// An environment the workspace has wins; a name of Azure's curated
+// environments (AzureML-…) that the workspace has not registered runs in
+// the node's own environment, and note says so for the job's log.
+func (s *Server) jobImage(ctx context.Context, sc api.Scope, envID string) (image, note string, err error) {
 	if envID == "" {
-		return "", nil
+		return "", "", nil
 	}
 	name, version, image, err := api.ParseEnvironmentRef(envID)
 	if err != nil {
-		return "", api.BadRequest(api.CodeValidationError, "environmentId: %s", err)
+		return "", "", api.BadRequest(api.CodeValidationError, "environmentId: %s", err)
 	}
 	if image != "" {
-		return image, nil
+		return image, "", nil
 	}
 	var e api.Environment
 	if version == api.LatestVersion {
 		var latest *api.Environment
 		if latest, err = s.latestEnvironment(ctx, sc, name); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if latest == nil {
 			err = api.NotFound("no versions")
@@ -116,15 +119,15 @@ func (s *Server) jobImage(ctx context.Context, sc api.Scope, envID string) (stri
 		e, err = s.environment(ctx, sc, name, version)
 	}
 	if err != nil {
-		if hint := api.CuratedEnvironmentHint(name); hint != "" {
-			return "", api.BadRequest(api.CodeValidationError, "environmentId: %s", hint)
+		if api.IsCuratedEnvironment(name) {
+			return "", api.CuratedEnvironmentNote(name, sc.Workspace), nil
 		}
 		if version == api.LatestVersion {
-			return "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s has no versions in workspace %s; create one with 'cumulus environment create'", name, sc.Workspace)
+			return "", "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s has no versions in workspace %s; create one with 'cumulus environment create'", name, sc.Workspace)
 		}
-		return "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s:%s does not exist in workspace %s; create it with 'cumulus environment create'", name, version, sc.Workspace)
+		return "", "", api.BadRequest(api.CodeValidationError, "environmentId: environment %s:%s does not exist in workspace %s; create it with 'cumulus environment create'", name, version, sc.Workspace)
 	}
-	return e.Properties.Image, nil
+	return e.Properties.Image, "", nil
 }
 
 // environmentVersions reads every version of every environment of the

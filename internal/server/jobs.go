@@ -49,6 +49,15 @@ func (s *Server) jobView(r *http.Request, j store.Job, computes map[string]*jobC
 	doc.Properties.Services = map[string]api.JobService{
 		"Studio": {JobServiceType: "Studio", Endpoint: s.baseURL(r) + "/#/jobs/" + url.PathEscape(doc.Name)},
 	}
+	if sp := doc.Properties.Sweep; sp != nil && sp.BestTrial != nil {
+		// where azure-ai-ml's jobs.download of a sweep finds its best trial
+		props := maps.Clone(doc.Properties.Properties)
+		if props == nil {
+			props = map[string]string{}
+		}
+		props["best_child_run_id"] = sp.BestTrial.Name
+		doc.Properties.Properties = props
+	}
 	jc, ok := computes[j.Compute]
 	if !ok {
 		jc = &jobCompute{}
@@ -89,14 +98,16 @@ func computeName(id string) string   { _, n, _ := strings.Cut(id, "/computes/");
 
 // putJob submits a job (command or sweep) or re-submits one that exists
 // (lifecycle.Submit): the handler decodes, checks what only the server can
-// (code snapshots uploaded to the workspace) and resolves the image.
+// (code snapshots uploaded to the workspace), resolves where its code,
+// inputs and outputs are (jobdata) and resolves the image.
 func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error {
 	sc, name := scopeOf(p), p["name"]
 	var j api.Job
 	if err := decode(r, &j); err != nil {
 		return err
 	}
-	if _, err := s.workspace(r, s.db.Q(), sc); err != nil {
+	wsd, err := s.workspace(r, s.db.Q(), sc)
+	if err != nil {
 		return err
 	}
 	if j.IsParallel() {
@@ -110,13 +121,13 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err := api.PrepareJob(&j, name); err != nil {
 		return err
 	}
-	if err := s.prepareRuns(r.Context(), sc, &j, name); err != nil {
+	if err := s.prepareRuns(r.Context(), sc, wsd.Value, &j, name); err != nil {
 		return err
 	}
 	now := s.clock.Now().UTC()
 	var out store.Job
 	created := false
-	err := s.tx(r, func(q store.Querier) error {
+	err = s.tx(r, func(q store.Querier) error {
 		var err error
 		out, created, err = lifecycle.Submit(r.Context(), q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: principal(r)}, now)
 		return err
@@ -137,23 +148,41 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 // (code snapshots and input folders uploaded to the workspace) and
 // resolves its environment to an image: the job's own, a sweep's trials',
 // or each step's of a pipeline (whose inputs are checked too).
-func (s *Server) prepareRuns(ctx context.Context, sc api.Scope, j *api.Job, name string) error {
+func (s *Server) prepareRuns(ctx context.Context, sc api.Scope, ws api.Workspace, j *api.Job, name string) error {
 	if j.IsPipeline() {
+		if err := s.resolveJobData(ctx, sc, ws, name, &api.JobProperties{Inputs: j.Properties.Inputs}); err != nil {
+			return err
+		}
 		if err := s.checkJobBlobs(ctx, sc, api.JobProperties{Inputs: j.Properties.Inputs}); err != nil {
 			return err
 		}
 		for _, sn := range slices.Sorted(maps.Keys(j.Properties.Jobs)) {
-			step := &api.Job{Name: api.StepJobName(name, sn), Properties: j.Properties.Jobs[sn].JobProperties}
-			if err := s.prepareRuns(ctx, sc, step, step.Name); err != nil {
+			// The step as its job will be (other steps' outputs standing
+			// in): its code, data, blobs and image checked.
+			step, err := j.StepJob(sn, api.StepJobName(name, sn), func(string, string) (api.JobInput, error) {
+				return api.JobInput{JobInputType: "uri_folder"}, nil
+			})
+			if err == nil {
+				err = s.prepareRuns(ctx, sc, ws, &step, step.Name)
+			}
+			if err != nil {
 				var ae *api.Error
 				if errors.As(err, &ae) {
 					ae.Message = "step " + sn + ": " + ae.Message
 				}
 				return err
 			}
-			j.Properties.Jobs[sn].JobProperties = step.Properties
+			// Where its data is is resolved when its job is made (its
+			// inputs may be other steps' outputs): keep the step as given.
+			j.Properties.Jobs[sn].Image, j.Properties.Jobs[sn].EnvironmentNote = step.Properties.Image, step.Properties.EnvironmentNote
+			if step.Properties.Sweep != nil {
+				j.Properties.Jobs[sn].Sweep = step.Properties.Sweep
+			}
 		}
 		return nil
+	}
+	if err := s.resolveJobData(ctx, sc, ws, name, &j.Properties); err != nil {
+		return err
 	}
 	runs := j.Properties // what runs: the job itself, or a sweep's trials
 	if j.IsSweep() {
@@ -163,11 +192,11 @@ func (s *Server) prepareRuns(ctx context.Context, sc api.Scope, j *api.Job, name
 	if err := s.checkJobBlobs(ctx, sc, runs); err != nil {
 		return err
 	}
-	image, err := s.jobImage(ctx, sc, runs.EnvironmentID)
+	image, note, err := s.jobImage(ctx, sc, runs.EnvironmentID)
 	if err != nil {
 		return err
 	}
-	j.Properties.Image = image
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	return nil
 }
 

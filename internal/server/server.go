@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -24,6 +25,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/rbac"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Defaults are the names a local install starts with.
@@ -82,6 +84,17 @@ type Config struct {
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
+	// GPUs are the devices of the one machine the provider's nodes share
+	// (local, docker): a size needing more a node is refused at create
+	// and update, and listNodes shows which node holds which. nil: the
+	// nodes have machines of their own.
+	GPUs *gpu.Machine
+	// Limits bound what a workspace and a job keep (zero fields: the
+	// defaults).
+	Limits Limits
+	// Webhooks is where a budget's webhook may point (checked at PUT; the
+	// controller checks each address it dials).
+	Webhooks webhook.Policy
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -103,6 +116,7 @@ type Server struct {
 	outputs  files.Outputs
 	router   router
 	agents   router
+	history  router // Run History (history.go)
 	ui       http.Handler
 	sessions SessionAuth
 	identity *identity.Issuer
@@ -110,6 +124,9 @@ type Server struct {
 	metrics  *metrics.Metrics  // nil: no /metrics, nothing recorded
 	usage    *dispatch.UsageRecorder
 	jobPages *store.JobCache // decoded jobs of the job list's pages
+	accounts sync.Map        // blob store account name → workspace id (workspaceByAccount)
+	filing   [64]sync.Mutex  // one output of one job is filed at a time (fileOutput), by outputStripe
+	blobTLS  BlobTLS         // certificates for <account>.blob.core.windows.net (blobproxy.go); nil: none
 }
 
 // Deps are the server's collaborators.
@@ -130,6 +147,9 @@ type Deps struct {
 	// Metrics, when set, is served at GET /metrics to any signed-in
 	// principal whose roles read, and records each request's duration.
 	Metrics *metrics.Metrics
+	// BlobTLS, when set, issues the certificates of the blob endpoints
+	// the server answers as an HTTPS proxy (blobproxy.go).
+	BlobTLS BlobTLS
 }
 
 // SessionAuth authenticates a browser's API request by its session cookie.
@@ -169,6 +189,7 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
@@ -179,9 +200,9 @@ func New(cfg Config, d Deps) *Server {
 		d.Hub = hub.New()
 	}
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
-		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(),
+		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(), blobTLS: d.BlobTLS,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
-		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
+		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs"), Limit: cfg.Limits.JobLog},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
 	}
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
@@ -229,6 +250,7 @@ func (s *Server) routes() {
 	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
 	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
+	r.handle("GET", ws+"/computes/{name}/queue", s.getQueue)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)
@@ -244,13 +266,25 @@ func (s *Server) routes() {
 	s.usageRoutes()
 	s.lockRoutes()
 	s.budgetRoutes()
+	s.datastoreRoutes()
+	s.assetRoutes()
+	s.historyRoutes()
 }
 
 // ServeHTTP authenticates, checks api-version and dispatches.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.boundBody(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	if err := canonicalize(r); err != nil {
+		if _, blobHost := blobHostAccount(r); blobHost || strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+			// The storage clients read Azure Storage's errors.
+			s.writeBlobError(&blobRequest{w: rec, r: r}, blobErr(http.StatusBadRequest, "InvalidResourceName", "The specifed resource name contains invalid characters."))
+			return
+		}
+		writeError(rec, r, s.log, err)
+		return
+	}
+	s.boundBody(w, r)
 	// route labels the request's duration: the matched pattern, never the
 	// path (a series per resource would grow without bound).
 	route := ""
@@ -264,6 +298,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.metrics.Request(routeMethod(r.Method, route), routeLabel(route), rec.status, d)
 	}()
 	withAudit(r)
+	if r.Method == http.MethodConnect {
+		route = "CONNECT"
+		s.serveConnect(rec, r)
+		return
+	}
+	if account, ok := blobHostAccount(r); ok {
+		route = "/blob"
+		s.serveBlobHost(rec, r, account)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+		route = api.BlobPathPrefix
+		s.serveBlobPath(rec, r)
+		return
+	}
+	if isDataplane(r.URL.Path) {
+		s.serveHistory(rec, r, &route)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, mlflowPrefix) {
 		route = mlflowPrefix
 		s.serveMLflow(rec, r)
@@ -285,6 +338,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h, p, pathOK, pattern := s.router.matchRoute(r.Method, r.URL.Path)
 	route = pattern
+	if h != nil {
+		spellAsRoute(r, pattern)
+	}
 	if err := s.authenticateRequest(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
 		writeError(rec, r, s.log, err)

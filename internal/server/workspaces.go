@@ -63,7 +63,7 @@ func (s *Server) putWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 		return err
 	}
 	w.Header().Set("ETag", store.ETagOf(version))
-	writeJSON(w, status, ws)
+	writeJSON(w, status, s.workspaceView(r, ws))
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (s *Server) patchWorkspace(w http.ResponseWriter, r *http.Request, p params
 		return err
 	}
 	w.Header().Set("ETag", store.ETagOf(version))
-	writeJSON(w, http.StatusOK, ws)
+	writeJSON(w, http.StatusOK, s.workspaceView(r, ws))
 	return nil
 }
 
@@ -129,7 +129,7 @@ func (s *Server) getWorkspace(w http.ResponseWriter, r *http.Request, p params) 
 		return err
 	}
 	w.Header().Set("ETag", d.ETag())
-	writeJSON(w, http.StatusOK, d.Value)
+	writeJSON(w, http.StatusOK, s.workspaceView(r, d.Value))
 	return nil
 }
 
@@ -150,11 +150,11 @@ func (s *Server) workspace(r *http.Request, q store.Querier, sc api.Scope) (stor
 
 func (s *Server) listWorkspaces(w http.ResponseWriter, r *http.Request, p params) error {
 	sc := scopeOf(p)
-	return listPage[api.Workspace](s, w, r, store.KindWorkspace, sc.GroupID(), true, func(x api.Workspace) any { return x })
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, sc.GroupID(), true, func(x api.Workspace) any { return s.workspaceView(r, x) })
 }
 
 func (s *Server) listWorkspacesInSubscription(w http.ResponseWriter, r *http.Request, p params) error {
-	return listPage[api.Workspace](s, w, r, store.KindWorkspace, "/subscriptions/"+p["sub"], false, func(x api.Workspace) any { return x })
+	return listPage[api.Workspace](s, w, r, store.KindWorkspace, "/subscriptions/"+p["sub"], false, func(x api.Workspace) any { return s.workspaceView(r, x) })
 }
 
 func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p params) error {
@@ -185,7 +185,10 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 			return err
 		}
 		if len(computes) == 0 {
-			return store.Delete(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0)
+			if err := store.Delete(r.Context(), q, store.KindWorkspace, sc.GroupID(), sc.Workspace, 0); err != nil {
+				return err
+			}
+			return store.DeleteWorkspaceBlobs(r.Context(), q, sc.WorkspaceID())
 		}
 		if !force {
 			return api.ErrWorkspaceHasComputes(sc.Workspace, len(computes))
@@ -224,4 +227,15 @@ func (s *Server) deleteWorkspace(w http.ResponseWriter, r *http.Request, p param
 	s.setOperationHeaders(w, r, location, opID, true)
 	w.WriteHeader(http.StatusAccepted)
 	return nil
+}
+
+// workspaceView is a workspace as the API answers it: with its
+// discoveryUrl (the services the SDKs read logs and outputs from, all on
+// this server) and the storage account of its blob store.
+func (s *Server) workspaceView(r *http.Request, ws api.Workspace) api.Workspace {
+	ws.Properties.DiscoveryURL = s.baseURL(r) + discoveryPath
+	if sc, err := api.ParseWorkspaceID(ws.ID); err == nil {
+		ws.Properties.StorageAccount = api.StorageAccountID(sc, api.StorageAccountName(ws.WorkspaceUID()))
+	}
+	return ws
 }

@@ -47,6 +47,17 @@ func GetBlobOwner(ctx context.Context, q Querier, digest, workspace string) (Blo
 	return o, nil
 }
 
+// WorkspaceBlobBytes adds up the sizes of the blobs a workspace owns, but
+// for the blob except (one being uploaded again).
+func WorkspaceBlobBytes(ctx context.Context, q Querier, workspace, except string) (int64, error) {
+	var n sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT SUM(size) FROM blob_owners WHERE workspace = ? AND digest != ?`, Key(workspace), except).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("workspace blob bytes: %w", err)
+	}
+	return n.Int64, nil
+}
+
 // BlobOwned reports whether any workspace owns the blob.
 func BlobOwned(ctx context.Context, q Querier, digest string) (bool, error) {
 	var n int
@@ -60,10 +71,13 @@ func BlobOwned(ctx context.Context, q Querier, digest string) (bool, error) {
 // UnreferencedBlobOwners lists ownerships last uploaded before cutoff
 // whose blob no job of the owning workspace mentions (a job's document
 // names its code snapshot and cumulus://blobs/ inputs by digest; any
-// mention keeps the blob).
+// mention keeps the blob) and no blob path or uncommitted block of the
+// workspace names.
 func UnreferencedBlobOwners(ctx context.Context, q Querier, cutoff time.Time, limit int) ([]BlobOwner, error) {
 	rows, err := q.QueryContext(ctx, `SELECT b.digest, b.workspace, b.size, b.uploaded, b.principal FROM blob_owners b
 		WHERE b.uploaded < ? AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.parent = b.workspace AND lower(j.body) LIKE '%' || b.digest || '%')
+			AND NOT EXISTS (SELECT 1 FROM blob_paths p WHERE p.digest = b.digest AND p.workspace = b.workspace)
+			AND NOT EXISTS (SELECT 1 FROM blob_blocks k WHERE k.digest = b.digest AND k.workspace = b.workspace)
 		ORDER BY b.uploaded LIMIT ?`, cutoff.UnixMilli(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("unreferenced blobs: %w", err)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -19,6 +20,9 @@ func nodeEvent(was string, n Node) (Event, bool) {
 		e.Message = fmt.Sprintf("a %s %s node was requested from the %s provider", n.Priority, n.VMSize, n.Provider)
 		if n.Provider == "" {
 			e.Message = fmt.Sprintf("a %s %s node was requested", n.Priority, n.VMSize)
+		}
+		if len(n.GPUDevices) > 0 {
+			e.Message += fmt.Sprintf(", holding GPU %s", strings.Join(n.GPUDevices, ", "))
 		}
 	case was == n.State:
 		return Event{}, false

@@ -27,13 +27,17 @@ type Node struct {
 	Address    string    `json:"address,omitempty"`
 	Port       int       `json:"port,omitempty"`
 	Created    time.Time `json:"created"`
-	Ready      time.Time `json:"ready,omitempty"`       // when the agent registered
-	IdleSince  time.Time `json:"idleSince,omitempty"`   // when it last became idle
-	Heartbeat  time.Time `json:"heartbeat,omitempty"`   // last heartbeat
-	TokenHash  string    `json:"tokenHash,omitempty"`   // the agent's token, hashed
-	JoinHash   string    `json:"joinHash,omitempty"`    // the one-time join token, hashed
-	Reason     string    `json:"reason,omitempty"`      // why it is unusable/leaving
-	GPUs       []int     `json:"gpus,omitempty"`        // device indexes the agent reported
+	Ready      time.Time `json:"ready,omitempty"`     // when the agent registered
+	IdleSince  time.Time `json:"idleSince,omitempty"` // when it last became idle
+	Heartbeat  time.Time `json:"heartbeat,omitempty"` // last heartbeat
+	TokenHash  string    `json:"tokenHash,omitempty"` // the agent's token, hashed
+	JoinHash   string    `json:"joinHash,omitempty"`  // the one-time join token, hashed
+	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
+	GPUs       []int     `json:"gpus,omitempty"`      // device indexes the agent reported
+	// GPUDevices are the devices of the machine the provider's nodes
+	// share that this node holds, by gpu.ID, given when it was created
+	// (local and docker providers); freed when the record goes.
+	GPUDevices []string  `json:"gpuDevices,omitempty"`
 	Evicted    time.Time `json:"evicted,omitzero"`      // when a preemption notice came (low priority)
 	SSHOpen    int       `json:"sshSessions,omitempty"` // open SSH sessions: the node is busy
 	PublicSSH  bool      `json:"publicSsh,omitempty"`   // remoteLoginPortPublicAccess Enabled: listNodes shows the address
@@ -152,6 +156,12 @@ func NodesIn(ctx context.Context, q Querier, compute string, states ...string) (
 // AllNodes lists every node, oldest first.
 func AllNodes(ctx context.Context, q Querier) ([]Node, error) {
 	return queryNodes(ctx, q, `SELECT body FROM nodes ORDER BY created, id`)
+}
+
+// NodesHoldingGPUs lists the nodes whose records hold devices of the
+// machine the nodes share (Node.GPUDevices), oldest first.
+func NodesHoldingGPUs(ctx context.Context, q Querier) ([]Node, error) {
+	return queryNodes(ctx, q, `SELECT body FROM nodes WHERE body LIKE '%"gpuDevices":%' ORDER BY created, id`)
 }
 
 // DeleteNode removes a node record and records its removal at a time;

@@ -16,6 +16,13 @@ const (
 	KindWorkspace = "workspace"
 	KindCompute   = "compute"
 	KindBudget    = "budget" // parent: the workspace's id
+	// Datastores a user added (the built-in ones are not stored); parent:
+	// the workspace's id.
+	KindDatastore = "datastore"
+	// Data and code asset versions; parent: the workspace's id +
+	// "/data/<name>" or "/codes/<name>".
+	KindDataVersion = "dataversion"
+	KindCodeVersion = "codeversion"
 )
 
 // Doc is a stored resource with its version and creation time.

@@ -245,7 +245,54 @@ var migrations = []string{
 		PRIMARY KEY (job, kind, name)
 	);
 	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; END`,
-	// 16: the mini-batches of parallel steps (see parallel.go): a row each,
+	// 16: the blob store's names (see blobpaths.go): each blob of a
+	// workspace's container by path, naming its content by digest; and
+	// the uncommitted blocks of blobs being uploaded in blocks.
+	`CREATE TABLE blob_paths (
+		workspace    TEXT NOT NULL,
+		container    TEXT NOT NULL,
+		path         TEXT NOT NULL,
+		digest       TEXT NOT NULL,
+		size         INTEGER NOT NULL,
+		md5          TEXT NOT NULL,
+		content_type TEXT NOT NULL,
+		metadata     TEXT NOT NULL,
+		created      INTEGER NOT NULL,
+		modified     INTEGER NOT NULL,
+		etag         TEXT NOT NULL,
+		PRIMARY KEY (workspace, container, path)
+	);
+	CREATE INDEX blob_paths_digest ON blob_paths (digest, workspace);
+	CREATE TABLE blob_blocks (
+		workspace TEXT NOT NULL,
+		container TEXT NOT NULL,
+		path      TEXT NOT NULL,
+		block     TEXT NOT NULL,
+		digest    TEXT NOT NULL,
+		size      INTEGER NOT NULL,
+		created   INTEGER NOT NULL,
+		PRIMARY KEY (workspace, container, path, block)
+	);
+	CREATE INDEX blob_blocks_digest ON blob_blocks (digest, workspace);
+	CREATE INDEX blob_blocks_created ON blob_blocks (created)`,
+	// 17: fair share. What the scheduler reads of a job's group and of a
+	// running job (when its attempt got its nodes, its own minimum
+	// runtime), the queue of each group in scheduling order, and each
+	// group's decayed usage per compute (see share.go). Jobs running
+	// before this migration read as started long ago.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT NOT NULL,
+		grp     TEXT NOT NULL,
+		value   REAL NOT NULL,
+		at      INTEGER NOT NULL,
+		held    INTEGER NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
+	// 18: the mini-batches of parallel steps (see parallel.go): a row each,
 	// with its state, its lease while a node runs it and the rows it
 	// returned. They go with their job.
 	`CREATE TABLE parallel_batches (

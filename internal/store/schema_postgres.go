@@ -227,7 +227,48 @@ var pgMigrations = []string{
 	);
 	CREATE FUNCTION delete_job_metrics() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM job_metrics WHERE job = OLD.uid; DELETE FROM job_params WHERE job = OLD.uid; RETURN NULL; END $$;
 	CREATE TRIGGER job_metrics_job_deleted AFTER DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION delete_job_metrics()`,
-	// SQLite's 16: parallel steps' mini-batches, removed with their job.
+	// SQLite's 16: the blob store's names and uncommitted blocks.
+	`CREATE TABLE blob_paths (
+		workspace    TEXT COLLATE "C" NOT NULL,
+		container    TEXT COLLATE "C" NOT NULL,
+		path         TEXT COLLATE "C" NOT NULL,
+		digest       TEXT COLLATE "C" NOT NULL,
+		size         BIGINT NOT NULL,
+		md5          TEXT NOT NULL,
+		content_type TEXT NOT NULL,
+		metadata     TEXT NOT NULL,
+		created      BIGINT NOT NULL,
+		modified     BIGINT NOT NULL,
+		etag         TEXT NOT NULL,
+		PRIMARY KEY (workspace, container, path)
+	);
+	CREATE INDEX blob_paths_digest ON blob_paths (digest, workspace);
+	CREATE TABLE blob_blocks (
+		workspace TEXT COLLATE "C" NOT NULL,
+		container TEXT COLLATE "C" NOT NULL,
+		path      TEXT COLLATE "C" NOT NULL,
+		block     TEXT COLLATE "C" NOT NULL,
+		digest    TEXT COLLATE "C" NOT NULL,
+		size      BIGINT NOT NULL,
+		created   BIGINT NOT NULL,
+		PRIMARY KEY (workspace, container, path, block)
+	);
+	CREATE INDEX blob_blocks_digest ON blob_blocks (digest, workspace);
+	CREATE INDEX blob_blocks_created ON blob_blocks (created)`,
+	// SQLite's 17: fair share.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime BIGINT NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT COLLATE "C" NOT NULL,
+		grp     TEXT COLLATE "C" NOT NULL,
+		value   DOUBLE PRECISION NOT NULL,
+		at      BIGINT NOT NULL,
+		held    BIGINT NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
+	// SQLite's 18: parallel steps' mini-batches, removed with their job.
 	`CREATE TABLE parallel_batches (
 		job          TEXT COLLATE "C" NOT NULL,
 		idx          BIGINT NOT NULL,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -34,10 +35,15 @@ type Sampler struct {
 	// node's disk (the agent's work dir).
 	Dir string
 	// QueryGPUs returns nvidia-smi's output for GPUQueryArgs; nil: the
-	// node has no GPUs.
+	// node has no GPUs. GPUs, when not nil, are the indexes of the node's
+	// own GPUs: the machine's others are left out of its figures.
 	QueryGPUs func(ctx context.Context) ([]byte, error)
+	GPUs      []int
 	// PageSize is the size of a memory page (0 = os.Getpagesize()).
 	PageSize int64
+	// Own, when set, makes the node's CPU and memory figures its own
+	// rather than the machine's (see Own).
+	Own *Own
 
 	prev     CPUTimes
 	prevTime time.Time
@@ -95,24 +101,41 @@ func (s *Sampler) Sample(ctx context.Context, now time.Time, jobs []Job) (agenta
 		if err == nil {
 			u.GPUs, err = ParseGPUs(out)
 		}
+		if s.GPUs != nil {
+			u.GPUs = slices.DeleteFunc(u.GPUs, func(g agentapi.GPUUsage) bool { return !slices.Contains(s.GPUs, g.Index) })
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("gpus: %w", err))
 		}
+	}
+	var ticks uint64 // the jobs' CPU time since the previous sample
+	var mem int64    // and their memory now
+	if s.Own != nil && s.Own.VCPUs > 0 {
+		u.CPUs = s.Own.VCPUs // the jobs' shares are of the node's vCPUs
 	}
 	if len(jobs) > 0 {
 		procs, err := readProcs(proc)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		u.Jobs = s.jobs(now, jobs, procs, u, page)
+		u.Jobs, ticks = s.jobs(now, jobs, procs, u, page)
+		for _, j := range u.Jobs {
+			mem += j.MemoryUsed
+		}
 	} else {
 		s.jobPrev = nil
+	}
+	if s.Own != nil {
+		ticks, mem = s.Own.agent(proc, page, ticks, mem)
+		s.Own.apply(&u, now, ticks, mem)
 	}
 	return u, errors.Join(errs...)
 }
 
-// jobs measures each job from the processes of its tree.
-func (s *Sampler) jobs(now time.Time, jobs []Job, procs []Proc, node agentapi.Usage, page int64) []agentapi.JobUsage {
+// jobs measures each job from the processes of its tree, and returns with
+// them the CPU ticks all of them took since the previous sample.
+func (s *Sampler) jobs(now time.Time, jobs []Job, procs []Proc, node agentapi.Usage, page int64) ([]agentapi.JobUsage, uint64) {
+	var all uint64
 	prev := s.jobPrev
 	s.jobPrev = make(map[string]uint64, len(jobs))
 	var out []agentapi.JobUsage
@@ -137,6 +160,9 @@ func (s *Sampler) jobs(now time.Time, jobs []Job, procs []Proc, node agentapi.Us
 			busy := float64(ticks-before) / ClockTicks
 			ju.CPU = min(busy/since.Seconds()/float64(node.CPUs), 1)
 		}
+		if seen && ticks >= before {
+			all += ticks - before
+		}
 		for _, idx := range j.GPUs {
 			for _, g := range node.GPUs {
 				if g.Index == idx {
@@ -146,7 +172,7 @@ func (s *Sampler) jobs(now time.Time, jobs []Job, procs []Proc, node agentapi.Us
 		}
 		out = append(out, ju)
 	}
-	return out
+	return out, all
 }
 
 // readProcs reads /proc/<pid>/stat of every process; processes that end

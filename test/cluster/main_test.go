@@ -145,40 +145,12 @@ func (s *server) stop() {
 	}
 }
 
-// agents lists the pids of agent processes of this server's nodes: their
-// command lines name a work dir in the server's nodes dir, which is
-// <data dir>-nodes (config.NodesDir).
-func agents(dataDir string) []int {
-	nodesDir := config.NodesDir(dataDir)
-	var pids []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		cmd := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmd, " agent ") && strings.Contains(cmd, " "+nodesDir+"/") {
-			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(st), ") Z ") {
-				continue // a zombie is not running
-			}
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+// agents lists the running agent processes of dataDir's local nodes
+// (testbin.Agents).
+func agents(dataDir string) []int { return testbin.Agents(dataDir) }
 
 func killAgents(dataDir string) {
-	pids := agents(dataDir)
-	for _, pid := range pids {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if len(pids) > 0 {
+	if testbin.KillAgents(dataDir) > 0 {
 		waitPreparedGone(dataDir)
 	}
 }

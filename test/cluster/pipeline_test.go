@@ -106,6 +106,7 @@ def run(mini_batch):
         time.sleep(args.pause)
         value = open(path).read().split()[1]
         rows.append("%s %s %s %s" % (args.prefix, name, value, os.environ.get("CUMULUS_NODE_ID")))
+    print("scored", len(rows), "items", flush=True)
     return rows
 `)
 	write(t, filepath.Join(dir, "count", "count.py"), `import os, sys
@@ -281,14 +282,14 @@ func TestParallelStepLosesOnlyTheKilledNodesMiniBatches(t *testing.T) {
 	}
 	var victim string
 	var doneBefore int
-	waitFor(t, "the parallel step to finish a mini-batch on each node", 3*time.Minute, func() bool {
+	waitFor(t, "the parallel step's rank 1 to score two mini-batches, with more running", 3*time.Minute, func() bool {
 		j, err := s.c.GetJob(bctx, "killnode_score")
 		if err != nil || len(j.Properties.Attempts) == 0 || j.Properties.Parallel == nil {
 			return false
 		}
 		st := j.Properties.Parallel
 		victim, doneBefore = j.Properties.Attempts[0].Nodes[1], st.Done
-		return st.Done >= 2 && st.Running >= 2
+		return strings.Count(s.rankLog("killnode_score", 1), "scored 5 items") >= 2 && st.Running >= 2
 	})
 	if err := syscall.Kill(agentOf(t, s.dataDir, victim), syscall.SIGKILL); err != nil {
 		t.Fatal(err)

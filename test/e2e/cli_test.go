@@ -58,6 +58,7 @@ func writeFile(t *testing.T, dir, name, body string) string {
 
 func TestCLIEndToEnd(t *testing.T) {
 	c := newCluster(t)
+	c.standInGPUs(1) // the gpu cluster's size needs a GPU on the local provider's machine
 	c.serve()
 	file := writeFile(t, t.TempDir(), "compute.yml", computeYAML)
 
@@ -190,6 +191,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	c.fails([]string{"ValidationError", "Standard_DS3_v2"}, "compute", "create", "-n", "bad-size", "--size", "Standard_DS3")
 	c.fails([]string{"ValidationError"}, "compute", "create", "-n", "bad-scale", "--min-instances", "3", "--max-instances", "2")
 	c.fails([]string{"ValidationError"}, "compute", "create", "-n", "bad-h100", "--size", "Standard_NC40ads_H100_v5", "--tier", "low_priority")
+	c.fails([]string{"ValidationError", "needs 4 GPUs a node; this machine has at most 1"}, "compute", "create", "-n", "bad-gpus", "--size", "Standard_NC24s_v3")
 	bad := writeFile(t, t.TempDir(), "bad.yml", computeYAML+"colour: blue\n")
 	c.fails([]string{"colour"}, "compute", "create", "--file", bad)
 	c.fails([]string{"tier"}, "compute", "create", "-n", "bad-tier", "--tier", "spot")
@@ -197,7 +199,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	c.fails([]string{"output"}, "compute", "list", "-o", "xml")
 	c.fails([]string{"nothing to update"}, "compute", "update", "-n", "cpu-cluster")
 	c.fails([]string{"ValidationError"}, "compute", "update", "-n", "cpu-cluster", "--max-instances", "0")
-	for _, n := range []string{"cluster-1", "x", "bad-size", "bad-scale", "bad-h100", "bad-tier"} {
+	for _, n := range []string{"cluster-1", "x", "bad-size", "bad-scale", "bad-h100", "bad-gpus", "bad-tier"} {
 		if st, _ := c.getCompute(n); st != 404 {
 			t.Errorf("%s: GET %d after a failed create", n, st)
 		}

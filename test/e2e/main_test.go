@@ -24,6 +24,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
@@ -96,6 +97,7 @@ type cluster struct {
 	token   string
 	proc    *exec.Cmd
 	out     *syncBuffer
+	path    string // put before PATH for the server: a stand-in nvidia-smi (see standInGPUs)
 	done    chan struct{}
 	waitErr error
 }
@@ -113,6 +115,18 @@ func newCluster(t *testing.T) *cluster {
 		}
 	})
 	return c
+}
+
+// standInGPUs gives the server a stand-in nvidia-smi (a test double)
+// reporting n GPUs, so that its nodes have GPUs to divide and GPU sizes are
+// accepted; call it before serve.
+func (c *cluster) standInGPUs(n int) {
+	c.t.Helper()
+	dir := c.t.TempDir()
+	if _, err := gputest.StandIn(dir, gputest.Whole(n, "NVIDIA H100 80GB HBM3")); err != nil {
+		c.t.Fatal(err)
+	}
+	c.path = dir
 }
 
 func (c *cluster) running() bool {
@@ -137,6 +151,9 @@ func (c *cluster) serve() {
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(c.port),
 		"--subscription-id", "e2e-sub", "--default-resource-group", "e2e-rg", "--location", "e2eloc", "--default-workspace", "default")
 	cmd.Env = env(c.dataDir)
+	if c.path != "" {
+		cmd.Env = append(cmd.Env, "PATH="+c.path+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -28,19 +28,24 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
-// server is the `cumulus serve` every test in the package talks to.
-var server struct {
+// served is a running `cumulus serve` and the environment 'cumulus sdk
+// env' gives for it.
+type served struct {
 	bin     string
 	dataDir string
 	env     []string // the environment 'cumulus sdk env' gives, plus PATH with cumulus
 	out     *syncBuffer
 }
 
+// server is the `cumulus serve` (sim provider) most tests in the package
+// talk to.
+var server *served
+
 func TestMain(m *testing.M) {
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		if server.out != nil {
+		if server != nil {
 			fmt.Fprintln(os.Stderr, server.out.String())
 		}
 		os.Exit(1)
@@ -54,60 +59,84 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	bin, _, err := testbin.Cumulus(dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, stop, err := serve(ctx, dir, "--provider", "sim", "--sim-job-duration", "1h")
 	if err != nil {
 		return 0, err
 	}
+	defer stop()
+	server = srv
+	return m.Run(), nil
+}
+
+// serve starts `cumulus serve` over TLS with its self-signed certificate,
+// state and HOME in dir, with the provider flags given, and reads the
+// environment 'cumulus sdk env' prints for it, as a user's eval does.
+func serve(ctx context.Context, dir string, provider ...string) (*served, func(), error) {
+	bin, _, err := testbin.Cumulus(dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	binDir := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	if err := os.Symlink(bin, filepath.Join(binDir, "cumulus")); err != nil {
-		return 0, err
+	if err := os.Symlink(bin, filepath.Join(binDir, "cumulus")); err != nil && !os.IsExist(err) {
+		return nil, nil, err
 	}
-	server.bin, server.dataDir, server.out = bin, filepath.Join(dir, "data"), &syncBuffer{}
+	srv := &served{bin: bin, dataDir: filepath.Join(dir, "data"), out: &syncBuffer{}}
 
-	base := []string{"HOME=" + dir, "CUMULUS_DATA_DIR=" + server.dataDir, "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+	base := []string{"HOME=" + dir, "CUMULUS_DATA_DIR=" + srv.dataDir, "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CUMULUS_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "PATH=") {
+		if !strings.HasPrefix(kv, "CUMULUS_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "PATH=") &&
+			!strings.HasPrefix(strings.ToUpper(kv), "HTTPS_PROXY=") && !strings.HasPrefix(strings.ToUpper(kv), "NO_PROXY=") {
 			base = append(base, kv)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--tls-self-signed",
-		"--provider", "sim", "--sim-job-duration", "1h",
-		"--subscription-id", "00000000-0000-0000-0000-0000000000ab", "--default-resource-group", "sdk-rg",
+	ctx, cancel := context.WithCancel(ctx)
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--tls-self-signed"}, provider...)
+	args = append(args, "--subscription-id", "00000000-0000-0000-0000-0000000000ab", "--default-resource-group", "sdk-rg",
 		"--location", "westus2", "--default-workspace", "sdk-ws")
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = base
-	cmd.Stdout, cmd.Stderr = server.out, server.out
+	cmd.Stdout, cmd.Stderr = srv.out, srv.out
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 20 * time.Second
 	if err := cmd.Start(); err != nil {
-		return 0, err
+		cancel()
+		return nil, nil, err
 	}
-	defer func() { cancel(); _ = cmd.Wait() }()
+	stop := func() {
+		cancel()
+		_ = cmd.Wait()
+		testbin.KillAgents(srv.dataDir) // local-provider nodes outlive their server
+		_ = os.RemoveAll(config.NodesDir(srv.dataDir))
+	}
 
-	cfgPath := filepath.Join(server.dataDir, "config.yaml")
+	cfgPath := filepath.Join(srv.dataDir, "config.yaml")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if cfg, err := config.Load(cfgPath); err == nil && cfg.Token != "" && cfg.CAFile != "" {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, errors.New("cumulus serve did not write its CLI config within 30s")
+			stop()
+			return srv, nil, errors.New("cumulus serve did not write its CLI config within 30s")
 		}
 		time.Sleep(50 * time.Millisecond) // polling for a subprocess's file
 	}
 	envOut, err := exec.Command(bin, "--config", cfgPath, "sdk", "env").Output()
 	if err != nil {
-		return 0, fmt.Errorf("cumulus sdk env: %w", err)
+		stop()
+		return srv, nil, fmt.Errorf("cumulus sdk env: %w", err)
 	}
-	server.env, err = shellEnv(base, string(envOut))
+	srv.env, err = shellEnv(base, string(envOut))
 	if err != nil {
-		return 0, err
+		stop()
+		return srv, nil, err
 	}
-	return m.Run(), nil
+	return srv, stop, nil
 }
 
 // shellEnv evaluates the exports of 'cumulus sdk env' with sh, as a user's
@@ -130,8 +159,11 @@ func shellEnv(base []string, exports string) ([]string, error) {
 }
 
 // getenv reads a variable of the SDK environment.
-func getenv(name string) string {
-	for _, kv := range server.env {
+func getenv(name string) string { return server.getenv(name) }
+
+// getenv reads a variable of a server's SDK environment.
+func (s *served) getenv(name string) string {
+	for _, kv := range s.env {
 		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			return v
 		}
@@ -174,6 +206,13 @@ func standinDir() string {
 // that it printed OK and each step it must.
 func runScenario(t *testing.T, prefix string, steps []string, name string, args ...string) {
 	t.Helper()
+	server.runScenario(t, prefix, steps, name, args...)
+}
+
+// runScenario runs a scenario program against s.
+func (s *served) runScenario(t *testing.T, prefix string, steps []string, name string, args ...string) {
+	t.Helper()
+	server := s
 	start := time.Now()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(append([]string{}, server.env...), "SCENARIO_PREFIX="+prefix, "PYTHONPATH="+standinDir(), "PYTHONDONTWRITEBYTECODE=1")
@@ -220,6 +259,28 @@ func TestPythonAzureAIML(t *testing.T) {
 	}
 	runScenario(t, "aiml", []string{"created", "get ", "list ", "updated", "sizes ", "usage ", "unsupported 400 UserError", "job ", "job cancelled", "deleted"},
 		py, filepath.Join("python", "azure_ai_ml_scenario.py"))
+}
+
+// The job half with azure-ai-ml against a server whose jobs run (local
+// provider: agent processes on this machine): local code and data
+// uploaded through the datastore (the blob endpoints azure-ai-ml builds
+// itself, proxied by the server), a data asset by name, the job streamed
+// and its outputs downloaded, a sweep streamed and downloaded, the
+// pending upload of newer SDKs with azure-storage-blob, and the refusals
+// (no role, another workspace's SAS).
+func TestPythonAzureAIMLJobs(t *testing.T) {
+	py := python("azure.ai.ml")
+	if py == "" {
+		missing(t, "Python azure-ai-ml", "apt-get install python3-azure")
+	}
+	srv, stop, err := serve(context.Background(), t.TempDir(), "--provider", "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	srv.runScenario(t, "jobs", []string{"compute round trip", "subnet ", "data ", "job ", "streamed Completed", "downloaded",
+		"pending upload", "uploaded code ran", "sweep streamed Completed", "no role 403", "other workspace's SAS refused"},
+		py, filepath.Join("python", "azure_ai_ml_jobs.py"))
 }
 
 func TestPythonManagementSDK(t *testing.T) {

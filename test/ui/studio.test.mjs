@@ -214,18 +214,39 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(anon.status, 401);
   });
 
-  await step(t, '`cumulus ui --print-url` gives a one-time sign-in link', async () => {
-    const url = (await cli('ui', '--print-url')).trim();
-    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\?code=cuc_/);
-    assert.ok(!url.includes(token), 'the link does not carry the token');
+  await step(t, '`cumulus ui --print-url` signs in the browser that opens it, and no other', async () => {
+    // The command prints the sign-in address and waits for the browser.
+    const ui = spawn(bin, ['ui', '--print-url'], { env: env(), cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => ui.on('exit', resolve));
+    const url = await new Promise((resolve, reject) => {
+      let out = '';
+      ui.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+      ui.on('exit', () => reject(new Error('cumulus ui ended before printing the address')));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\/begin\?port=\d+&state=/);
+    assert.ok(!url.includes(token), 'the address does not carry the token');
     const other = await browser.newContext();
     const p2 = await other.newPage();
+    const seen = [];
+    p2.on('request', (r) => seen.push(r.url()));
     await p2.goto(url);
     await p2.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor({ timeout: 15000 });
-    const again = await other.newPage();
-    const resp = await again.goto(url);
-    assert.equal(resp.status(), 401, 'the link works once');
+    assert.equal(await exited, 0, 'cumulus ui ends once the browser is signed in');
+    const link = seen.find((u) => u.includes('/ui/login?code=cuc_'));
+    assert.ok(link, 'the browser went through a one-time link');
+    // The same link in another browser signs nothing in (it works once, and
+    // only in the browser that asked for it: the Go tests open an unused
+    // link in another browser).
+    const third = await browser.newContext();
+    const again = await third.newPage();
+    const resp = await again.goto(link);
+    assert.equal(resp.status(), 401, 'the link signs in no other browser');
     await again.getByText('works once').waitFor();
+    assert.ok(!(await third.cookies()).some((c) => c.name === 'cumulus_session'), 'no session in the other browser');
+    await third.close();
     await other.close();
   });
 
@@ -513,11 +534,40 @@ test('the studio, end to end in Chromium', async (t) => {
       'inputs:', '  data:', '    type: uri_folder', '    path: ./data'].join('\n'));
     await cli('job', 'create', '--file', path.join(dataDir, 'proj', 'job.yml'));
     await page.goto(base + '/#/jobs/ui-input-job');
-    const inputs = page.locator('table.kv', { hasText: 'Inputs' });
+    const inputs = page.locator('table.job-data');
     await inputs.waitFor();
-    assert.match(await inputs.textContent(), /datauri_folder \.\/data \(uploaded\)/);
+    assert.match(await inputs.locator('tbody tr', { hasText: 'data' }).textContent(), /^datainputuri_folder.*\.\/data \(uploaded\)/);
     assert.doesNotMatch(await inputs.textContent(), /[0-9a-f]{16}/, 'no content hash');
     await waitFor('the input job to end', async () => ['Completed', 'Failed'].includes(await page.locator('#job-status-text').textContent()), 60000);
+  });
+
+  await step(t, 'data assets have pages; a job shows where its inputs come from and its outputs go', async () => {
+    fs.mkdirSync(path.join(dataDir, 'proj', 'numbers'), { recursive: true });
+    fs.writeFileSync(path.join(dataDir, 'proj', 'numbers', 'n.txt'), '7\n');
+    await cli('data', 'create', '--name', 'ui-numbers', '--path', path.join(dataDir, 'proj', 'numbers'), '--description', 'seven');
+    await mainNav('Data').click();
+    await page.getByRole('heading', { level: 1, name: 'Data' }).waitFor();
+    const row = page.locator('table.data-assets tbody tr', { hasText: 'ui-numbers' });
+    await waitFor('the data asset listed', async () => /ui-numbers1uri_folder1seven/.test(await row.textContent()));
+    await row.getByRole('link', { name: 'ui-numbers', exact: true }).click();
+    await page.getByRole('heading', { level: 1, name: 'ui-numbers' }).waitFor();
+    const version = page.locator('table.data-versions tbody tr').first();
+    await waitFor('its version', async () => /^1uri_folderazureml:\/\/datastores\/workspaceblobstore\/paths\/LocalUpload\/[0-9a-f]+\/numbers\//.test(await version.textContent()));
+    await shot('data-asset', { doc: true });
+
+    fs.writeFileSync(path.join(dataDir, 'proj', 'data-job.yml'), ['command: cp ${{inputs.n}}/n.txt ${{outputs.out}}/copy.txt', `compute: azureml:${CLUSTER}`,
+      'name: ui-data-job', 'inputs:', '  n:', '    type: uri_folder', '    path: azureml:ui-numbers@latest', 'outputs:', '  out:', '    type: uri_folder'].join('\n'));
+    await cli('job', 'create', '--file', path.join(dataDir, 'proj', 'data-job.yml'));
+    await page.goto(base + '/#/jobs/ui-data-job');
+    const rows = page.locator('table.job-data tbody tr');
+    await waitFor('the input and the output', async () => (await rows.count()) === 2);
+    const input = rows.filter({ hasText: 'input' });
+    assert.equal(await input.getByRole('link', { name: 'azureml:ui-numbers@latest' }).getAttribute('href'), '#/data/ui-numbers');
+    assert.match(await input.textContent(), /LocalUpload\/[0-9a-f]+\/numbers\//);
+    assert.match(await rows.filter({ hasText: 'output' }).textContent(), /azureml:\/\/datastores\/workspaceblobstore\/paths\/azureml\/ui-data-job\/out\//);
+    await waitFor('the data job to complete', async () => (await page.locator('#job-status-text').textContent()) === 'Completed', 60000);
+    await page.locator('#job-data-section').scrollIntoViewIfNeeded();
+    await shot('job-data');
   });
 
   await step(t, 'the jobs list pages; both lists search', async () => {
@@ -525,12 +575,12 @@ test('the studio, end to end in Chromium', async (t) => {
     await mainNav('Jobs').click();
     const rows = page.locator('table.jobs tbody tr');
     const info = page.locator('#jobs-pager-info');
-    await waitFor('11 jobs on one page of 25', async () => (await info.textContent()) === '1–11 of 11');
+    await waitFor('12 jobs on one page of 25', async () => (await info.textContent()) === '1–12 of 12');
     await page.getByLabel('Per page').selectOption('10');
-    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 11');
+    await waitFor('a page of 10', async () => (await rows.count()) === 10 && (await info.textContent()) === '1–10 of 12');
     assert.equal(await page.getByRole('button', { name: 'Previous' }).isDisabled(), true);
     await page.getByRole('button', { name: 'Next' }).click();
-    await waitFor('the second page', async () => (await rows.count()) === 1 && (await info.textContent()) === '11–11 of 11');
+    await waitFor('the second page', async () => (await rows.count()) === 2 && (await info.textContent()) === '11–12 of 12');
     // The oldest job is on the last page.
     await page.getByRole('link', { name: JOB, exact: true }).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Next' }).isDisabled(), true);
@@ -540,7 +590,7 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(await page.locator('#jobs-pager').isHidden(), true, 'no pages for six jobs');
     await page.getByLabel('Search', { exact: true }).fill('');
     await page.getByLabel('Per page').selectOption('25');
-    await waitFor('all on one page', async () => (await rows.count()) === 11);
+    await waitFor('all on one page', async () => (await rows.count()) === 12);
     // The cluster list searches its names, sizes, states and tags.
     await mainNav('Compute clusters').click();
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
@@ -977,6 +1027,46 @@ limits:
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
   });
 
+  await step(t, 'a fair-share cluster shows where each group stands and the queue in the order it will start', async () => {
+    const shared = 'ui-shared';
+    await cli('compute', 'create', '-n', shared, '--max-instances', '1', '--queue-policy', 'fair', '--fair-share-by', 'tag:team',
+      '--fair-share-weight', 'vision=2');
+    // vision's first job holds the only node; then vision and speech queue.
+    await cli('job', 'create', '--compute', shared, '--name', 'ui-share-v1', '--command', 'sleep 600', '--tags', 'team=vision');
+    await waitFor("vision's first job to start", async () => /Preparing|Running/.test(await cli('job', 'show', '-n', 'ui-share-v1', '--query', 'status', '-o', 'tsv')), 90000);
+    for (const [n, team] of [['ui-share-v2', 'vision'], ['ui-share-s1', 'speech'], ['ui-share-s2', 'speech']]) {
+      await cli('job', 'create', '--compute', shared, '--name', n, '--command', 'true', '--tags', `team=${team}`);
+    }
+    await page.goto(base + `/#/computes/${shared}`);
+    await page.getByRole('heading', { level: 1, name: shared }).waitFor();
+    const settings = page.locator('section[aria-labelledby="sec-settings"]');
+    await waitFor('the settings', async () => /Queue/.test(await settings.textContent()), 30000);
+    assert.match(await settings.textContent(), /Queuefair share by tag team \(weights: vision 2\)/);
+    const groups = page.locator('section[aria-labelledby="sec-groups"] tbody tr');
+    await waitFor('both groups', async () => (await groups.count()) === 2 && /speech/.test(await groups.allTextContents()), 30000);
+    const cells = async (row) => row.locator('th, td').allTextContents();
+    const byGroup = {};
+    for (let i = 0; i < 2; i++) {
+      const c = await cells(groups.nth(i));
+      byGroup[c[0]] = c; // Group, Weight, Usage, Held lately, Nodes now, Share, Waiting jobs
+    }
+    assert.equal(byGroup.vision[1], '2', 'vision weighs 2');
+    assert.equal(byGroup.vision[4], '1', 'vision holds the node');
+    assert.equal(byGroup.speech[6], '2 (2 nodes)');
+    // speech holds nothing: its first job comes first; then vision, which
+    // weighs 2 and holds 1 node, stands as low as speech with one.
+    const jobs = page.locator('section[aria-labelledby="sec-jobs"] tbody tr');
+    await waitFor('the queue in order', async () => (await jobs.count()) === 4 && /Queued1/.test(await jobs.allTextContents()), 30000);
+    const order = (await jobs.allTextContents()).map((r) => r.match(/ui-share-[a-z]\d/)[0]);
+    assert.deepEqual(order, ['ui-share-v1', 'ui-share-s1', 'ui-share-v2', 'ui-share-s2']);
+    const first = await cells(jobs.nth(1)); // Job, Status, Place in queue, Group, Nodes, Submitted, Running for, Message
+    assert.equal(first[2], '1');
+    assert.equal(first[3], 'speech');
+    assert.match(first[7], /speech is within its share/);
+    await shot('cluster-fair-share', { fullPage: true });
+    await cli('compute', 'delete', '-n', shared, '--yes');
+  });
+
   await step(t, 'run views: metric charts to read and zoom, runs side by side, outputs and logs as files, the tier in the list', async () => {
     // Two runs that log loss and acc over 40 steps the MLflow way, with
     // their learning rate as a parameter, and write ./outputs; a job too
@@ -1225,7 +1315,7 @@ jobs:
     assert.equal(await page.locator('#parallel-progress').getAttribute('aria-valuenow'), '6');
     assert.match(await page.locator('table.failures tbody').textContent(), /doc_06\.txt, doc_07\.txt.*ValueError: doc_07 is unreadable/);
     assert.match(await page.locator('dl.facts').first().textContent(), /Entry script\s*score\.py/);
-    await page.getByText('uri_folder: output docs of step make_docs').waitFor();
+    await page.locator('table.job-data').getByText('output docs of step make_docs').waitFor();
     await page.locator('#sec-parallel').evaluate((el) => { el.scrollIntoView({ block: 'start' }); window.scrollBy(0, -90); });
     await shot('parallel', { doc: true });
     await cli('compute', 'delete', '-n', 'pipe-cpu', '--yes', '--no-wait').catch(() => {});

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
@@ -38,7 +39,7 @@ const (
 	LabelVCPUs       = "cumulus.vcpus"        // requested vCPUs (the limit may be lower: the host's CPUs)
 	LabelMemoryMB    = "cumulus.memory-mb"    // requested memory (the limit may be lower: the host's memory)
 	LabelGPUs        = "cumulus.gpus"         // requested GPUs
-	LabelGPUsAdded   = "cumulus.gpus-added"   // "true" when the container got --gpus all
+	LabelGPUDevices  = "cumulus.gpu-devices"  // the host's devices the node holds, by ID ("0,1"; "" none)
 	LabelLowPriority = "cumulus.low-priority" // "true" for a low-priority node
 	// LabelJobNode marks a job container that the agent of a node started;
 	// Delete removes them with the node.
@@ -76,6 +77,9 @@ type Options struct {
 	// network's bridge, for the nodes in it (see network.go); without it,
 	// nodes cannot be placed in subnets.
 	ControlPlane provider.ControlPlane
+	// GPUs reads the machine's accelerators, which the nodes divide (nil:
+	// nvidia-smi, gpu.NvidiaSMI).
+	GPUs gpu.Inventory
 }
 
 // Provider runs nodes as containers.
@@ -95,8 +99,9 @@ type nodeLock struct {
 }
 
 var (
-	_ provider.Provider = (*Provider)(nil)
-	_ provider.Networks = (*Provider)(nil)
+	_ provider.Provider     = (*Provider)(nil)
+	_ provider.Networks     = (*Provider)(nil)
+	_ provider.Accelerators = (*Provider)(nil)
 )
 
 // New returns a docker provider.
@@ -183,7 +188,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	name := ContainerName(spec.NodeID)
 	if c, err := p.inspect(ctx, name); err == nil {
 		return c.ID, nil
-	} else if !errors.Is(err, provider.ErrNotFound) {
+	} else if err = provider.IgnoreNotFound(err); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
 	host, err := p.hostInfo(ctx)
@@ -217,7 +222,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 		}
 		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
-			return "", fmt.Errorf("create node %s: the node image %s is missing: build it with 'cumulus node-image build --tag %s'",
+			return "", provider.Configurationf("create node %s: the node image %s is missing: build it with 'cumulus node-image build --tag %s'",
 				spec.NodeID, p.o.Image, p.o.Image)
 		}
 		// docker run may leave a created container behind when the start
@@ -235,7 +240,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		}
 	}
 	p.o.Log.Info("node container started", "node", spec.NodeID, "container", shortID(id), "cpus", cpus(spec, host),
-		"memory_mb", memoryMB(spec, host), "gpus", gpus(spec, host), "logs", "docker logs "+name)
+		"memory_mb", memoryMB(spec, host), "gpus", strings.Join(gpu.IDs(spec.Devices), ","), "logs", "docker logs "+name)
 	return id, nil
 }
 
@@ -259,7 +264,7 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn
 		"--label", LabelVCPUs+"="+strconv.Itoa(spec.VCPUs),
 		"--label", LabelMemoryMB+"="+strconv.Itoa(memMB),
 		"--label", LabelGPUs+"="+strconv.Itoa(spec.GPUs),
-		"--label", LabelGPUsAdded+"="+strconv.FormatBool(gpus(spec, host)),
+		"--label", LabelGPUDevices+"="+strings.Join(gpu.IDs(spec.Devices), ","),
 		"--label", LabelLowPriority+"="+strconv.FormatBool(spec.LowPriority),
 		"--init", // reaps the job processes the agent leaves orphaned, forwards signals
 		"--restart", "no",
@@ -270,6 +275,7 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn
 		"--env", "CUMULUS_VCPUS="+strconv.Itoa(spec.VCPUs),
 		"--env", "CUMULUS_MEMORY_MB="+strconv.Itoa(memMB),
 		"--env", "CUMULUS_GPUS="+strconv.Itoa(spec.GPUs),
+		"--env", provider.GPUDevicesEnv+"="+provider.GPUDevicesValue(spec.Devices),
 		"--env", "CUMULUS_NODE_CONTAINER="+ContainerName(spec.NodeID),
 	)
 	args = append(args, network...)
@@ -279,8 +285,10 @@ func (p *Provider) runArgs(spec provider.NodeSpec, dir string, host hostInfo, nn
 	if m := memoryMB(spec, host); m > 0 {
 		args = append(args, "--memory", strconv.Itoa(m)+"m")
 	}
-	if gpus(spec, host) {
-		args = append(args, "--gpus", "all")
+	if len(spec.Devices) > 0 {
+		// Only its own devices, by UUID; the agent inside sees them
+		// numbered from 0 and offers them by the same UUIDs.
+		args = append(args, "--gpus", strconv.Quote("device="+provider.GPUDevicesValue(spec.Devices)))
 	}
 	if spec.CAFile != "" {
 		ca, err := filepath.Abs(spec.CAFile)
@@ -323,9 +331,32 @@ func memoryMB(spec provider.NodeSpec, host hostInfo) int {
 	return m
 }
 
-// gpus reports whether the node gets the host's GPUs: it asks for some and
-// the engine can hand them out (NVIDIA container runtime).
-func gpus(spec provider.NodeSpec, host hostInfo) bool { return spec.GPUs > 0 && host.NVIDIA }
+// Machine reads the accelerators of this machine, whose engine the nodes
+// run on, through Options.GPUs: the nodes divide them, each container given
+// its own (docker run --gpus "device=…"). An engine that cannot give
+// containers GPUs (no NVIDIA container toolkit) offers none, and says so.
+// The engine must run on the machine cumulus serve runs on.
+func (p *Provider) Machine(ctx context.Context) (gpu.Machine, error) {
+	inv := p.o.GPUs
+	if inv == nil {
+		inv = gpu.NvidiaSMI{}
+	}
+	ds, err := inv.Devices(ctx)
+	if err != nil {
+		return gpu.Machine{}, fmt.Errorf("docker provider: %w", err)
+	}
+	if len(ds) == 0 {
+		return gpu.Machine{}, nil
+	}
+	host, err := p.hostInfo(ctx)
+	if err != nil {
+		return gpu.Machine{}, err
+	}
+	if !host.NVIDIA {
+		return gpu.Machine{Why: fmt.Sprintf("the Docker engine cannot give containers GPUs (NVIDIA's container toolkit is not installed), though nvidia-smi lists %s", gpu.Summary(ds))}, nil
+	}
+	return gpu.Machine{Devices: ds}, nil
+}
 
 // List reports this control plane's node containers, running or not.
 func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {

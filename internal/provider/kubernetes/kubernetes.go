@@ -202,10 +202,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if _, err := secrets.Create(cctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 		_, err = secrets.Update(cctx, secret, metav1.UpdateOptions{})
 		if err != nil {
-			return "", fmt.Errorf("update secret %s: %w", secret.Name, err)
+			return "", fmt.Errorf("update secret %s: %w", secret.Name, typed(err))
 		}
 	} else if err != nil {
-		return "", fmt.Errorf("create secret %s: %w", secret.Name, err)
+		return "", fmt.Errorf("create secret %s: %w", secret.Name, typed(err))
 	}
 	made, err := pods.Create(cctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -216,7 +216,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	if err != nil {
 		_ = secrets.Delete(cctx, secret.Name, metav1.DeleteOptions{})
-		return "", fmt.Errorf("create pod %s: %w", pod.Name, err)
+		return "", fmt.Errorf("create pod %s: %w", pod.Name, typed(err))
 	}
 	// The pod owns its secret: Kubernetes' garbage collector removes the
 	// secret with the pod even if this control plane never gets to.
@@ -254,7 +254,7 @@ func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("PriorityClass %s for low-priority nodes (create it, or let this identity create priorityclasses): %w",
-			p.o.LowPriorityClass, err)
+			p.o.LowPriorityClass, typed(err))
 	}
 	p.mu.Lock()
 	p.classDone = true

@@ -160,6 +160,16 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 		{Name: "CUMULUS_MEMORY_MB", Value: strconv.FormatInt(memMiB, 10)},
 		{Name: "CUMULUS_GPUS", Value: strconv.Itoa(spec.GPUs)},
 	}
+	if spec.GPUs > 0 {
+		// The agent offers the devices NVIDIA's device plugin gave the pod,
+		// which it names in NVIDIA_VISIBLE_DEVICES.
+		env = append(env, corev1.EnvVar{Name: provider.GPUDevicesEnv, Value: "env:NVIDIA_VISIBLE_DEVICES"})
+	} else {
+		// None: not even where NVIDIA's runtime is the node's default and
+		// the image asks for all (CUDA images set NVIDIA_VISIBLE_DEVICES=all).
+		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+			corev1.EnvVar{Name: provider.GPUDevicesEnv, Value: "none"})
+	}
 	if len(caPEM) > 0 {
 		env = append(env, corev1.EnvVar{Name: "CUMULUS_CA_PEM", ValueFrom: fromSecret(secretCAKey, false)})
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agent"
+	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	// subnet, or of a cluster without public IPs, in network namespaces
 	// (see ProbeNetwork and netns.go).
 	ControlPlane provider.ControlPlane
+	// GPUs reads the machine's accelerators, which the nodes divide
+	// (nil: nvidia-smi, gpu.NvidiaSMI).
+	GPUs gpu.Inventory
 }
 
 // Provider runs nodes as local agent processes.
@@ -58,7 +62,10 @@ type Provider struct {
 	mu sync.Mutex // serializes Create and Delete
 }
 
-var _ provider.Provider = (*Provider)(nil)
+var (
+	_ provider.Provider     = (*Provider)(nil)
+	_ provider.Accelerators = (*Provider)(nil)
+)
 
 // Files in a node's folder.
 const (
@@ -82,6 +89,20 @@ func New(o Options) *Provider {
 
 // Name is "local".
 func (p *Provider) Name() string { return "local" }
+
+// Machine reads this machine's accelerators: the nodes divide them, each
+// agent offering the devices of its NodeSpec.Devices only.
+func (p *Provider) Machine(ctx context.Context) (gpu.Machine, error) {
+	inv := p.o.GPUs
+	if inv == nil {
+		inv = gpu.NvidiaSMI{}
+	}
+	ds, err := inv.Devices(ctx)
+	if err != nil {
+		return gpu.Machine{}, fmt.Errorf("local provider: %w", err)
+	}
+	return gpu.Machine{Devices: ds}, nil
+}
 
 func (p *Provider) nodeDir(nodeID string) (string, error) {
 	if !provider.ValidNodeID(nodeID) {
@@ -109,7 +130,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if len(argv) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("local provider: find the cumulus executable: %w", err)
+			return "", provider.Configurationf("local provider: find the cumulus executable: %w", err)
 		}
 		argv = []string{exe, "agent"}
 	}
@@ -158,6 +179,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		"CUMULUS_VCPUS="+strconv.Itoa(spec.VCPUs),
 		"CUMULUS_MEMORY_MB="+strconv.Itoa(int(spec.MemoryGB*1024)),
 		"CUMULUS_GPUS="+strconv.Itoa(spec.GPUs),
+		provider.GPUDevicesEnv+"="+provider.GPUDevicesValue(spec.Devices),
 	)
 	if jobUser != "" {
 		cmd.Env = append(cmd.Env, "CUMULUS_JOB_USER="+jobUser)
@@ -226,6 +248,7 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if n := agent.KillJobs(filepath.Join(dir, workDir)); n > 0 {
 		p.o.Log.Warn("killed jobs the node's agent left running", "node", nodeID, "groups", n)
 	}
+	agent.RemoveNodeCgroup(nodeID)
 	p.teardownNetwork(nodeID, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("delete node %s: %w", nodeID, err)
@@ -312,7 +335,7 @@ var agentEnvKeys = []string{
 	"SSL_CERT_FILE", "SSL_CERT_DIR",
 	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
 	"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_CONTEXT",
-	"CUDA_VISIBLE_DEVICES", "CUMULUS_LOG_LEVEL", "GOCOVERDIR",
+	"CUMULUS_LOG_LEVEL", "GOCOVERDIR",
 }
 
 // agentEnv is an agent's environment before its node's own variables.
@@ -404,5 +427,5 @@ func (p *Provider) jobUID(nodeID string) (int, error) {
 			return uid, nil
 		}
 	}
-	return 0, fmt.Errorf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
+	return 0, provider.InsufficientCapacityf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
 }

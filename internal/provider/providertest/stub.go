@@ -25,13 +25,14 @@ type StubServer struct {
 	Events chan agentapi.JobEvent
 
 	mu     sync.Mutex
-	tokens map[string]string // node id → join token it registered with
+	tokens map[string]string         // node id → join token it registered with
+	gpus   map[string][]agentapi.GPU // node id → the devices it registered with
 }
 
 // NewStubServer starts a stub on loopback, closed with the test.
 func NewStubServer(t *testing.T) *StubServer {
 	const hold = 200 * time.Millisecond
-	s := &StubServer{Assign: make(chan agentapi.Assignment, 10), Events: make(chan agentapi.JobEvent, 100), tokens: map[string]string{}}
+	s := &StubServer{Assign: make(chan agentapi.Assignment, 10), Events: make(chan agentapi.JobEvent, 100), tokens: map[string]string{}, gpus: map[string][]agentapi.GPU{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.URL.Path == agentapi.Prefix+"/register":
@@ -39,6 +40,7 @@ func NewStubServer(t *testing.T) *StubServer {
 			json.NewDecoder(r.Body).Decode(&req)
 			s.mu.Lock()
 			s.tokens[req.NodeID] = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			s.gpus[req.NodeID] = req.GPUs
 			s.mu.Unlock()
 			json.NewEncoder(w).Encode(agentapi.RegisterResponse{NodeID: req.NodeID, NodeToken: "node-token",
 				HeartbeatInterval: time.Second, PollTimeout: hold})
@@ -68,6 +70,13 @@ func NewStubServer(t *testing.T) *StubServer {
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// GPUs are the devices node registered with (nil before it did).
+func (s *StubServer) GPUs(node string) []agentapi.GPU {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gpus[node]
 }
 
 // Event waits for the next job event.

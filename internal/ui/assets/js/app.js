@@ -10,6 +10,7 @@ import * as quota from './quota.js';
 import * as cost from './cost.js';
 import * as submit from './submit.js';
 import * as compare from './compare.js';
+import * as data from './data.js';
 
 const REFRESH_MS = 2000;
 const main = document.getElementById('main');
@@ -28,6 +29,8 @@ const routes = [
   { re: /^#\/submit\/?$/, nav: 'jobs', mod: submit },
   { re: /^#\/compare\/sweep\/([^/]+)$/, nav: 'jobs', mod: { render: compare.renderSweep } },
   { re: /^#\/compare\/?([^/]*)$/, nav: 'jobs', mod: compare },
+  { re: /^#\/data\/?$/, nav: 'data', mod: { render: data.renderList } },
+  { re: /^#\/data\/([^/]+)$/, nav: 'data', mod: { render: data.renderAsset } },
 ];
 
 async function start() {
@@ -157,10 +160,11 @@ async function loadWorkspaces(fallback) {
     if (w && w.location) api.scope.location = w.location;
     localStorage.setItem('cumulus.workspace', sel.value);
     announce('Workspace ' + sel.value);
-    // A page of one cluster, job or comparison has no meaning in another
-    // workspace: its list does.
-    if (/^#\/(computes|jobs|compare)\/.+/.test(location.hash)) location.hash = location.hash.startsWith('#/computes') ? '#/computes' : '#/jobs';
-    else route();
+    // A page of one cluster, job, comparison or data asset has no meaning
+    // in another workspace: its list does.
+    if (/^#\/(computes|jobs|compare|data)\/.+/.test(location.hash)) {
+      location.hash = location.hash.startsWith('#/compare') ? '#/jobs' : location.hash.replace(/^(#\/[a-z]+)\/.*$/, '$1');
+    } else route();
   };
   api.scope.workspaces = list;
 }

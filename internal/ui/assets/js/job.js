@@ -8,6 +8,7 @@ import { usagePanel, jobUsage } from './usage.js';
 import { metricsPanel, sweepPanel } from './sweep.js';
 import { filesPanel } from './files.js';
 import { pipelinePanel, parallelPanel } from './pipeline.js';
+import { dataPanel } from './jobdata.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
 const USAGE_TAIL_MS = 20000; // how long after its end a job's samples are read again
@@ -29,6 +30,7 @@ export function render(main, [name]) {
   const batches = parallelPanel(name);
   const metrics = metricsPanel(name);
   const files = filesPanel(name);
+  const data = dataPanel();
 
   // Log viewer.
   const attemptSel = h('select', { id: 'log-attempt' }, h('option', { value: '' }, 'Latest'));
@@ -46,7 +48,7 @@ export function render(main, [name]) {
       h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
       h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
-    steps.el, batches.el, sweep.el, metrics.el,
+    steps.el, batches.el, data.el, sweep.el, metrics.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
     usage.el, files.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
@@ -146,6 +148,7 @@ export function render(main, [name]) {
       p.statusMessage ? h('span', { class: 'status-message' }, ' — ' + p.statusMessage) : null,
       h('span', { class: 'muted' }, ` · ${p.startTime ? 'ran ' + jobDuration(j) : 'not started yet'}`));
     renderParams(j);
+    data.update(j);
     await renderHistory(p);
     renderAttempts(p);
     renderOutputs(j);
@@ -198,10 +201,9 @@ export function render(main, [name]) {
       fact('Started', p.startTime ? when(p.startTime) : null),
       fact('Ended', p.endTime ? when(p.endTime) : null));
     const env = Object.entries(p.environmentVariables || {});
-    const inputs = Object.entries(p.inputs || {});
     replace(envBox,
       env.length ? kvTable('Environment variables', env.map(([k, v]) => [k, v])) : null,
-      inputs.length ? kvTable('Inputs', inputs.map(([k, v]) => [k, inputText(v)])) : null);
+      p.environmentNote ? h('p', { class: 'help', id: 'environment-note' }, p.environmentNote) : null);
   }
 
   // The history from the events API (each status change with its
@@ -257,22 +259,6 @@ export function render(main, [name]) {
   }
 
   return { refresh, setError: banner.set, dispose: () => { metrics.dispose(); files.dispose(); } };
-}
-
-// inputText says what an input is: its value, or its type and where it
-// comes from. A local folder the CLI uploaded is named by the path it was
-// uploaded from (kept in the input's description), not by its digest.
-export function inputText(v) {
-  if (v.value !== undefined && v.value !== '') return v.value;
-  const uri = v.uri || '';
-  if (uri.startsWith('cumulus://blobs/')) {
-    const from = /^uploaded from (.+)$/.exec(v.description || '');
-    if (from) return `${v.jobInputType} ${from[1]} (uploaded)`;
-    // A pipeline step's input that another step's output became.
-    if (/^output .+ of step .+$/.test(v.description || '')) return `${v.jobInputType}: ${v.description}`;
-    return `${v.jobInputType} uploaded folder ${uri.slice(16, 28)}…`;
-  }
-  return `${v.jobInputType} ${uri}`;
 }
 
 function kvTable(caption, rows) {
