@@ -129,9 +129,9 @@ func (c *Pipelines) RunOnce(ctx context.Context) error {
 // outputKey names one output of one step.
 type outputKey struct{ step, output string }
 
-// stepOutputs turns the outputs of the completed steps that later steps
-// read, and that the pipeline has not recorded yet, into blobs (outside
-// the pass's transaction: they are content-addressed, so doing it twice
+// stepOutputs finds where the outputs of the completed steps that later
+// steps read, and that the pipeline has not recorded yet, are (outside the
+// pass's transaction: a snapshot is content-addressed, so making it twice
 // is harmless). A step that wrote nothing to an output gives an empty
 // folder.
 func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKey]string, error) {
@@ -171,16 +171,52 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 			}
 			child = best
 		}
-		if err := dispatch.WriteRows(ctx, c.DB.Q(), c.Outputs, child); err != nil {
-			return nil, fmt.Errorf("step %s: rows: %w", k.step, err)
-		}
-		digest, err := c.outputBlob(child.UID, k.output)
+		uri, err := c.outputURI(ctx, child, k.output)
 		if err != nil {
 			return nil, fmt.Errorf("step %s: output %s: %w", k.step, k.output, err)
 		}
-		out[k] = digest
+		out[k] = uri
 	}
 	return out, nil
+}
+
+// outputURI is where the steps after a completed step read one of its
+// outputs: its datastore path, where its nodes' files were filed (Azure's
+// azureml://datastores/workspaceblobstore/paths/azureml/<job>/<output>/);
+// or, for an output that path does not hold whole — a parallel step's,
+// whose rows file the control plane writes, or one the step wrote nothing
+// to — a snapshot of it in the workspace's blobs.
+func (c *Pipelines) outputURI(ctx context.Context, j store.Job, name string) (string, error) {
+	if o := j.Doc.Properties.Outputs[name]; o.BlobPath != nil && !j.Doc.IsParallel() {
+		sc, err := api.ParseWorkspaceID(strings.TrimSuffix(j.Doc.ID, "/jobs/"+j.Doc.Name))
+		if err != nil {
+			return "", err
+		}
+		w, err := store.Get[api.Workspace](ctx, c.DB.Q(), store.KindWorkspace, sc.GroupID(), sc.Workspace)
+		if err != nil {
+			return "", err
+		}
+		src := jobdata.Store{Q: c.DB.Q(), Scope: sc, Workspace: w.Value}
+		container, err := jobdata.Container(ctx, src, *o.BlobPath)
+		if err != nil {
+			return "", err
+		}
+		filed, err := src.Exists(ctx, container, o.BlobPath.Path, true)
+		if err != nil {
+			return "", err
+		}
+		if filed {
+			return o.URI, nil
+		}
+	}
+	if err := dispatch.WriteRows(ctx, c.DB.Q(), c.Outputs, j); err != nil {
+		return "", fmt.Errorf("rows: %w", err)
+	}
+	digest, err := c.outputBlob(j.UID, name)
+	if err != nil {
+		return "", err
+	}
+	return api.BlobURIScheme + digest, nil
 }
 
 // stepRef reads an input bound to ${{parent.jobs.<step>.outputs.<o>}}.
@@ -259,14 +295,16 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 	if err != nil {
 		return res, err
 	}
-	for k, digest := range outputs {
+	for k, uri := range outputs {
 		ss := st.Steps[k.step]
 		if ss.Outputs == nil {
 			ss.Outputs = map[string]string{}
 		}
-		ss.Outputs[k.output] = api.BlobURIScheme + digest
-		if err := store.PutBlobOwner(ctx, q, store.BlobOwner{Digest: digest, Workspace: ws.WorkspaceID(), Uploaded: now, Principal: "pipeline " + pj.Doc.Name}); err != nil {
-			return res, err
+		ss.Outputs[k.output] = uri
+		if digest, ok := strings.CutPrefix(uri, api.BlobURIScheme); ok {
+			if err := store.PutBlobOwner(ctx, q, store.BlobOwner{Digest: digest, Workspace: ws.WorkspaceID(), Uploaded: now, Principal: "pipeline " + pj.Doc.Name}); err != nil {
+				return res, err
+			}
 		}
 	}
 	children := map[string]*store.Job{}

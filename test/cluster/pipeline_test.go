@@ -170,6 +170,19 @@ func TestPipelineBatchScoring(t *testing.T) {
 			t.Errorf("step %s: %+v", step, ss)
 		}
 	}
+	// A step's output reaches the next step at its datastore path, as in
+	// Azure ML; a parallel step's (its rows file is the control plane's)
+	// as a snapshot.
+	files := pj.Properties.Pipeline.Steps["make_files"].Outputs["files"]
+	if !strings.HasPrefix(files, "azureml://datastores/workspaceblobstore/paths/azureml/scoring_make_files/files") {
+		t.Errorf("make_files' output is handed on as %q", files)
+	}
+	if in := s.job("scoring_score").Properties.Inputs["files"]; in.URI != files || in.BlobPath == nil {
+		t.Errorf("the parallel step reads %+v, want %s", in, files)
+	}
+	if scores := pj.Properties.Pipeline.Steps["score"].Outputs["scores"]; !strings.HasPrefix(scores, api.BlobURIScheme) {
+		t.Errorf("the parallel step's output is handed on as %q", scores)
+	}
 	score := s.job("scoring_score")
 	if score.Properties.ParentJobName != "scoring" || len(score.Properties.Attempts) != 1 || len(score.Properties.Attempts[0].Nodes) != 2 {
 		t.Fatalf("the parallel step ran on %+v", score.Properties.Attempts)
