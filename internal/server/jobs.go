@@ -13,7 +13,6 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
-	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -386,7 +385,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 			return err
 		}
 	}
-	if err := dispatch.WriteRows(r.Context(), s.db.Q(), s.outputs, j); err != nil {
+	if err := s.fileParallelRows(r.Context(), j.UID); err != nil {
 		return err
 	}
 	f, err := s.outputs.Open(j.UID, name)

@@ -250,3 +250,25 @@ func (s *Server) agentParallel(w http.ResponseWriter, r *http.Request, p params)
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
+
+// fileParallelRows writes the rows file of a parallel step that has ended
+// into its append_row_to output (once), and files that output at its
+// datastore path with the rows in it (again each time: whoever wrote the
+// rows file first, the datastore gets it).
+func (s *Server) fileParallelRows(ctx context.Context, uid string) error {
+	j, err := store.GetJobByUID(ctx, s.db.Q(), uid)
+	if err != nil || !j.Doc.IsParallel() || !api.JobTerminal(j.Doc.Properties.Status) {
+		return nil
+	}
+	name, _ := j.Doc.ParallelRows()
+	if name == "" {
+		return nil
+	}
+	if err := dispatch.WriteRows(ctx, s.db.Q(), s.outputs, j); err != nil {
+		return err
+	}
+	mu := &s.filing[outputStripe(j.UID, name)]
+	mu.Lock()
+	defer mu.Unlock()
+	return s.fileOutput(ctx, j, name)
+}

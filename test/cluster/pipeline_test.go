@@ -232,6 +232,20 @@ func TestPipelineBatchScoring(t *testing.T) {
 	if len(lines) != 35 || len(nodes) != 2 {
 		t.Errorf("%d rows from %d nodes, want 35 from 2", len(lines), len(nodes))
 	}
+	// The parallel step's output, rows file included, is at its datastore
+	// path for any later job to read.
+	write(t, filepath.Join(dir, "recount.yml"), `type: command
+name: recount
+command: wc -l < ${{inputs.scores}}/parallel_run_step.txt
+compute: azureml:cpu-cluster
+inputs:
+  scores:
+    type: uri_folder
+    path: azureml://datastores/workspaceblobstore/paths/azureml/scoring_score/scores/
+`)
+	if out, errOut, code := s.cli(dir, "job", "create", "--file", "recount.yml", "--stream"); code != 0 || !strings.Contains(out, "35") {
+		t.Errorf("a job reading the step's output at its datastore path: exit %d\n%s\n%s", code, out, errOut)
+	}
 	if _, errOut, code := s.cli(dir, "job", "download", "-n", "scoring_count", "--output-name", "summary"); code != 0 {
 		t.Fatalf("download the count: %s", errOut)
 	}
