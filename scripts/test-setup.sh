@@ -3,7 +3,8 @@
 # Docker (engine + CLI, started if not running), Debian's Chromium and
 # playwright-core for the studio's browser tests, OpenSSH's client,
 # busybox-static for the tiny test image, gcc for the race detector, the
-# frameworks real jobs use (python3-torch, openmpi-bin, python3-mpi4py),
+# frameworks real jobs use (python3-torch, openmpi-bin, python3-mpi4py;
+# python3-pandas for parallel steps over tables),
 # Debian's prometheus (promtool and the server) for the metrics tests,
 # Debian's postgresql for the postgres store's tests (only its binaries:
 # internal/pgtest runs a private server per test process; nothing here
@@ -38,7 +39,7 @@ dpkg -s chromium >/dev/null 2>&1 || pkgs+=(chromium)
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 command -v ssh >/dev/null 2>&1 || pkgs+=(openssh-client)
 command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev) # cgo, which the race detector needs
-for p in python3-torch openmpi-bin python3-mpi4py; do
+for p in python3-torch openmpi-bin python3-mpi4py python3-pandas; do
   dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
 done
 command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus) # promtool and a server for the metrics tests

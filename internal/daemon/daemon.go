@@ -26,6 +26,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
@@ -444,7 +445,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
 			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
-		return controllers{clusters, ops, events, budgets, sweeps}
+		pipelines := &controller.Pipelines{DB: db, Clock: o.Clock, Log: o.Log.With("component", "pipelines"), Changed: clusters.Notify, Wake: h.Wake,
+			Outputs: files.Outputs{Dir: filepath.Join(o.DataDir, "outputs")}, Blobs: files.Blobs{Dir: filepath.Join(o.DataDir, "blobs")}}
+		return controllers{clusters, ops, events, budgets, sweeps, pipelines}
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
@@ -543,7 +546,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
 		c := newControllers(db)
-		clustersN.setLocal(fanOut{c.clusters, c.budgets, c.sweeps}) // a budget changed: judged soon
+		clustersN.setLocal(fanOut{c.clusters, c.budgets, c.sweeps, c.pipelines}) // a budget changed: judged soon
 		opsN.setLocal(c.ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)

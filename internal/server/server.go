@@ -265,6 +265,7 @@ func (s *Server) routes() {
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
 	s.jobRoutes()
 	s.environmentRoutes()
+	s.componentRoutes()
 	s.eventRoutes()
 	s.costRoutes()
 	s.usageRoutes()

@@ -39,6 +39,7 @@ var copied = []struct {
 	{"locks", []string{"scope", "name", "level", "body", "created"}},
 	{"job_metrics", []string{"job", "name", "step", "time", "value"}},
 	{"job_params", []string{"job", "kind", "name", "value"}},
+	{"parallel_batches", []string{"job", "idx", "state", "tries", "retries", "node", "attempt", "lease", "items", "failed_items", "rows", "error", "item_names", "ended"}},
 	{"share_usage", []string{"compute", "grp", "value", "at", "held"}},
 }
 
