@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
+	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 )
 
 // job show prints az ml's entity (snake_case, compute as azureml:NAME, the
@@ -87,21 +91,23 @@ func mustConfig(t *testing.T, path string) config.CLI {
 }
 
 // A job queued behind a cluster at max_instances says so in job show, job
-// list and job stream, not an empty message.
+// list and job stream, not an empty message. The first job runs until it
+// is canceled, so the second waits as long as the test looks.
 func TestQueuedJobSaysWhy(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
-		o.Provider, o.SimJobDuration = "sim", 3*time.Second
+		o.Provider, o.SimJobDuration = "sim", time.Second
 	})
 	cli := mustRun(t, cfg)
 	cli("compute", "create", "-n", "cpu", "--max-instances", "1")
-	cli("job", "create", "-n", "first", "--compute", "cpu", "--command", "true")
+	cli("job", "create", "-n", "first", "--compute", "cpu", "--command", "true", "--environment-variables", sim.DurationEnv+"=1h")
 	cli("job", "create", "-n", "second", "--compute", "cpu", "--command", "true")
-	deadline := time.Now().Add(20 * time.Second)
+	const why = "waiting for nodes: the cluster is at its maximum of 1 nodes"
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var j JobView
 		json.Unmarshal([]byte(cli("job", "show", "-n", "second")), &j)
 		msg := j.Status + ": " + j.StatusMessage
-		if strings.HasPrefix(msg, "Queued: waiting for nodes: the cluster is at its maximum of 1 nodes") {
+		if strings.HasPrefix(msg, "Queued: "+why) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -112,10 +118,50 @@ func TestQueuedJobSaysWhy(t *testing.T) {
 	if table := cli("job", "list", "--status", "Queued"); !strings.Contains(table, "maximum of 1 nodes") {
 		t.Errorf("job list does not say why:\n%s", table)
 	}
-	_, errOut, code := run(t, "--config", cfg, "job", "stream", "-n", "second")
-	if code != 0 || !strings.Contains(errOut, "  waiting for nodes: the cluster is at its maximum of 1 nodes") {
-		t.Errorf("stream: exit %d, stderr:\n%s", code, errOut)
+	// job stream says why while the job waits, then follows it to its end
+	// once the first job is canceled.
+	errOut := &watchedBuffer{want: "  " + why, seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(context.Background(), []string{"--config", cfg, "job", "stream", "-n", "second"}, io.Discard, errOut)
+	}()
+	select {
+	case <-errOut.seen:
+	case code := <-done:
+		t.Fatalf("stream ended (exit %d) before saying why the job waits:\n%s", code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("stream did not say why the job waits:\n%s", errOut.String())
 	}
+	cli("job", "cancel", "-n", "first")
+	if code := <-done; code != 0 {
+		t.Errorf("stream: exit %d, stderr:\n%s", code, errOut.String())
+	}
+}
+
+// watchedBuffer is a writer that tells, by closing seen, when what was
+// written holds want.
+type watchedBuffer struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // A preempted job's second attempt says why it runs again; a cluster with
