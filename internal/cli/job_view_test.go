@@ -165,10 +165,11 @@ func (w *watchedBuffer) String() string {
 }
 
 // A preempted job's second attempt says why it runs again; a cluster with
-// one node needs no --node-id to simulate its eviction.
+// one node needs no --node-id to simulate its eviction. The job runs until
+// it is canceled, so the eviction always finds it running.
 func TestStreamSaysWhyAttemptRepeats(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
-		o.Provider, o.SimJobDuration = "sim", 2*time.Second
+		o.Provider, o.SimJobDuration = "sim", time.Hour
 	})
 	cli := mustRun(t, cfg)
 	cli("compute", "create", "-n", "spot", "--max-instances", "1", "--tier", "low_priority")
@@ -181,10 +182,18 @@ func TestStreamSaysWhyAttemptRepeats(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // polling a real server
 	}
 	cli("compute", "simulate-eviction", "-n", "spot")
-	_, errOut, code := run(t, "--config", cfg, "job", "stream", "-n", "j")
-	if code != 0 || !strings.Contains(errOut, "--- attempt 2 (attempt 1 ended: ") {
-		t.Errorf("stream: exit %d, stderr:\n%s", code, errOut)
+	errOut := &watchedBuffer{want: "--- attempt 2 (attempt 1 ended: ", seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() { done <- Main(context.Background(), []string{"--config", cfg, "job", "stream", "-n", "j"}, io.Discard, errOut) }()
+	select {
+	case <-errOut.seen:
+	case code := <-done:
+		t.Fatalf("stream ended (exit %d) before the second attempt:\n%s", code, errOut.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("stream did not say why the job runs again:\n%s", errOut.String())
 	}
+	cli("job", "cancel", "-n", "j")
+	<-done
 }
 
 // compute create on an existing name updates it and says so, as az does;
