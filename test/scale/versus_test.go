@@ -45,17 +45,25 @@ import (
 // and each round's ratio is of runs minutes apart.
 //
 // Figures, per run:
+//
 //   - jobs/s end to end: jobs over the time from the first submit to the
 //     last job ended (the system's own count: Cumulus's job gauge,
 //     slurmctld's statistics, polled every 100 ms);
+//
 //   - submit latency p50/p99, each submit as its submitter waited for it;
+//
 //   - CPU per job of the daemons and jobs: the CPU time of each system's
 //     cgroups over the run (Cumulus: the server, and the agents with
 //     their jobs; Slurm: slurmctld, munged, and slurmd with its
 //     slurmstepds and jobs) over the jobs; and of the node side alone
 //     (the agents with their jobs; slurmd, slurmstepd and jobs);
+//
 //   - CPU per CLI submit: the user and system time of each `cumulus job
 //     create` or `sbatch` process (wait4's rusage);
+//
+//   - memory: the most RSS and PSS that the system's processes (daemons,
+//     per-job helpers such as slurmstepd, the jobs) held at once,
+//     sampled every second;
 //
 // and once, with every node up and idle: the memory of each system for
 // VS_SLOTS slots, RSS and PSS summed over its processes.
@@ -99,8 +107,8 @@ func BenchmarkVersusSlurm(b *testing.B) {
 		for _, name := range o {
 			res := run(b, name, systems[name], fmt.Sprintf("r%d", r), jobs, submitters)
 			results[name] = append(results[name], res)
-			fmt.Printf("round %d %-13s %7.1f jobs/s  submit p50 %6.1f ms p99 %6.1f ms  CPU/job %5.2f ms (node %5.2f ms)  CPU/CLI submit %5.2f ms  load %.1f\n",
-				r+1, name, res.rate, ms(res.p50), ms(res.p99), ms(res.cpuPerJob), ms(res.nodePerJob), ms(res.cliPerSubmit), res.load)
+			fmt.Printf("round %d %-13s %7.1f jobs/s  submit p50 %6.1f ms p99 %6.1f ms  CPU/job %5.2f ms (node %5.2f ms)  CPU/CLI submit %5.2f ms  peak PSS %4.0f MiB  load %.1f\n",
+				r+1, name, res.rate, ms(res.p50), ms(res.p99), ms(res.cpuPerJob), ms(res.nodePerJob), ms(res.cliPerSubmit), float64(res.peakPSS)/1024, res.load)
 		}
 	}
 	b.StopTimer()
@@ -138,7 +146,10 @@ func BenchmarkVersusSlurm(b *testing.B) {
 	row("CPU per job, daemons+job (ms)", func(r result) float64 { return ms(r.cpuPerJob) }, "%.2f")
 	row("CPU per job, node side (ms)", func(r result) float64 { return ms(r.nodePerJob) }, "%.2f")
 	row("CPU per CLI submit (ms)", func(r result) float64 { return ms(r.cliPerSubmit) }, "%.2f")
-	fmt.Printf("%-34s %-49s %-24s\n", fmt.Sprintf("memory for %d slots, RSS / PSS", slots),
+	row("peak memory running, RSS (MiB)", func(r result) float64 { return float64(r.peakRSS) / 1024 }, "%.0f")
+	row("peak memory running, PSS (MiB)", func(r result) float64 { return float64(r.peakPSS) / 1024 }, "%.0f")
+	row("  node side per slot, PSS (MiB)", func(r result) float64 { return float64(r.peakNodePSS) / 1024 / float64(slots) }, "%.2f")
+	fmt.Printf("%-34s %-49s %-24s\n", fmt.Sprintf("memory for %d idle slots, RSS / PSS", slots),
 		fmt.Sprintf("%.0f / %.0f MiB (%d processes)", float64(cuRSS)/1024, float64(cuPSS)/1024, cuProcs),
 		fmt.Sprintf("%.0f / %.0f MiB (%d processes)", float64(slRSS)/1024, float64(slPSS)/1024, slProcs))
 	fmt.Printf("%-34s %-49s %-24s\n", "  of it the node side, per slot",
@@ -180,6 +191,9 @@ type result struct {
 	p50, p99              time.Duration
 	cpuPerJob, nodePerJob time.Duration
 	cliPerSubmit          time.Duration
+	// The most memory the system's processes held at once (sampled every
+	// second while the jobs ran), all of them and the node side, KiB.
+	peakRSS, peakPSS, peakNodePSS int
 }
 
 // run submits jobs through s from submitters in parallel and waits until
@@ -209,6 +223,26 @@ func run(b *testing.B, name string, s system, tag string, jobs, submitters int) 
 		next <- i
 	}
 	close(next)
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	var peakRSS, peakPSS, peakNodePSS int
+	go func() {
+		defer close(sampled)
+		for {
+			rss, pss := 0, 0
+			for _, g := range s.daemons {
+				r, p, _ := g.memory()
+				rss, pss = rss+r, pss+p
+			}
+			_, nodePSS, _ := s.node.memory()
+			peakRSS, peakPSS, peakNodePSS = max(peakRSS, rss), max(peakPSS, pss), max(peakNodePSS, nodePSS)
+			select {
+			case <-stopSampling:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 	start := time.Now()
 	for range submitters {
 		wg.Add(1)
@@ -247,6 +281,8 @@ func run(b *testing.B, name string, s system, tag string, jobs, submitters int) 
 		time.Sleep(100 * time.Millisecond)
 	}
 	wg.Wait()
+	close(stopSampling)
+	<-sampled
 	if submitErr != nil {
 		b.Fatalf("%s: submit: %v", name, submitErr)
 	}
@@ -258,6 +294,7 @@ func run(b *testing.B, name string, s system, tag string, jobs, submitters int) 
 		cpuPerJob:  (cpu(s.daemons) - cpu0) / time.Duration(jobs),
 		nodePerJob: (s.node.usage() - node0) / time.Duration(jobs),
 		load:       loadAvg(),
+		peakRSS:    peakRSS, peakPSS: peakPSS, peakNodePSS: peakNodePSS,
 	}
 	if cli > 0 {
 		res.cliPerSubmit = cli / time.Duration(jobs)
