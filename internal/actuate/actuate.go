@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/decide"
 )
 
@@ -24,6 +25,10 @@ type Actuator interface {
 	// assignment that the world has overtaken since the snapshot (the job
 	// canceled, a node gone) may be skipped: the next decision sees it.
 	Assign(ctx context.Context, as []decide.Assignment) error
+	// Preempt stops each running job named, for the reason given, and
+	// queues it again; its nodes are idle once it has stopped. A job that
+	// no longer runs the attempt the plan saw is skipped.
+	Preempt(ctx context.Context, ps []api.Preemption) error
 	// Drain marks a busy node leaving: it is removed once its job ends.
 	Drain(ctx context.Context, nodeID string) error
 	// Remove takes a node out of the cluster and deletes its machine. It
@@ -51,7 +56,8 @@ type Applied struct {
 
 // Apply carries out p through a, in the order that keeps the plan safe:
 // assignments first (Decide counted the nodes they take as busy, so none
-// of them is in Remove), then drains, then removals, then creations (so
+// of them is in Remove), then preemptions (their nodes stay, for the jobs
+// they are stopped for), then drains, then removals, then creations (so
 // that the quota usage they leave includes the cores removals freed), and
 // last the record of where that leaves the cluster. A step that fails
 // does not stop the others; the errors are returned together.
@@ -60,6 +66,11 @@ func Apply(ctx context.Context, a Actuator, p decide.Plan) (Applied, error) {
 	var errs []error
 	if len(p.Assign) > 0 {
 		if err := a.Assign(ctx, p.Assign); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(p.Preempt) > 0 {
+		if err := a.Preempt(ctx, p.Preempt); err != nil {
 			errs = append(errs, err)
 		}
 	}

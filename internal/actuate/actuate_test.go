@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/decide"
 )
 
@@ -25,6 +26,13 @@ var _ Actuator = (*fake)(nil)
 func (f *fake) Assign(_ context.Context, as []decide.Assignment) error {
 	for _, a := range as {
 		f.calls = append(f.calls, "assign "+a.JobID+" "+strings.Join(a.NodeIDs, ","))
+	}
+	return nil
+}
+
+func (f *fake) Preempt(_ context.Context, ps []api.Preemption) error {
+	for _, p := range ps {
+		f.calls = append(f.calls, "preempt "+p.Job)
 	}
 	return nil
 }
@@ -61,10 +69,11 @@ func (f *fake) Record(_ context.Context, p decide.Plan, done Applied) error {
 
 func TestApplyOrder(t *testing.T) {
 	p := decide.Plan{
-		Assign: []decide.Assignment{{JobID: "j1", NodeIDs: []string{"n1", "n2"}}, {JobID: "j2", NodeIDs: []string{"n3"}}},
-		Drain:  []string{"n4"},
-		Remove: []string{"n5", "n6"},
-		Create: 2, CreateImages: []string{"a", "b"},
+		Assign:  []decide.Assignment{{JobID: "j1", NodeIDs: []string{"n1", "n2"}}, {JobID: "j2", NodeIDs: []string{"n3"}}},
+		Preempt: []api.Preemption{{Kind: api.PreemptOverShare, Job: "j0", For: "j3"}},
+		Drain:   []string{"n4"},
+		Remove:  []string{"n5", "n6"},
+		Create:  2, CreateImages: []string{"a", "b"},
 		Target: 7,
 	}
 	f := &fake{}
@@ -72,7 +81,7 @@ func TestApplyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"assign j1 n1,n2", "assign j2 n3", "drain n4", "remove n5", "remove n6", "create 2 [a b]", "record target 7"}
+	want := []string{"assign j1 n1,n2", "assign j2 n3", "preempt j0", "drain n4", "remove n5", "remove n6", "create 2 [a b]", "record target 7"}
 	if !slices.Equal(f.calls, want) {
 		t.Errorf("calls\n%q\nwant\n%q", f.calls, want)
 	}

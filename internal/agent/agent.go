@@ -242,6 +242,7 @@ type agent struct {
 	heartbeat   time.Duration
 	jobs        map[string]*job // running, finishing, or not yet acknowledged
 	current     *job            // the job this node is busy with
+	spaceOwner  string          // whose job last ran with the private /tmp and /dev/shm ("": none since start)
 	usageEvery  time.Duration   // the sampling interval the server gave
 	usage       *agentapi.Usage // the latest sample, sent with every poll
 }
@@ -373,7 +374,7 @@ func (a *agent) loop(ctx context.Context) error {
 			a.cancelJob(uid, resp.StopReasons[uid])
 		}
 		for _, uid := range resp.Preempt {
-			a.preemptJob(uid, resp.PreemptGrace)
+			a.preemptJob(uid, resp.PreemptGrace, resp.StopReasons[uid])
 		}
 		accepted := true
 		if resp.Assign != nil {
@@ -465,11 +466,14 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		a.mu.Unlock()
 		return true // already running or reporting it
 	}
+	var prev *job
 	if old, ok := a.jobs[asg.UID]; ok && old.asg.Attempt < asg.Attempt && a.current == nil {
 		// An earlier attempt of the same job ended here and is still
-		// reporting: keep it under its own key and take the new attempt.
+		// reporting: keep it under its own key and take the new attempt,
+		// which waits for it before it prepares the job's folder.
 		a.jobs[asg.UID+"#"+strconv.Itoa(old.asg.Attempt)] = old
 		delete(a.jobs, asg.UID)
+		prev = old
 	}
 	if a.current != nil || a.jobs[asg.UID] != nil {
 		busy := asg.UID
@@ -481,6 +485,7 @@ func (a *agent) assign(asg agentapi.Assignment) bool {
 		return false
 	}
 	j := newJob(a, asg, log)
+	j.prev = prev
 	a.jobs[asg.UID] = j
 	a.current = j
 	a.mu.Unlock()
@@ -510,15 +515,20 @@ func (a *agent) cancelJob(uid, reason string) {
 	}
 }
 
-// preemptJob stops a job because its node is being preempted, with the
-// preemption grace period between SIGTERM and SIGKILL.
-func (a *agent) preemptJob(uid string, grace time.Duration) {
+// preemptJob stops a job because its node is being preempted, or because
+// its compute's queue policy stopped it for another job (reason, when the
+// server gives one), with the preemption grace period between SIGTERM and
+// SIGKILL.
+func (a *agent) preemptJob(uid string, grace time.Duration, reason string) {
 	a.mu.Lock()
 	j := a.jobs[uid]
 	a.mu.Unlock()
+	if reason == "" {
+		reason = "preempted: the node is being reclaimed"
+	}
 	if j != nil {
 		j.setGrace(grace)
-		j.stop("preempted: the node is being reclaimed")
+		j.stop(reason)
 	}
 }
 

@@ -545,6 +545,8 @@ func TestStopWhileServerDownReportsAtNextStart(t *testing.T) {
 	ra := startAgent(t, f, func(c *Config) { c.WorkDir = dir; c.StopTimeout = 200 * time.Millisecond })
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "d", Attempt: 1, Command: "echo hi; sleep 30", Grace: time.Second}})
 	f.waitFor(10*time.Second, "the job's log", func() bool { return f.logOf("d") == "hi\n" })
+	// The running report is sent beside the log, not before it.
+	f.waitFor(10*time.Second, "the job's running report", func() bool { return len(f.eventsOf("d")) == 1 })
 	f.set(func(f *fakeServer) { f.down = true })
 	start := time.Now()
 	ra.cancel()

@@ -107,7 +107,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	j.containers = append(j.containers, name)
 	args := []string{"run", "--rm", "--name", name, "--init",
 		"--label", "cumulus.job=" + j.asg.UID, "--label", labelJobNode + "=" + j.a.node()}
-	args = append(args, j.a.containerFlags()...)
+	args = append(args, j.a.containerFlags(j.asg.ShmSize)...)
 	args = append(args, "-v", j.dir+":"+j.dir, "-w", j.dir)
 	gpuArgs, own := containerGPUArgs(j.jobGPUs(), env[j.hostEnv:], j.a.machineGPUs)
 	args = append(args, gpuArgs...)

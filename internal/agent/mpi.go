@@ -11,13 +11,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
 
 // An MPI job is launched as Azure ML launches it (see package distrib):
 // node 0 runs mpirun over every node; each other node runs a launcher
 // (cumulus-mpi-launchd) as its job process, which runs the one MPI daemon
-// that node 0's mpirun asks for through the rsh helper (cumulus-mpi-rsh).
+// that node 0's mpirun asks for through the rsh helper (cumulus-mpi-rsh),
+// serves it and what it starts to their end, and then holds the node for
+// the job until it is told to stop (node 0's mpirun has ended). The
+// agent reports which part a node plays (JobState.MPIRole): the server
+// ends the job with mpirun, and takes a launcher that ended on its own
+// while mpirun ran for a node that mpirun lost.
 // Both helpers are this executable under another name, linked into the
 // job's folder so that the job's user can run them and, in a container,
 // they are where the folder is mounted.
@@ -65,10 +71,11 @@ func (j *job) mpiLaunch(env []string, logf io.Writer) (p distrib.Process, ok boo
 	if err := linkHelpers(helpers); err != nil {
 		return p, false, fmt.Errorf("mpi: %w", err)
 	}
-	rsh := filepath.Join(helpers, mpiRshName)
+	rsh := filepath.Join(helpers, mpiHelpersBin, mpiRshName)
 	p.Rank = rank * max(d.ProcessesPerNode, 1)
 	p.Env = append(distrib.MPIEnv(d, rank, j.asg.NodeIPs, rsh),
-		envMPILaunchers+"="+distrib.LauncherAddrs(d, j.asg.NodeIPs), envMPIToken+"="+d.LaunchToken)
+		envMPILaunchers+"="+distrib.LauncherAddrs(d, j.asg.NodeIPs), envMPIToken+"="+d.LaunchToken,
+		"PATH="+filepath.Dir(rsh)+string(filepath.ListSeparator)+envValue(env, "PATH"))
 	if rank == 0 {
 		if impl == "" {
 			impl = distrib.OpenMPI
@@ -79,26 +86,27 @@ func (j *job) mpiLaunch(env []string, logf io.Writer) (p distrib.Process, ok boo
 		}
 		p.Env = append(p.Env, "CUMULUS_HOSTFILE="+hostfile)
 		p.Argv = distrib.MPICommand(impl, launcher, hostfile, rsh, nodes*max(d.ProcessesPerNode, 1), j.asg.Command)
+		j.setState(func(s *agentapi.JobState) { s.MPIRole = agentapi.MPIRoleMpirun })
 		return p, true, nil
 	}
-	listen := ":" + fmt.Sprint(distrib.LauncherPort(d, rank))
+	port := distrib.LauncherPort(d, rank)
+	if err := j.checkPorts([]int{port}); err != nil {
+		return p, false, err
+	}
+	listen := ":" + fmt.Sprint(port)
 	if rank < len(j.asg.NodeIPs) && j.asg.NodeIPs[rank] != "" {
 		listen = strings.Split(distrib.LauncherAddrs(d, j.asg.NodeIPs), ",")[rank]
 	}
 	p.Env = append(p.Env, envMPIListen+"="+listen)
 	p.Argv = []string{filepath.Join(helpers, mpiLaunchdName)}
+	j.setState(func(s *agentapi.JobState) { s.MPIRole = agentapi.MPIRoleLauncher })
 	return p, true, nil
 }
 
 // findMPI finds mpirun (or mpiexec) on the job's PATH and tells which
 // implementation it is.
 func findMPI(env []string) (path, impl string) {
-	pathVar := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			pathVar = v
-		}
-	}
+	pathVar := envValue(env, "PATH")
 	for _, name := range []string{"mpirun", "mpiexec"} {
 		for _, dir := range filepath.SplitList(pathVar) {
 			p := filepath.Join(dir, name)
@@ -136,7 +144,30 @@ func linkHelpers(dir string) error {
 			return err
 		}
 	}
+	// The rsh helper alone in a folder of its own, for PATH (see
+	// distrib.MPIEnv).
+	if err := os.MkdirAll(filepath.Join(dir, mpiHelpersBin), 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink("../cumulus", filepath.Join(dir, mpiHelpersBin, mpiRshName)); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
 	return nil
+}
+
+// mpiHelpersBin is the folder, beside the helpers, that holds only the
+// rsh helper: it goes first on the PATH of an MPI launch's processes.
+const mpiHelpersBin = "bin"
+
+// envValue is the value of key in env (the last one set), "" when unset.
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if val, ok := strings.CutPrefix(kv, key+"="); ok {
+			v = val
+		}
+	}
+	return v
 }
 
 func copyFile(from, to string) error {

@@ -11,9 +11,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/distrib"
@@ -106,10 +110,20 @@ func dialLauncher(addr string, d time.Duration) (net.Conn, error) {
 	}
 }
 
-// mpiLaunchd is cumulus-mpi-launchd's main: it listens on
-// $CUMULUS_MPI_LISTEN, runs the first command a caller with the attempt's
-// token asks for, relays its output and exits with its exit code. Callers
-// without the token are refused and the launcher keeps listening.
+// mpiLaunchd is cumulus-mpi-launchd's main, the part of node r > 0 in an
+// MPI launch: it listens on $CUMULUS_MPI_LISTEN and runs the first
+// command a caller with the attempt's token asks for (node 0's MPI
+// daemon), relaying its output and exit code to the caller as ssh would.
+// Callers without the token are refused and the launcher keeps listening.
+//
+// The launcher is the subreaper of what it runs: a daemon that detaches
+// (Open MPI's orted when mpirun asks it to --daemonize) stays its child,
+// and the launcher serves it, and the processes it starts, to their end.
+// It then ends only when it is stopped (SIGTERM: node 0's mpirun has
+// ended, or the job is stopped), so that this node stays the job's while
+// mpirun runs and ending on its own never looks like success. It ends at
+// once with the daemon's code when the daemon fails, and kills what it
+// started when the caller goes away first (mpirun is gone).
 func mpiLaunchd() int {
 	token := os.Getenv(envMPIToken)
 	addr := os.Getenv(envMPIListen)
@@ -117,32 +131,95 @@ func mpiLaunchd() int {
 		fmt.Fprintln(os.Stderr, "cumulus-mpi-launchd: no launch token or address")
 		return 255
 	}
-	ln, err := net.Listen("tcp", addr)
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "cumulus-mpi-launchd: not a subreaper (%v)\n", errno)
+		return 255
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ln, err := listenLauncher(addr)
 	if err != nil {
-		// The node's address may not be one of this machine's (NAT).
-		_, port, _ := net.SplitHostPort(addr)
-		if ln, err = net.Listen("tcp", ":"+port); err != nil {
-			fmt.Fprintf(os.Stderr, "cumulus-mpi-launchd: %v\n", err)
-			return 255
-		}
+		fmt.Fprintf(os.Stderr, "cumulus-mpi-launchd: %v\n", err)
+		return 255
 	}
-	defer ln.Close()
 	env := helperFreeEnv()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "cumulus-mpi-launchd: %v\n", err)
-			return 255
+	var mu sync.Mutex
+	stopped, running := false, false
+	served := make(chan int, 1)
+	go func() {
+		defer ln.Close()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				served <- -1 // closed: stopped before any caller came
+				return
+			}
+			req, ok := readLaunchRequest(conn, token)
+			if !ok {
+				_ = writeFrame(conn, frameExit, []byte("255"))
+				conn.Close()
+				continue
+			}
+			ln.Close() // one daemon per node and attempt
+			mu.Lock()
+			late := stopped
+			running = !late
+			mu.Unlock()
+			if late {
+				_ = writeFrame(conn, frameExit, []byte("255"))
+				conn.Close()
+				served <- -1
+				return
+			}
+			served <- serveCaller(conn, req.Argv, env)
+			return
 		}
-		req, ok := readLaunchRequest(conn, token)
-		if !ok {
-			_ = writeFrame(conn, frameExit, []byte("255"))
-			conn.Close()
-			continue
+	}()
+	select {
+	case code := <-served:
+		if code != 0 {
+			return code // the daemon failed: so does this node's part
 		}
-		ln.Close() // one daemon per node and attempt
-		return runForCaller(conn, req.Argv, env)
+		<-stop // held for the job until node 0's mpirun has ended
+		return 0
+	case <-stop:
 	}
+	// Stopped first: before mpirun asked for anything (it ended without
+	// this node, or the job was stopped), or while the daemon runs.
+	mu.Lock()
+	stopped = true
+	serving := running
+	mu.Unlock()
+	ln.Close()
+	if !serving {
+		<-served
+		fmt.Fprintln(os.Stderr, "cumulus-mpi-launchd: stopped before node 0's mpirun asked for a process on this node")
+		return 0
+	}
+	signalDescendants(syscall.SIGTERM)
+	select {
+	case code := <-served:
+		return code
+	case <-time.After(launchdGrace):
+		signalDescendants(syscall.SIGKILL)
+		return <-served
+	}
+}
+
+// launchdGrace is how long a stopped launcher gives the daemon's processes
+// between SIGTERM and SIGKILL (less than the agent's own grace).
+const launchdGrace = 5 * time.Second
+
+// listenLauncher listens on the launcher's address, or on its port on
+// every address when the node's address is not one of this machine's
+// (NAT).
+func listenLauncher(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil || errors.Is(err, syscall.EADDRINUSE) {
+		return ln, err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return net.Listen("tcp", ":"+port)
 }
 
 // readLaunchRequest reads a request and checks its token.
@@ -157,43 +234,144 @@ func readLaunchRequest(conn net.Conn, token string) (launchRequest, bool) {
 	return req, subtle.ConstantTimeCompare([]byte(req.Token), []byte(token)) == 1
 }
 
-// runForCaller runs argv, relays its output to conn and ends with its exit
-// code; when the caller goes away first, the command is killed.
-func runForCaller(conn net.Conn, argv, env []string) int {
+// serveCaller runs argv for the caller on conn and returns when it and
+// every process it left behind have ended (the launcher is their
+// subreaper). The caller gets the command's output and, once the command
+// has ended and its output is drained, its exit code, as from ssh. When
+// the caller goes away before that, everything the command started is
+// killed. The result is the command's exit code, else the first failure
+// of a process it left, else 0.
+func serveCaller(conn net.Conn, argv, env []string) int {
 	defer conn.Close()
+	// The command's parent-death signal follows the thread that starts
+	// it: this goroutine keeps its thread until every child is reaped.
+	runtime.LockOSThread()
 	var mu sync.Mutex
 	send := func(kind byte, b []byte) error {
 		mu.Lock()
 		defer mu.Unlock()
 		return writeFrame(conn, kind, b)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
-	cmd.Stdout = frameWriter{kind: frameStdout, send: send}
-	cmd.Stderr = frameWriter{kind: frameStderr, send: send}
-	if err := cmd.Start(); err != nil {
+	fail := func(err error) int {
 		_ = send(frameStderr, []byte(fmt.Sprintf("cumulus-mpi-launchd: %v\n", err)))
 		_ = send(frameExit, []byte("127"))
 		return 127
 	}
-	gone := make(chan struct{})
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return fail(err)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return fail(err)
+	}
+	var relayed sync.WaitGroup
+	for kind, r := range map[byte]*os.File{frameStdout: outR, frameStderr: errR} {
+		relayed.Add(1)
+		go func() {
+			defer relayed.Done()
+			defer r.Close()
+			_, _ = io.Copy(frameWriter{kind: kind, send: send}, r)
+		}()
+	}
+	var answered atomic.Bool
 	go func() {
 		_, _ = io.Copy(io.Discard, conn) // EOF or error: the caller is gone
-		close(gone)
-	}()
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-gone:
-			_ = cmd.Process.Kill()
-		case <-done:
+		if !answered.Load() {
+			signalDescendants(syscall.SIGKILL) // mpirun is gone: nobody needs them
 		}
 	}()
-	_ = cmd.Wait()
-	close(done)
-	code := exitCode(cmd.ProcessState)
-	_ = send(frameExit, []byte(strconv.Itoa(code)))
+	code, left := -1, 0
+	exited := make(chan struct{}) // closed once the caller has the exit code
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: nothing left
+			break
+		}
+		c := waitCode(ws)
+		if pid != cmd.Process.Pid {
+			if left == 0 {
+				left = c
+			}
+			continue
+		}
+		code = c
+		go func() {
+			defer close(exited)
+			relayed.Wait()
+			answered.Store(true)
+			_ = send(frameExit, []byte(strconv.Itoa(code)))
+		}()
+	}
+	<-exited
+	if code == 0 {
+		code = left
+	}
 	return code
+}
+
+// signalDescendants sends sig to every process below this one (the
+// daemon, what it started, what detached from it).
+func signalDescendants(sig syscall.Signal) {
+	for _, pid := range descendants(os.Getpid()) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// descendants lists the processes below pid, from /proc.
+func descendants(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
 
 // helperFreeEnv is the launcher's environment for the daemon, without the

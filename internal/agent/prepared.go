@@ -16,11 +16,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
 
@@ -97,10 +99,11 @@ type preparedContainer struct {
 	file *os.File // the connection, handed to the job's client (taken)
 }
 
-// containerFlags are the flags of a job's container that do not depend on
-// the job: its network, CPUs and memory.
-func (a *agent) containerFlags() []string {
-	args := []string{"--network", cmp.Or(a.cfg.JobNetwork, "host")}
+// containerFlags are the flags of a job's container: its network, CPUs and
+// memory, which do not depend on the job, and its /dev/shm of shm bytes
+// (0: api.DefaultShmSize, as Azure ML gives).
+func (a *agent) containerFlags(shm int64) []string {
+	args := []string{"--network", cmp.Or(a.cfg.JobNetwork, "host"), "--shm-size", strconv.FormatInt(cmp.Or(shm, api.DefaultShmSize), 10)}
 	if c := a.cfg.VCPUs; c > 0 {
 		args = append(args, "--cpus", fmt.Sprint(min(c, hostCPUs())))
 	}
@@ -113,14 +116,14 @@ func (a *agent) containerFlags() []string {
 // containerKey says which jobs a prepared container fits: those of image
 // whose container would get the same flags.
 func (a *agent) containerKey(image string) string {
-	return strings.Join(append([]string{image}, a.containerFlags()...), "\x00")
+	return strings.Join(append([]string{image}, a.containerFlags(0)...), "\x00")
 }
 
 // fitsPrepared reports whether asg may run in a prepared container: it
-// names an image other than the node's, gets no GPUs, and runs one process
-// on this node that is not an MPI launch.
+// names an image other than the node's, gets no GPUs and the default
+// /dev/shm, and runs one process on this node that is not an MPI launch.
 func (a *agent) fitsPrepared(asg agentapi.Assignment) bool {
-	if asg.Image == "" || asg.Image == a.cfg.Image || len(asg.GPUs) > 0 {
+	if asg.Image == "" || asg.Image == a.cfg.Image || len(asg.GPUs) > 0 || (asg.ShmSize != 0 && asg.ShmSize != api.DefaultShmSize) {
 		return false
 	}
 	if d := asg.Distribution; d != nil && d.Type == distrib.MPI {
@@ -324,7 +327,7 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	pc.name = "cumulus-prepared-" + a.node() + "-" + n
 	args := append([]string{"run", "-d", "--rm", "--name", pc.name, "--init",
 		"--label", preparedLabel + "=" + work, "--label", labelJobNode + "=" + a.node()},
-		a.containerFlags()...)
+		a.containerFlags(0)...)
 	args = append(args, "-v", dir+":"+dir, "-w", dir,
 		"-v", bin+":"+inContainer+"/"+launcherName+":ro", "-v", pc.sockDir+":"+inContainer+"/launch",
 		"--entrypoint", inContainer+"/"+launcherName,
@@ -334,8 +337,11 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	// The docker client runs under a job init (sandbox.go), which removes
 	// the container if the agent dies while the engine makes it: nothing
 	// else would (a job's own container is its job init's to remove).
-	cmd := exec.CommandContext(ctx, "/proc/self/exe", append([]string{"-", "-", "-", "-", a.cfg.WorkDir, a.cfg.Docker}, args...)...)
-	cmd.Args[0] = jobInitName
+	cmd, err := initProcess(ctx, initSpec{Dir: work, Path: a.cfg.Docker, Args: args})
+	if err != nil {
+		return err
+	}
+	defer closeSpec(cmd)
 	cmd.Env = append(agentEnvWithoutSecrets(), envJobContainer+"="+pc.name)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Setpgid: true}
 	runtime.LockOSThread() // the init's parent-death signal follows this thread

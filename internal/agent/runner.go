@@ -46,6 +46,12 @@ type job struct {
 	stopOnce sync.Once
 	procDone chan struct{} // closed when the job's process is gone (or never ran)
 	procOnce sync.Once
+	// done is closed when the runner is through with the job's folder
+	// (its exit reported, or left for the next agent start); prev is the
+	// job's earlier attempt on this node, whose runner the next attempt
+	// waits for before it empties the same folder.
+	done chan struct{}
+	prev *job
 
 	logSent int64        // bytes of std.log the server holds; owned by the log shipper
 	pgid    atomic.Int64 // the process group of its processes while they run; 0 before and after
@@ -71,6 +77,7 @@ func newJob(a *agent, asg agentapi.Assignment, log *slog.Logger) *job {
 		log:      log.With("job", asg.UID, "attempt", asg.Attempt),
 		stopCh:   make(chan struct{}),
 		procDone: make(chan struct{}),
+		done:     make(chan struct{}),
 		state:    agentapi.JobState{UID: asg.UID, Attempt: asg.Attempt, Phase: agentapi.PhaseRunning},
 	}
 }
@@ -186,6 +193,7 @@ func (j *job) run() {
 // finish ships the rest of the log and the outputs, then reports the exit
 // until the server acknowledges it.
 func (j *job) finish(ctx context.Context) {
+	defer close(j.done)
 	unfinished := func(err error) bool {
 		if ctx.Err() == nil {
 			return false
@@ -244,6 +252,15 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	defer j.processGone()
 	defer j.a.msiRevoke(j)
 	defer j.removeContainers()
+	if j.prev != nil {
+		// The earlier attempt still reports its end from the same folder
+		// (its state file): wait until it is through with it.
+		select {
+		case <-j.prev.done:
+		case <-j.stopCh:
+			return exitNotRun, j.stopReason()
+		}
+	}
 	if pc := j.a.takePrepared(j.asg, j.stopCh); pc != nil {
 		// The prepared container mounts an empty directory of its own at
 		// the same path: that is this job's directory (prepared.go). It
@@ -297,6 +314,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	if err := j.chooseRuntime(ctx, logf); err != nil {
 		return exitNotRun, err.Error()
 	}
+	if err := j.checkRendezvousPorts(); err != nil {
+		return exitNotRun, err.Error()
+	}
 	if p, ok, err := j.mpiLaunch(env, logf); err != nil {
 		return exitNotRun, err.Error()
 	} else if ok {
@@ -309,6 +329,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		env = append(env, "CUMULUS_HOSTFILE="+hostfile)
 	}
 	if j.image == "" {
+		if err := j.a.freshJobSpace(j.asg.Owner); err != nil {
+			return exitNotRun, err.Error()
+		}
 		if err := j.handOver(); err != nil {
 			return exitNotRun, err.Error()
 		}
@@ -391,7 +414,7 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 	if len(procs) > 1 {
 		shared = &lineLog{w: logf}
 	}
-	mk := func(cg *cgroup, p distrib.Process, pgid int) *exec.Cmd {
+	mk := func(cg *cgroup, p distrib.Process, pgid int) (*exec.Cmd, error) {
 		cmd := exec.Command("/bin/sh", "-c", j.asg.Command)
 		if p.Argv != nil {
 			cmd = exec.Command(p.Argv[0], p.Argv[1:]...)
@@ -408,25 +431,31 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 		} else {
 			cmd.Stdout, cmd.Stderr = logf, logf
 		}
-		cmd = j.initCommand(cmd, j.image == "")
+		cmd, err := j.initCommand(cmd, j.image == "")
+		if err != nil {
+			return nil, err
+		}
 		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, pgid
 		if cg != nil {
 			cmd.SysProcAttr.UseCgroupFD = true
 			cmd.SysProcAttr.CgroupFD = cg.fd()
 		}
-		return cmd
+		return cmd, nil
 	}
 	cg := j.a.jobCgroup(j.asg.UID, j.log)
 	group := &procGroup{log: shared}
 	for i, p := range procs {
-		cmd := mk(cg, p, group.pgid)
-		err := startInit(cmd)
+		cmd, err := mk(cg, p, group.pgid)
+		if err == nil {
+			err = startInit(cmd)
+		}
 		if err != nil && cg != nil && i == 0 {
 			j.a.limitsNotEnforced(j.log, fmt.Errorf("start in cgroup: %w", err))
 			cg.remove()
 			cg = nil
-			cmd = mk(nil, p, 0)
-			err = startInit(cmd)
+			if cmd, err = mk(nil, p, 0); err == nil {
+				err = startInit(cmd)
+			}
 		}
 		if err != nil {
 			signalGroup(group.pgid, syscall.SIGKILL)

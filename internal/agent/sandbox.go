@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // What a job can reach on this node, and how long it lives.
@@ -63,7 +68,7 @@ const killAllName = "cumulus-job-kill-all"
 func init() {
 	switch filepath.Base(os.Args[0]) {
 	case jobInitName:
-		os.Exit(jobInit(os.Args[1:]))
+		os.Exit(jobInit())
 	case mpiRshName:
 		os.Exit(mpiRsh(os.Args[1:]))
 	case mpiLaunchdName:
@@ -93,8 +98,9 @@ func killAllOf(cred *syscall.Credential) error {
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // jobBaseEnv is what a job gets of the node's environment: PATH, HOME (the
-// job's folder), the locale (LANG, default C.UTF-8, and LC_ALL) and TZ when
-// set. Nothing else of the agent's environment reaches a job.
+// job's folder), USER and LOGNAME (the agent's user; the job init names
+// the job user instead), the locale (LANG, default C.UTF-8, and LC_ALL)
+// and TZ when set. Nothing else of the agent's environment reaches a job.
 func jobBaseEnv(home string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
@@ -105,6 +111,9 @@ func jobBaseEnv(home string) []string {
 		lang = "C.UTF-8"
 	}
 	env := []string{"PATH=" + path, "HOME=" + home, "LANG=" + lang}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		env = append(env, "USER="+u.Username, "LOGNAME="+u.Username)
+	}
 	for _, k := range []string{"LC_ALL", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
@@ -167,6 +176,11 @@ func (a *agent) isolate() error {
 		}
 	}
 	a.jobCred = cred
+	if cred != nil {
+		if err := a.prepareJobSpace(); err != nil {
+			return err
+		}
+	}
 	// Not dumpable: /proc/<agent>/environ, mem and the like belong to root,
 	// so a job of the agent's own user cannot read the join token there.
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
@@ -209,8 +223,11 @@ func (j *job) handOver() error {
 // the job's mount namespace) before mounting the job's folder back: the
 // topmost directory on the way to the job's folder that other users cannot
 // search, else the agent's work dir.
-func (j *job) maskDir() string {
-	dir, err := filepath.Abs(j.dir)
+func (j *job) maskDir() string { return j.a.maskDir(j.dir) }
+
+// maskDir is the mask (see job.maskDir) around dir, a folder in the work dir.
+func (a *agent) maskDir(dir string) string {
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return ""
 	}
@@ -223,39 +240,114 @@ func (j *job) maskDir() string {
 			return p
 		}
 	}
-	work, err := filepath.Abs(j.a.cfg.WorkDir)
+	work, err := filepath.Abs(a.cfg.WorkDir)
 	if err != nil {
 		return ""
 	}
 	return work
 }
 
+// initSpec is what a job init is told, on its descriptor specFD: never on
+// its command line, which any process of the machine may read in /proc
+// (a job's command may carry secrets).
+type initSpec struct {
+	// Ready: readyFD is a pipe on which to say that the command runs.
+	Ready bool `json:"ready,omitempty"`
+	// Stdin: the command reads the init's standard input (an SSH
+	// session's); else it reads nothing.
+	Stdin bool `json:"stdin,omitempty"`
+	// User, when set, is the job user to run the command as, isolated
+	// (Mask, Tmp, ShmSize: see isolateJob); nil: the agent's user, not
+	// isolated.
+	User *jobUserSpec `json:"user,omitempty"`
+	Mask string       `json:"mask,omitempty"`
+	Tmp  string       `json:"tmp,omitempty"`
+	// ShmSize is the size of the job's /dev/shm in bytes (0: the default).
+	ShmSize int64    `json:"shmSize,omitempty"`
+	Dir     string   `json:"dir"`
+	Path    string   `json:"path"`
+	Args    []string `json:"args,omitempty"` // argv[1:]
+}
+
+// initProcess is a job init told spec: its descriptor specFD is an
+// anonymous file holding the spec, which the caller closes (closeSpec)
+// once the init has started.
+func initProcess(ctx context.Context, spec initSpec) (*exec.Cmd, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	var f *os.File
+	if fd, err := unix.MemfdCreate("cumulus-job-init", unix.MFD_CLOEXEC); err == nil {
+		f = os.NewFile(uintptr(fd), "job-init-spec")
+	} else {
+		// No memfd (an old kernel, a sandbox): a file of the agent's
+		// user alone, unlinked at once.
+		if f, err = os.CreateTemp("", "cumulus-job-init-"); err != nil {
+			return nil, fmt.Errorf("job init spec: %w", err)
+		}
+		os.Remove(f.Name())
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("job init spec: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("job init spec: %w", err)
+	}
+	c := exec.CommandContext(ctx, "/proc/self/exe")
+	c.Args, c.ExtraFiles = []string{jobInitName}, []*os.File{f}
+	return c, nil
+}
+
+// asJobUser makes spec run its command as the job user, isolated, in its
+// folder spec.Dir (nothing changes when no mask can be found).
+func (a *agent) asJobUser(spec *initSpec) {
+	cred := a.jobCred
+	mask := a.maskDir(spec.Dir)
+	if cred == nil || mask == "" {
+		return
+	}
+	spec.Mask = mask
+	spec.User = &jobUserSpec{UID: cred.Uid, GID: cred.Gid, Home: spec.Dir}
+	work, _ := filepath.Abs(a.cfg.WorkDir)
+	spec.Tmp = filepath.Join(work, privateTmp)
+}
+
+// closeSpec closes the parent's copy of a job init's spec.
+func closeSpec(c *exec.Cmd) {
+	if len(c.ExtraFiles) > 0 && c.ExtraFiles[0] != nil {
+		c.ExtraFiles[0].Close()
+	}
+}
+
 // initCommand wraps cmd in the job init: the same command, environment,
 // folder and output, run by a supervisor that kills the job's process
 // group when the agent dies, and (with a job user) isolates it and drops
-// to that user. The caller starts it from a locked thread.
-func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) *exec.Cmd {
-	uid, gid, mask := "-", "-", "-"
+// to that user. The caller starts it with startInit, from a locked thread.
+func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) (*exec.Cmd, error) {
+	dir, _ := filepath.Abs(cmd.Dir)
+	spec := initSpec{Ready: true, Dir: dir, Path: cmd.Path, Args: cmd.Args[1:]}
 	var cred *syscall.Credential
 	if asJobUser {
 		cred = j.a.jobCred
 	}
 	if cred != nil {
-		uid, gid = strconv.FormatUint(uint64(cred.Uid), 10), strconv.FormatUint(uint64(cred.Gid), 10)
-		if m := j.maskDir(); m != "" {
-			mask = m
-		}
+		j.a.asJobUser(&spec)
+		spec.ShmSize = j.asg.ShmSize
 	}
-	dir, _ := filepath.Abs(cmd.Dir)
-	args := append([]string{jobInitName, readyFD, uid, gid, mask, dir, cmd.Path}, cmd.Args[1:]...)
-	c := &exec.Cmd{Path: "/proc/self/exe", Args: args, Env: cmd.Env, Dir: cmd.Dir,
-		Stdout: cmd.Stdout, Stderr: cmd.Stderr, WaitDelay: cmd.WaitDelay, Err: cmd.Err,
-		ExtraFiles: cmd.ExtraFiles}
+	c, err := initProcess(context.Background(), spec)
+	if err != nil {
+		return nil, err
+	}
+	c.Env, c.Dir, c.Stdout, c.Stderr, c.WaitDelay, c.Err = cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.WaitDelay, cmd.Err
+	c.ExtraFiles = append(c.ExtraFiles, cmd.ExtraFiles...)
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal}
-	if cred != nil && mask != "-" {
+	if spec.User != nil {
 		c.SysProcAttr.Cloneflags = syscall.CLONE_NEWNS
 	}
-	return c
+	return c, nil
 }
 
 // envJobContainer names, in a job init's environment, the container its
@@ -271,25 +363,27 @@ func removeContainer(docker, name string) {
 	_ = exec.CommandContext(ctx, docker, "rm", "-f", name).Run()
 }
 
-// readyFD is the descriptor on which the job init says the command runs
-// (startInit passes it).
-const readyFD = "3"
-
-// launcherFD is, in a job init, the connection to a prepared container's
-// launcher that the init hands to its command, the launcher's client
-// (the command's ExtraFiles come after readyFD).
-const launcherFD = 4
+// Descriptors of a job init: its spec (initProcess), the pipe on which it
+// says the command runs (startInit), and, for the client of a prepared
+// container, the connection to the container's launcher that the init
+// hands to its command (the command's ExtraFiles come after readyFD).
+const (
+	specFD     = 3
+	readyFD    = 4
+	launcherFD = 5
+)
 
 // startInit starts a job init (initCommand) and waits until it has
 // started the command, or failed to: the job's timeout and signals then
 // reach the command, not an init that is still starting.
 func startInit(c *exec.Cmd) error {
+	defer closeSpec(c)
 	r, w, err := os.Pipe()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	c.ExtraFiles = append([]*os.File{w}, c.ExtraFiles...) // descriptor 3 in the init: readyFD
+	c.ExtraFiles = slices.Insert(c.ExtraFiles, 1, w) // after the spec: readyFD
 	err = c.Start()
 	w.Close()
 	if err != nil {
@@ -300,29 +394,31 @@ func startInit(c *exec.Cmd) error {
 	return nil
 }
 
-// jobInit is the job init's main: READY UID GID MASK DIR COMMAND ARGS...
-// ("-" for no ready descriptor, no user, no mask). It isolates the job
-// (mask), starts the command as the job user in the init's process group,
-// says so on READY, passes the command's exit status on, and kills the
-// whole process group when its parent, the agent, dies.
-func jobInit(args []string) int {
+// jobInit is the job init's main. It reads its spec (initSpec) on specFD,
+// isolates the job (with a job user), starts the command as the job user
+// in the init's process group, says so on readyFD, passes the command's
+// exit status on, and kills the whole process group when its parent, the
+// agent, dies.
+func jobInit() int {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "cumulus: %v\n", err)
 		return 127
 	}
-	if len(args) < 6 {
-		return fail(errors.New("job init: want READY UID GID MASK DIR COMMAND [ARGS...]"))
+	specFile := os.NewFile(specFD, "spec")
+	b, err := io.ReadAll(io.LimitReader(specFile, 64<<20))
+	specFile.Close()
+	var spec initSpec
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil || spec.Path == "" {
+		return fail(fmt.Errorf("job init: no spec on descriptor %d (%v)", specFD, err))
 	}
 	var ready *os.File
-	if args[0] != "-" {
-		fd, err := strconv.Atoi(args[0])
-		if err != nil {
-			return fail(fmt.Errorf("job init: ready descriptor %q", args[0]))
-		}
-		syscall.CloseOnExec(fd)                  // not the command's
-		ready = os.NewFile(uintptr(fd), "ready") // closed when the command runs, or with this process
+	if spec.Ready {
+		syscall.CloseOnExec(readyFD)                  // not the command's
+		ready = os.NewFile(uintptr(readyFD), "ready") // closed when the command runs, or with this process
 	}
-	args = args[1:]
 	// Orphans of the command (its shell exited, a child lives on) become
 	// the init's children, so that a stop can wait for them (drain).
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
@@ -337,35 +433,37 @@ func jobInit(args []string) int {
 	if ppid == 1 {
 		return 137 // the agent is gone already
 	}
-	uid, gid, mask, dir := args[0], args[1], args[2], args[3]
-	if mask != "-" {
-		if err := maskAround(mask, dir); err != nil {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envJobContainer+"=") })
+	if spec.User != nil {
+		name, err := isolateJob(spec)
+		if err != nil {
 			return fail(fmt.Errorf("isolate the job: %w", err))
 		}
+		env = withEnv(env, "USER", name)
+		env = withEnv(env, "LOGNAME", name)
 	}
 	name := os.Getenv(envJobContainer)
-	cmd := exec.Command(args[4], args[5:]...)
+	cmd := exec.Command(spec.Path, spec.Args...)
 	var launcher *os.File
-	if args[4] == containerExecName {
+	if spec.Path == containerExecName {
 		// The client of a prepared container: this executable, with the
 		// connection to the launcher as its descriptor 3, held by it alone
 		// (the launcher ends the job when the client is gone).
 		launcher = os.NewFile(launcherFD, "launcher")
 		syscall.CloseOnExec(launcherFD)
-		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: args[4:], ExtraFiles: []*os.File{launcher}}
+		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: append([]string{spec.Path}, spec.Args...), ExtraFiles: []*os.File{launcher}}
 	}
-	cmd.Dir = dir
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envJobContainer+"=") })
+	cmd.Dir = spec.Dir
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if uid != "-" {
-		cred, err := parseJobUser(uid + ":" + gid)
-		if err != nil {
-			return fail(err)
-		}
-		cmd.SysProcAttr.Credential = cred
+	if spec.Stdin {
+		cmd.Stdin = os.Stdin
 	}
-	err := cmd.Start()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if u := spec.User; u != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
+	err = cmd.Start()
 	if launcher != nil {
 		launcher.Close()
 	}
@@ -392,7 +490,7 @@ func jobInit(args []string) int {
 					_ = killAllOf(cred) // those that left the group too
 				}
 				if name != "" {
-					removeContainer(args[4], name) // the docker client's container lives in the engine
+					removeContainer(spec.Path, name) // the docker client's container lives in the engine
 				}
 				_ = syscall.Kill(0, syscall.SIGKILL) // the job's whole process group, this init included
 				return 137
@@ -471,21 +569,24 @@ func waitCode(ws syscall.WaitStatus) int {
 	return ws.ExitStatus()
 }
 
+// withEnv is env with key set to value (replacing any earlier value).
+func withEnv(env []string, key, value string) []string {
+	env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
+	return append(env, key+"="+value)
+}
+
 // maskAround covers mask with an empty tmpfs in this process's (new)
-// mount namespace and mounts dir, which lies under mask, back at its path.
-func maskAround(mask, dir string) error {
+// mount namespace and mounts the job's folder (dir, under mask, open as
+// keep) back at its path.
+func maskAround(mask, dir string, keep *os.File) error {
 	if dir != mask && !strings.HasPrefix(dir, mask+"/") {
 		return fmt.Errorf("%s is not under %s", dir, mask)
 	}
-	keep, err := os.Open(dir)
-	if err != nil {
+	// The mask's path may lie in the private /tmp now: make it there.
+	if err := os.MkdirAll(mask, 0o711); err != nil {
 		return err
 	}
-	defer keep.Close()
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make mounts private: %w", err)
-	}
-	if err := syscall.Mount("cumulus-mask", mask, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0711,size=64k"); err != nil {
+	if err := syscall.Mount("cumulus-mask", mask, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "mode=0711,size=4m"); err != nil {
 		return fmt.Errorf("mask %s: %w", mask, err)
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
@@ -499,10 +600,11 @@ func maskAround(mask, dir string) error {
 }
 
 // CheckIsolation runs what a job with a job user runs, as uid, on a
-// scratch folder: the job init masks the folder's parent and drops to uid.
-// It reports why that fails (not root, no mount namespace: a container
-// without CAP_SYS_ADMIN, …), so that a provider can say it at start
-// rather than fail every job.
+// scratch folder: the job init masks the folder's parent, gives it a
+// private /tmp and /dev/shm, a /proc of its own and a passwd entry, and
+// drops to uid. It reports why that fails (not root, no mount namespace:
+// a container without CAP_SYS_ADMIN, …), so that a provider can say it at
+// start rather than fail every job.
 func CheckIsolation(uid int) error {
 	if os.Geteuid() != 0 {
 		return errors.New("not root")
@@ -512,19 +614,26 @@ func CheckIsolation(uid int) error {
 		return err
 	}
 	defer os.RemoveAll(root)
-	dir := filepath.Join(root, "job")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	if err := os.Chown(dir, uid, uid); err != nil {
-		return err
+	dir, tmp := filepath.Join(root, "job"), filepath.Join(root, "tmp")
+	for _, d := range []string{dir, tmp} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(root, "hidden"), nil, 0o644); err != nil {
 		return err
 	}
-	u := strconv.Itoa(uid)
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Dir: dir,
-		Args: []string{jobInitName, "-", u, u, root, dir, "/bin/sh", "-c", "touch ok && ! test -e ../hidden"}}
+	u := uint32(uid)
+	cmd, err := initProcess(context.Background(), initSpec{User: &jobUserSpec{UID: u, GID: u, Home: dir}, Mask: root, Tmp: tmp, Dir: dir,
+		Path: "/bin/sh", Args: []string{"-c", `touch ok && ! test -e ../hidden && touch /tmp/tmp-ok && touch /dev/shm/shm-ok && ! test -e /proc/1 && test "$(id -un)" = "$USER"`}})
+	if err != nil {
+		return err
+	}
+	defer closeSpec(cmd)
+	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -539,6 +648,9 @@ func CheckIsolation(uid int) error {
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != uint32(uid) {
 		return errors.New("the command did not run as the job user")
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "tmp-ok")); err != nil {
+		return errors.New("the job's /tmp is not the node's own")
 	}
 	return nil
 }

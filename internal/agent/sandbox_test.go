@@ -75,7 +75,10 @@ func TestHelperFakeAgent(t *testing.T) {
 	j := &job{a: &agent{}, dir: dir}
 	sh := exec.Command("/bin/sh", "-c", `sleep 300 & echo $! > pid.tmp; mv pid.tmp pid; wait`)
 	sh.Dir = dir
-	cmd := j.initCommand(sh, false)
+	cmd, err := j.initCommand(sh, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.SysProcAttr.Setpgid = true
 	if err := startInit(cmd); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -174,6 +176,11 @@ func (a *agent) sshSession(ch ssh.Channel, requests <-chan *ssh.Request) {
 	}
 }
 
+// sshRun runs a session's command (or an interactive shell). On a node
+// whose jobs run as a job user, the session runs as that user in the jobs'
+// isolated space (sandbox.go, jobspace.go), in the folder of the job that
+// runs (else of the node's jobs): the admin account debugs what the jobs
+// see, not the machine.
 func (a *agent) sshRun(ch ssh.Channel, command string) int {
 	args := []string{"-i"}
 	if command != "" {
@@ -182,6 +189,27 @@ func (a *agent) sshRun(ch ssh.Channel, command string) int {
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Dir = a.cfg.WorkDir
 	cmd.Env = append(agentEnvWithoutSecrets(), "CUMULUS_NODE_ID="+a.node())
+	if a.jobCred != nil {
+		dir, _ := filepath.Abs(filepath.Join(a.cfg.WorkDir, "jobs"))
+		a.mu.Lock()
+		if a.current != nil {
+			dir, _ = filepath.Abs(a.current.dir) // the job running now
+		}
+		a.mu.Unlock()
+		spec := initSpec{Stdin: true, Dir: dir, Path: "/bin/sh", Args: args}
+		a.asJobUser(&spec)
+		c, err := initProcess(context.Background(), spec)
+		if err != nil {
+			fmt.Fprintln(ch.Stderr(), "cumulus:", err)
+			return 127
+		}
+		defer closeSpec(c)
+		c.Dir, c.Env = dir, append(jobBaseEnv(dir), "CUMULUS_NODE_ID="+a.node())
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Cloneflags: syscall.CLONE_NEWNS}
+		cmd = c
+		runtime.LockOSThread() // the init's parent-death signal follows this thread
+		defer runtime.UnlockOSThread()
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError

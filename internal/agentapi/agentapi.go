@@ -12,7 +12,10 @@
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Path prefixes.
 const (
@@ -94,8 +97,10 @@ type PollRequest struct {
 type PollResponse struct {
 	Assign *Assignment `json:"assign,omitempty"`
 	Cancel []string    `json:"cancel,omitempty"` // job uids to stop (SIGTERM, grace, SIGKILL)
-	// StopReasons says why each job in Cancel is stopped, for its log and
-	// exit report ("canceled" when absent).
+	// StopReasons says why each job in Cancel (or Preempt, when the
+	// compute's queue policy stopped it for another job) is stopped, for
+	// its log and exit report ("canceled", or the node's preemption, when
+	// absent).
 	StopReasons map[string]string `json:"stopReasons,omitempty"`
 	// Preempt: the node is being preempted; stop these jobs with
 	// PreemptGrace between SIGTERM and SIGKILL, save their checkpoints
@@ -124,7 +129,26 @@ type JobState struct {
 	// NodeStopped: the job ended because its node's agent was stopped (the
 	// machine or pod is going away), not through any fault of the job's.
 	NodeStopped bool `json:"nodeStopped,omitempty"`
+	// MPIRole is this node's part in an MPI launch (MPIRoleMpirun on node
+	// rank 0, MPIRoleLauncher on the others); "" outside one.
+	MPIRole string `json:"mpiRole,omitempty"`
+	// PortBusy is a port the assignment gave this node's part to listen on
+	// that was in use on the node: the part did not start, and the job is
+	// started again on other ports.
+	PortBusy int `json:"portBusy,omitempty"`
 }
+
+// Parts of an MPI launch (JobState.MPIRole).
+const (
+	// MPIRoleMpirun: node rank 0 runs mpirun over every node of the job;
+	// its end is the job's end.
+	MPIRoleMpirun = "mpirun"
+	// MPIRoleLauncher: the node runs the launcher that starts node 0's
+	// MPI daemon there. It ends when told to (node 0's mpirun ended, or
+	// the job is stopped), or when that daemon failed; ending on its own
+	// with 0 while mpirun runs means mpirun lost the node.
+	MPIRoleLauncher = "launcher"
+)
 
 // ReasonNodeStopped is the exit reason of a job whose agent was stopped.
 const ReasonNodeStopped = "the node agent was stopped"
@@ -134,10 +158,13 @@ type JobEvent = JobState
 
 // Assignment tells an agent to run a job.
 type Assignment struct {
-	UID      string            `json:"uid"`
-	Name     string            `json:"name"` // the job's name in its workspace
-	Attempt  int               `json:"attempt"`
-	Command  string            `json:"command"`            // run with /bin/sh -c
+	UID     string `json:"uid"`
+	Name    string `json:"name"` // the job's name in its workspace
+	Attempt int    `json:"attempt"`
+	Command string `json:"command"` // run with /bin/sh -c
+	// Owner is who submitted the job: a node empties its jobs' private
+	// /tmp and /dev/shm between jobs of different owners.
+	Owner    string            `json:"owner,omitempty"`
 	CodeBlob string            `json:"codeBlob,omitempty"` // sha256 of a tar.gz to unpack into the working dir
 	Image    string            `json:"image,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
@@ -150,10 +177,13 @@ type Assignment struct {
 	Grace           time.Duration     `json:"grace"`             // SIGTERM → SIGKILL
 	Outputs         []string          `json:"outputs,omitempty"` // named outputs: each gets a folder and AZUREML_OUTPUT_<name>
 	Inputs          map[string]string `json:"inputs,omitempty"`  // folder inputs: name → blob sha256, unpacked to a folder named by AZUREML_INPUT_<name>
-	GPUs            []int             `json:"gpus,omitempty"`    // device indexes for CUDA_VISIBLE_DEVICES
-	InstanceIndex   int               `json:"instanceIndex"`     // this node's rank among the job's nodes
-	NodeIPs         []string          `json:"nodeIps,omitempty"` // every node of the job, by rank
-	Distribution    *Distribution     `json:"distribution,omitempty"`
+	GPUs            []int             `json:"gpus,omitempty"`
+	// ShmSize is the size of the job's /dev/shm in bytes (resources.shmSize;
+	// 0: api.DefaultShmSize).
+	ShmSize       int64         `json:"shmSize,omitempty"` // device indexes for CUDA_VISIBLE_DEVICES
+	InstanceIndex int           `json:"instanceIndex"`     // this node's rank among the job's nodes
+	NodeIPs       []string      `json:"nodeIps,omitempty"` // every node of the job, by rank
+	Distribution  *Distribution `json:"distribution,omitempty"`
 	// Checkpoint says an earlier attempt left a checkpoint: restore it into
 	// $CUMULUS_CHECKPOINT_DIR before the command starts.
 	Checkpoint bool `json:"checkpoint,omitempty"`
@@ -231,6 +261,12 @@ type Distribution struct {
 }
 
 // LogAck says how many bytes of a job's log on this node the server holds.
+// LogFull means the log reached the server's limit: the agent sends no
+// more of it.
 type LogAck struct {
 	Size int64 `json:"size"`
 }
+
+// LogFull is LogAck.Size of a log at its limit: larger than any offset, so
+// that an agent sends nothing more of it.
+const LogFull int64 = math.MaxInt64

@@ -2,6 +2,8 @@ package api
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/quota"
@@ -30,6 +32,11 @@ const (
 	// devices of the machine the provider's nodes share than are free
 	// (GPUs). On a job: the job waits for such a node.
 	BlockGPUs BlockKind = "GPUs"
+	// BlockShare (fair share): jobs of group Group wait while jobs of
+	// groups further below their share start first; the group holds Nodes
+	// nodes now, its share is Share nodes, and it held Recent nodes on
+	// average lately (its decayed usage).
+	BlockShare BlockKind = "FairShare"
 )
 
 // Block is one reason why queued jobs wait or a cluster cannot grow: a value
@@ -58,6 +65,12 @@ type Block struct {
 	Budget *BudgetHold `json:"budget,omitempty"`
 	// GPUs is what a node needs of the machine's devices (BlockGPUs).
 	GPUs *GPUNeed `json:"gpus,omitempty"`
+	// Group, Nodes, Share and Recent say where a fair-share group stands
+	// (BlockShare); Group "" is the jobs without the grouping tag.
+	Group  string  `json:"group,omitempty"`
+	Nodes  int     `json:"nodes,omitempty"`
+	Share  float64 `json:"share,omitempty"`
+	Recent float64 `json:"recent,omitempty"`
 }
 
 // QuotaNeed is what the nodes a job waits for need of a quota, and how much
@@ -149,8 +162,34 @@ func (b Block) forCompute(c *Compute) string {
 		if b.GPUs != nil {
 			return b.GPUs.String()
 		}
+	case BlockShare:
+		return b.shareWords(c)
 	}
 	return string(b.Kind)
+}
+
+// shareWords says where a fair-share group stands.
+func (b Block) shareWords(c *Compute) string {
+	name := b.Group
+	if c != nil {
+		name = c.Queue().GroupName(b.Group)
+	}
+	switch {
+	case float64(b.Nodes) > b.Share:
+		return fmt.Sprintf("%s is over its share: %d of %s nodes", name, b.Nodes, Nodes(b.Share))
+	case b.Recent > b.Share:
+		return fmt.Sprintf("%s used more than its share lately: %s of %s nodes on average", name, Nodes(b.Recent), Nodes(b.Share))
+	}
+	return fmt.Sprintf("%s is within its share: %d of %s nodes", name, b.Nodes, Nodes(b.Share))
+}
+
+// Nodes words a number of nodes that may be fractional (a share, an
+// average): whole numbers as such, others with one decimal.
+func Nodes(x float64) string {
+	if r := math.Round(x); math.Abs(x-r) < 0.05 {
+		return strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(math.Round(x*10)/10, 'f', 1, 64)
 }
 
 // ForJob words a reason for a queued job: why it waits.
@@ -181,6 +220,8 @@ func (b Block) forJob(c *Compute) string {
 		if b.Quota != nil {
 			return b.Quota.need().Describe(b.Quota.Location)
 		}
+	case BlockShare:
+		return b.shareWords(c) + "; jobs of the groups furthest below their share start first"
 	}
 	return b.forCompute(c)
 }

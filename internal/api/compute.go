@@ -58,6 +58,10 @@ type AmlComputeProperties struct {
 	// Schedules (Cumulus extension, ignored by Azure clients) change the
 	// scale bounds at times given by cron expressions; see ScaleSchedule.
 	Schedules []ScaleSchedule `json:"schedules,omitempty"`
+	// QueuePolicy (Cumulus extension, ignored by Azure clients) orders the
+	// queue (FIFO or fair share) and says when running jobs are preempted
+	// for waiting ones; absent is Azure's first come, first served.
+	QueuePolicy *QueuePolicy `json:"queuePolicy,omitempty"`
 
 	// Read-only, written by the cluster controller: the schedule entry in
 	// force, nil when none.
@@ -72,10 +76,13 @@ type AmlComputeProperties struct {
 	// Blocked (read-only, a Cumulus extension) is why queued jobs wait and
 	// the cluster cannot grow, as the cluster controller last decided, as
 	// values; Errors words them for Azure's clients.
-	Blocked          Blocks          `json:"blocked,omitempty"`
-	CurrentNodeCount int32           `json:"currentNodeCount"`
-	TargetNodeCount  int32           `json:"targetNodeCount"`
-	NodeStateCounts  NodeStateCounts `json:"nodeStateCounts"`
+	Blocked Blocks `json:"blocked,omitempty"`
+	// FairShare (read-only, a Cumulus extension, on a fair-share compute's
+	// GET) is where each group stands: its usage, share and waiting jobs.
+	FairShare        *FairShareStatus `json:"fairShare,omitempty"`
+	CurrentNodeCount int32            `json:"currentNodeCount"`
+	TargetNodeCount  int32            `json:"targetNodeCount"`
+	NodeStateCounts  NodeStateCounts  `json:"nodeStateCounts"`
 }
 
 // ResourceRef is ARM's {id} reference.
@@ -117,12 +124,13 @@ type ClusterUpdateParameters struct {
 }
 
 // ClusterUpdateProperties is what a PATCH may change: Azure's scale
-// settings and the Cumulus idle policy and schedules (given, they replace
-// the stored ones; [] removes them).
+// settings and the Cumulus idle policy, schedules and queue policy (given,
+// they replace the stored ones; [] removes the schedules).
 type ClusterUpdateProperties struct {
 	ScaleSettings *ScaleSettings   `json:"scaleSettings,omitempty"`
 	IdlePolicy    *IdlePolicy      `json:"idlePolicy,omitempty"`
 	Schedules     *[]ScaleSchedule `json:"schedules,omitempty"`
+	QueuePolicy   *QueuePolicy     `json:"queuePolicy,omitempty"`
 }
 
 // ComputeSecrets is the listKeys answer for an AmlCompute: the admin

@@ -11,7 +11,7 @@ import (
 // PrepareCompute validates a PUT body for the compute named name and fills
 // defaults. existing is the stored compute when the PUT updates one; then
 // only description, tags, identity, scale settings, the idle policy, the
-// schedules, remote login and the admin credentials (used by nodes created
+// schedules, the queue policy, remote login and the admin credentials (used by nodes created
 // from then on) may change. It does not fill read-only or server-owned
 // fields (ids, times, states).
 func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation string) error {
@@ -46,6 +46,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	prepareScale(&v, a)
 	prepareIdlePolicy(&v, a.IdlePolicy)
 	prepareSchedules(&v, a)
+	prepareQueuePolicy(&v, a.QueuePolicy)
 	preparePreemption(&v, a)
 	prepareKubernetes(&v, a.Kubernetes)
 	prepareNetwork(&v, a)
@@ -271,10 +272,11 @@ func checkImmutable(v *Validation, c, old *Compute) {
 
 // ApplyUpdate applies a PATCH's properties onto a stored compute and
 // re-validates the result: the scale settings given are merged into the
-// stored ones, an idle policy given replaces the stored one.
+// stored ones, an idle policy or a queue policy given replaces the stored
+// one.
 func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
-	if u == nil || (u.ScaleSettings == nil && u.IdlePolicy == nil && u.Schedules == nil) {
-		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings, .idlePolicy or .schedules")
+	if u == nil || (u.ScaleSettings == nil && u.IdlePolicy == nil && u.Schedules == nil && u.QueuePolicy == nil) {
+		return BadRequest(CodeValidationError, "the PATCH body must contain properties.properties.scaleSettings, .idlePolicy, .schedules or .queuePolicy")
 	}
 	a := c.Aml()
 	if ss := u.ScaleSettings; ss != nil {
@@ -300,10 +302,15 @@ func ApplyUpdate(c *Compute, u *ClusterUpdateProperties) error {
 	if u.Schedules != nil {
 		a.Schedules = append([]ScaleSchedule(nil), (*u.Schedules)...)
 	}
+	if u.QueuePolicy != nil {
+		p := *u.QueuePolicy
+		a.QueuePolicy = &p
+	}
 	var v Validation
 	prepareScale(&v, a)
 	prepareIdlePolicy(&v, a.IdlePolicy)
 	prepareSchedules(&v, a)
+	prepareQueuePolicy(&v, a.QueuePolicy)
 	return v.Err()
 }
 

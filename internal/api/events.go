@@ -19,6 +19,7 @@ const (
 	EventNodeUnusable       = "NodeUnusable"       // it failed (reason says how)
 	EventBudgetThreshold    = "BudgetThreshold"    // a budget covering the compute reached a threshold
 	EventScheduleApplied    = "ScheduleApplied"    // a schedule entry changed the cluster's bounds in force
+	EventJobPreempted       = "JobPreempted"       // the queue policy stopped a running job for a waiting one (reason: its kind)
 	EventJobPrefix          = "Job"
 )
 
@@ -26,7 +27,7 @@ const (
 // help.
 var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBlocked, EventProvisioningFailed,
 	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable,
-	EventBudgetThreshold, EventScheduleApplied}
+	EventBudgetThreshold, EventScheduleApplied, EventJobPreempted}
 
 // JobEventTypes lists the job event types, one per status.
 func JobEventTypes() []string {

@@ -50,6 +50,15 @@ type JobProperties struct {
 	// Cumulus extensions, read-only.
 	Priority int    `json:"priority,omitempty"`         // settable: higher runs first
 	Image    string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
+	// MinRuntime (settable, ISO-8601) is how long each attempt runs at
+	// least before a queue policy with preemption may stop it for another
+	// job; "" takes its compute's.
+	MinRuntime string `json:"minRuntime,omitempty"`
+	// FairShareGroup is the group whose share the job counts against on a
+	// fair-share compute (its submitter, or the value of the grouping
+	// tag); set when it is submitted and when the compute's grouping
+	// changes.
+	FairShareGroup *string `json:"fairShareGroup,omitempty"`
 	// EnvironmentNote says how environmentId was resolved when that is
 	// worth a line at the top of the job's log (a curated environment
 	// name run in the node's own environment).

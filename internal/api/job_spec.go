@@ -12,7 +12,7 @@ import (
 // ChangedSpec lists the fields of old's spec that new changes, by their
 // JSON names, for a re-submission of a job under the same name: nil when
 // new is old with only its metadata changed. A field a client leaves out
-// counts as changed unless it is a Cumulus extension (priority), which
+// counts as changed unless it is a Cumulus extension (priority, minRuntime), which
 // Azure's clients do not echo back.
 func ChangedSpec(old, new *Job) []string {
 	o, n := &old.Properties, &new.Properties
@@ -42,6 +42,9 @@ func ChangedSpec(old, new *Job) []string {
 	}
 	if n.Priority != 0 {
 		fields = append(fields, field{"priority", o.Priority, n.Priority})
+	}
+	if n.MinRuntime != "" {
+		fields = append(fields, field{"minRuntime", o.MinRuntime, n.MinRuntime})
 	}
 	var out []string
 	for _, f := range fields {
@@ -85,6 +88,7 @@ func (j *Job) ClearReadOnly() {
 	p := &j.Properties
 	p.Status, p.StatusMessage, p.Waiting, p.History, p.Attempts = "", "", nil, nil, nil
 	p.StartTime, p.EndTime, p.Cost, p.Metrics, p.Services = nil, nil, nil, nil, nil
+	p.FairShareGroup = nil
 }
 
 // NodeCount is how many nodes the job's runs need at once, and the field

@@ -67,6 +67,9 @@ func PrepareJob(j *Job, name string) error {
 	if p.Resources.InstanceCount < 1 {
 		v.Add(CodeValidationError, "properties.resources.instanceCount", "instanceCount must be at least 1, got %d", p.Resources.InstanceCount)
 	}
+	if _, err := ParseShmSize(p.Resources.ShmSize); err != nil {
+		v.Add(CodeValidationError, "properties.resources.shmSize", "%s", err)
+	}
 	p.Cost = nil     // read-only
 	p.Services = nil // read-only: filled when the job is answered
 	if l := p.Limits; l != nil && l.MaxCost != nil {
@@ -135,6 +138,7 @@ func PrepareJob(j *Job, name string) error {
 		checkDistribution(&v, d, p.Resources.InstanceCount)
 	}
 	checkTags(&v, p.Tags)
+	prepareJobMinRuntime(&v, p)
 	return v.Err()
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Management locks are Azure Resource Manager's Microsoft.Authorization/locks
@@ -73,10 +74,19 @@ func CheckLockName(name string) error {
 		return BadRequest(CodeInvalidName, "the lock name is empty")
 	case len(name) > MaxLockNameLength:
 		return BadRequest(CodeInvalidName, "the lock name is longer than %d characters", MaxLockNameLength)
+	case !utf8.ValidString(name):
+		return BadRequest(CodeInvalidName, "the lock name %q is not valid UTF-8", name)
+	case strings.HasPrefix(name, "-"):
+		return BadRequest(CodeInvalidName, "the lock name %q may not begin with '-' (a command line would read it as an option)", name)
+	case strings.Contains(name, ".."), strings.HasSuffix(name, "."):
+		return BadRequest(CodeInvalidName, "the lock name %q may not contain '..' or end with '.'", name)
 	}
 	for _, r := range name {
 		if strings.ContainsRune(`<>%&:\?/`, r) || unicode.IsControl(r) {
 			return BadRequest(CodeInvalidName, "the lock name %q may not contain %q: it cannot contain <, >, %%, &, :, \\, ?, / or control characters", name, r)
+		}
+		if !unicode.IsPrint(r) && r != ' ' {
+			return BadRequest(CodeInvalidName, "the lock name %q may not contain %U: invisible and direction-changing characters would make it read as another name", name, r)
 		}
 	}
 	return nil

@@ -18,6 +18,11 @@ type NodeInfo struct {
 	Port             int32   `json:"port,omitempty"`
 	NodeState        string  `json:"nodeState"`
 	RunID            *string `json:"runId"`
+	// RankEnded (a Cumulus extension): the node's rank of its job (runId)
+	// has ended while other ranks still run. The node stays the job's —
+	// running, given no other work and not scaled down — until the whole
+	// job ends, as Azure ML keeps a job's nodes.
+	RankEnded bool `json:"rankEnded,omitempty"`
 	// GPUs are the devices the node holds (a Cumulus extension): the
 	// machine's devices it was given where the nodes share one machine
 	// ("0", "2:1" for a MIG instance), else those its agent reported.

@@ -17,7 +17,8 @@ func (p *JobProperties) WordsWait() bool {
 // QueueReason says why queued job j (store uid) waits: its own reason
 // (Waiting: quota, the machine's GPUs), else its compute's as the cluster controller last
 // recorded them (Blocked: at maxNodeCount, a job too big for it — this one
-// only —, the provider backing off, a budget), else what the compute's state
+// only —, the provider backing off, a budget, where its fair-share group
+// stands), else what the compute's state
 // says (nodes preparing, the cluster growing: its target above its current
 // count, as GET of the compute says them). "" when nothing says.
 func QueueReason(c Compute, j *Job, uid string) string {
@@ -30,6 +31,9 @@ func QueueReason(c Compute, j *Job, uid string) string {
 	for _, b := range a.Blocked {
 		if b.Kind == BlockQuota || b.Kind == BlockGPUs || (b.Job != "" && b.Job != uid) {
 			continue // those that wait for quota or GPUs say so themselves; another job's
+		}
+		if g := j.Properties.FairShareGroup; b.Kind == BlockShare && (g == nil || *g != b.Group) {
+			continue // another group's
 		}
 		if b.Job == uid && j.Name != "" {
 			b.JobName = j.Name // as its owner spelled it

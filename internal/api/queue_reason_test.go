@@ -42,10 +42,22 @@ func TestQueueReason(t *testing.T) {
 		{comp(AllocationResizing, nil), Job{}, "waiting for nodes: the cluster is growing"},
 		{comp(AllocationSteady, nil), Job{}, ""},
 		{func() Compute { c := comp(AllocationResizing, nil); c.Aml().TargetNodeCount = 0; return c }(), Job{}, ""}, // shrinking
+		// Fair share: where the job's own group stands, not another's.
+		{comp(AllocationSteady, Blocks{{Kind: BlockAtMax, Max: 4}, {Kind: BlockShare, Group: "alice", Nodes: 3, Share: 2}, {Kind: BlockShare, Group: "bob", Nodes: 1, Share: 2}}), inGroup("bob"),
+			"waiting for nodes: the cluster is at its maximum of 4 nodes (max_instances); the job starts when nodes free up; bob is within its share: 1 of 2 nodes; jobs of the groups"},
+		{comp(AllocationSteady, Blocks{{Kind: BlockShare, Group: "alice", Nodes: 3, Share: 2}}), inGroup("alice"), "waiting for nodes: alice is over its share: 3 of 2 nodes"},
+		{comp(AllocationSteady, Blocks{{Kind: BlockShare, Group: "alice", Nodes: 3, Share: 2}}), Job{}, ""},
 	} {
 		got := QueueReason(c.c, &c.j, "uid-1")
 		if (c.want == "") != (got == "") || !strings.HasPrefix(got, c.want) {
 			t.Errorf("QueueReason(%+v) = %q, want %q…", c.c.Aml().Blocked, got, c.want)
 		}
 	}
+}
+
+// inGroup is a job of fair-share group g.
+func inGroup(g string) Job {
+	var j Job
+	j.Properties.FairShareGroup = &g
+	return j
 }

@@ -108,6 +108,7 @@ func (j *Job) Trial(name string, params map[string]any) Job {
 	p.JobType, p.Command, p.CodeID, p.EnvironmentID = JobTypeCommand, bindSearchSpace(tc.Command, params), tc.CodeID, tc.EnvironmentID
 	p.EnvironmentVariables, p.Resources, p.Distribution = cloneMap(tc.EnvironmentVariables), tc.Resources, tc.Distribution
 	p.ComputeID, p.ExperimentName, p.Image, p.Priority = sp.ComputeID, sp.ExperimentName, sp.Image, sp.Priority
+	p.MinRuntime = sp.MinRuntime
 	p.Inputs, p.Outputs, p.QueueSettings, p.Identity = sp.Inputs, WithDefaultOutputs(sp.Outputs, name), sp.QueueSettings, sp.Identity
 	p.CodeBlobPath, p.EnvironmentNote = sp.CodeBlobPath, sp.EnvironmentNote
 	p.DisplayName, p.ParentJobName, p.Parameters = name, j.Name, params
@@ -236,10 +237,16 @@ func prepareSweep(j *Job, name string) error {
 			v.Add(CodeValidationError, "properties.objective.goal", "objective.goal %q is not Maximize or Minimize", o.Goal)
 		}
 	}
+	if p.Trial != nil && p.Trial.Resources != nil {
+		if _, err := ParseShmSize(p.Trial.Resources.ShmSize); err != nil {
+			v.Add(CodeValidationError, "properties.trial.resources.shmSize", "%s", err)
+		}
+	}
 	checkSweepLimits(&v, p, sp, alg)
 	if e := p.EarlyTermination; e != nil {
 		checkEarlyTermination(&v, e)
 	}
+	prepareJobMinRuntime(&v, p)
 	if v.Err() != nil {
 		return v.Err()
 	}

@@ -41,6 +41,7 @@ type computeFlags struct {
 	noWait                                             bool
 	idlePolicy                                         string
 	delayWeight                                        float64
+	queue                                              queueFlags
 }
 
 func newComputeCreateCmd(g *globals) *cobra.Command {
@@ -49,7 +50,8 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 		Use:   "create",
 		Short: "Create a compute cluster from a YAML file and/or flags",
 		Example: `  cumulus compute create --file compute.yml
-  cumulus compute create -n cpu-cluster --size Standard_DS3_v2 --min-instances 0 --max-instances 4`,
+  cumulus compute create -n cpu-cluster --size Standard_DS3_v2 --min-instances 0 --max-instances 4
+  cumulus compute create -n shared --max-instances 8 --queue-policy fair --fair-share-by tag:team`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var spec ComputeSpec
@@ -60,7 +62,9 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 				}
 				warn(g, f.file, spec.ignored())
 			}
-			applyComputeFlags(cmd, &f, &spec)
+			if err := applyComputeFlags(cmd, &f, &spec); err != nil {
+				return err
+			}
 			return createCompute(cmd.Context(), g, spec, f.noWait)
 		},
 	}
@@ -87,6 +91,7 @@ func newComputeCreateCmd(g *globals) *cobra.Command {
 	fl.StringArrayVar(&f.userIdentities, "user-assigned-identities", nil, "ARM ids of user-assigned identities")
 	fl.BoolVar(&f.noWait, "no-wait", false, "do not wait for the operation to finish")
 	addIdlePolicyFlags(cmd, &f.idlePolicy, &f.delayWeight)
+	f.queue.register(cmd)
 	return cmd
 }
 
@@ -145,7 +150,7 @@ func idlePolicyFlags(set func(string) bool, p *IdlePolicySpec, kind string, weig
 	return p
 }
 
-func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) {
+func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) error {
 	set := cmd.Flags().Changed
 	str := func(flag string, dst *string, v string) {
 		if set(flag) {
@@ -204,6 +209,9 @@ func applyComputeFlags(cmd *cobra.Command, f *computeFlags, s *ComputeSpec) {
 			}
 		}
 	}
+	var err error
+	s.QueuePolicy, err = f.queue.apply(set, s.QueuePolicy)
+	return err
 }
 
 // parseTags reads key=value pairs; a value may hold several separated by spaces.
@@ -235,11 +243,16 @@ func waitWithProgress(ctx context.Context, g *globals, c *client.Client, resp *c
 
 func (g *globals) showCompute(c api.Compute) error {
 	v := fromARM(c)
-	return g.show("json", v, func() *table {
+	err := g.show("json", v, func() *table {
 		t := computeTable()
 		addComputeRow(t, v)
 		return t
 	})
+	if f, _ := g.format("json"); err == nil && f == "table" && g.queryExpr == "" && v.FairShare != nil && len(v.FairShare.Groups) > 0 {
+		fmt.Fprintln(g.stdout)
+		err = groupsTable(v.FairShare).print(g.stdout)
+	}
+	return err
 }
 
 func computeTable() *table {
@@ -329,12 +342,15 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 		delayWeight    float64
 		file           string
 		sets           []string
+		queue          queueFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "update",
-		Short: "Update a cluster's scale settings, schedules, idle policy, tags or description",
+		Short: "Update a cluster's scale settings, schedules, idle policy, queue policy, tags or description",
 		Example: `  cumulus compute update -n cpu-cluster --max-instances 8 --idle-time-before-scale-down 600
   cumulus compute update -n cpu-cluster --idle-policy adaptive
+  cumulus compute update -n shared --queue-policy fair --fair-share-by tag:team --fair-share-weight vision=2
+  cumulus compute update -n shared --preemption over_share --min-runtime 15m
   cumulus compute update --file compute.yml   # its schedules replace the cluster's
   cumulus compute update -n cpu-cluster --set max_instances=8 --set tags.team=ml --set idle_policy.kind=adaptive`,
 		Args: cobra.NoArgs,
@@ -364,8 +380,9 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 			if name == "" {
 				return fmt.Errorf("give --name (or a --file that names the compute)")
 			}
-			if spec == nil && !scale && !policy && !set("tags") && !set("description") && !set("identity-type") && !set("user-assigned-identities") {
-				return fmt.Errorf("nothing to update: give --file, --min-instances, --max-instances, --idle-time-before-scale-down, --idle-policy, --tags, --description or --identity-type")
+			queued := queue.set(set)
+			if spec == nil && !scale && !policy && !queued && !set("tags") && !set("description") && !set("identity-type") && !set("user-assigned-identities") {
+				return fmt.Errorf("nothing to update: give --file, --min-instances, --max-instances, --idle-time-before-scale-down, --idle-policy, --queue-policy, --tags, --description or --identity-type")
 			}
 			var idleP *api.IdlePolicy
 			if policy {
@@ -383,6 +400,25 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			var queueP *api.QueuePolicy
+			if queued {
+				// Flags other than --queue-policy change the policy there is.
+				var cur *QueuePolicySpec
+				if !set("queue-policy") {
+					comp, err := c.GetCompute(ctx, name)
+					if err != nil {
+						return err
+					}
+					cur = queuePolicySpec(comp.Aml().QueuePolicy)
+				}
+				p, err := queue.apply(set, cur)
+				if err != nil {
+					return err
+				}
+				if queueP, err = p.toARM(); err != nil {
+					return err
+				}
+			}
 			var out api.Compute
 			if spec != nil || set("tags") || set("description") || set("identity-type") || set("user-assigned-identities") {
 				// A full PUT, as az ml does, guarded by the ETag so a
@@ -423,6 +459,9 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 					if policy {
 						cur.Aml().IdlePolicy = idleP
 					}
+					if queued {
+						cur.Aml().QueuePolicy = queueP
+					}
 					return nil
 				}
 				out, _, err = c.EditCompute(ctx, name, func(cur api.Compute) (api.Compute, bool, error) {
@@ -445,7 +484,7 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 					}
 					s.NodeIdleTimeBeforeScaleDown = fmt.Sprintf("PT%dS", idle)
 				}
-				u := api.ClusterUpdateProperties{IdlePolicy: idleP}
+				u := api.ClusterUpdateProperties{IdlePolicy: idleP, QueuePolicy: queueP}
 				if scale {
 					u.ScaleSettings = &s
 				}
@@ -469,6 +508,7 @@ func newComputeUpdateCmd(g *globals) *cobra.Command {
 	fl.BoolVar(&noWait, "no-wait", false, "do not wait (updates apply at once)")
 	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml amlcompute schema: its schedules replace the cluster's; its description, tags, instances, idle time and idle policy apply when given")
 	addIdlePolicyFlags(cmd, &idlePolicy, &delayWeight)
+	queue.register(cmd)
 	fl.StringArrayVar(&sets, "set", nil, "KEY=VALUE on the compute's YAML keys, as az's --set (max_instances=8, tags.team=ml, idle_policy.kind=adaptive, schedules.0.max_instances=2); repeatable, alone with --name")
 	// Accepted only to say that they cannot change, not "unknown flag".
 	var fixed string
@@ -561,7 +601,11 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list-nodes",
 		Short: "List the nodes of a compute cluster",
-		Args:  cobra.NoArgs,
+		Long: "List the nodes of a compute cluster: state, address and the job each runs.\n\n" +
+			"A multi-node job holds its nodes until it ends: a node whose rank has ended while other ranks\n" +
+			"still run shows \"running (rank ended)\" (rank_ended in json and yaml); it takes no other work\n" +
+			"and is not scaled down until the job ends.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -578,23 +622,27 @@ func newComputeListNodesCmd(g *globals) *cobra.Command {
 				Port             int32    `json:"port"`
 				NodeState        string   `json:"node_state"`
 				CurrentJobName   *string  `json:"current_job_name"`
+				RankEnded        bool     `json:"rank_ended,omitempty"`
 				GPUs             []string `json:"gpus,omitempty"`
 			}
 			rows := make([]row, 0, len(nodes))
 			for _, n := range nodes {
-				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.GPUs})
+				rows = append(rows, row{n.NodeID, n.PrivateIPAddress, n.PublicIPAddress, n.Port, n.NodeState, n.RunID, n.RankEnded, n.GPUs})
 			}
 			return g.show("table", rows, func() *table {
 				t := &table{header: []string{"NODE ID", "STATE", "PRIVATE IP", "PORT", "CURRENT JOB", "GPUS"}}
 				for _, r := range rows {
-					job, gpus := "-", "-"
+					job, state, gpus := "-", r.NodeState, "-"
 					if r.CurrentJobName != nil {
 						job = *r.CurrentJobName
+					}
+					if r.RankEnded {
+						state += " (rank ended)" // held for its job until every rank has ended
 					}
 					if len(r.GPUs) > 0 {
 						gpus = strings.Join(r.GPUs, ",")
 					}
-					t.add(r.NodeID, r.NodeState, r.PrivateIPAddress, r.Port, job, gpus)
+					t.add(r.NodeID, state, r.PrivateIPAddress, r.Port, job, gpus)
 				}
 				return t
 			})

@@ -96,5 +96,12 @@ func (s ComputeSpec) applyUpdate(c *api.Compute) error {
 		}
 		a.IdlePolicy = p
 	}
+	if s.QueuePolicy != nil {
+		p, err := s.QueuePolicy.toARM()
+		if err != nil {
+			return err
+		}
+		a.QueuePolicy = p
+	}
 	return nil
 }

@@ -22,6 +22,7 @@ func newComputeSimulateCmd(g *globals) *cobra.Command {
 	def := sim.DefaultConfig()
 	f := simFlags{tier: "dedicated", policy: def.Policy, delayWeight: def.Adaptive.DelayWeight,
 		provisionDelay: def.Provision.String(), deletionDelay: def.Deletion.String(), seed: def.Seed}
+	f.queueDefaults()
 	var name string
 	cmd := &cobra.Command{
 		Use:   "simulate",
@@ -114,15 +115,36 @@ func (f *simFlags) fromCompute(comp api.Compute, set func(string) bool) {
 			f.delayWeight = w
 		}
 	}
+	q := comp.Queue()
+	if q.FairShare && !set("queue-policy") {
+		f.queuePolicy = sim.QueueFair
+		if !set("half-life") {
+			f.halfLife = q.HalfLife.String()
+		}
+		if !set("weight") {
+			for g, w := range q.Weights {
+				f.weights = append(f.weights, fmt.Sprintf("%s=%g", g, w))
+			}
+		}
+	}
+	if q.Preemption != api.PreemptNone && !set("preemption") {
+		f.preemption = map[string]string{api.PreemptLowerPriority: sim.PreemptLowerPriority, api.PreemptOverShare: sim.PreemptOverShare}[q.Preemption]
+		if !set("min-runtime") {
+			f.minRuntime = q.MinRuntime.String()
+		}
+	}
 }
 
 // historyTrace turns a compute's finished jobs into a trace CSV: when each
-// was queued (seconds from the first), how long it ran, on how many nodes.
+// was queued (seconds from the first), how long it ran, on how many nodes,
+// and its team (vc): its fair-share group, else who submitted it, so that
+// --queue-policy fair replays the compute shared by them.
 func historyTrace(comp api.Compute, jobs []api.Job) (string, int) {
 	type row struct {
 		submit time.Time
 		dur    time.Duration
 		nodes  int
+		team   string
 	}
 	var rows []row
 	for _, j := range jobs {
@@ -135,13 +157,19 @@ func historyTrace(comp api.Compute, jobs []api.Job) (string, int) {
 		if a := p.Attempts; len(a) > 0 && a[len(a)-1].Started != nil && a[len(a)-1].Ended != nil {
 			dur = a[len(a)-1].Ended.Sub(*a[len(a)-1].Started) // the run that finished, not the waits between attempts
 		}
-		rows = append(rows, row{submit, max(dur, time.Second), j.InstanceCount()})
+		team := "-"
+		if g := p.FairShareGroup; g != nil {
+			team = comp.Queue().GroupName(*g)
+		} else if j.SystemData != nil && j.SystemData.CreatedBy != "" {
+			team = j.SystemData.CreatedBy
+		}
+		rows = append(rows, row{submit, max(dur, time.Second), j.InstanceCount(), team})
 	}
 	sort.Slice(rows, func(i, k int) bool { return rows[i].submit.Before(rows[k].submit) })
 	var b strings.Builder
-	b.WriteString("submit_time_s,duration_s,nodes\n")
+	b.WriteString("submit_time_s,duration_s,nodes,vc\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "%.3f,%.3f,%d\n", r.submit.Sub(rows[0].submit).Seconds(), r.dur.Seconds(), r.nodes)
+		fmt.Fprintf(&b, "%.3f,%.3f,%d,%s\n", r.submit.Sub(rows[0].submit).Seconds(), r.dur.Seconds(), r.nodes, csvField(r.team))
 	}
 	return b.String(), len(rows)
 }
@@ -182,4 +210,12 @@ func observedDelays(evs []api.Event) (provision, deletion string, ok bool) {
 		deletion = fmt.Sprintf("%.3fs", q(gone, 0.5))
 	}
 	return provision, deletion, true
+}
+
+// csvField quotes a CSV field when it needs it.
+func csvField(s string) string {
+	if strings.ContainsAny(s, ",\"\n\r") {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
 }

@@ -27,8 +27,12 @@ func TestHistoryTraceFromFinishedJobs(t *testing.T) {
 		job(comp.ID, 50, 55, 500, 1, []api.Attempt{{Started: at(55), Ended: at(60)}, {Started: at(300), Ended: at(330)}}),
 		{Properties: api.JobProperties{ComputeID: comp.ID}}, // never ran
 	}
+	// Its team: its fair-share group, else who submitted it.
+	jobs[0].SystemData = &api.SystemData{CreatedBy: "alice"}
+	team := "vision,2"
+	jobs[1].Properties.FairShareGroup = &team
 	csv, n := historyTrace(comp, jobs)
-	want := "submit_time_s,duration_s,nodes\n0.000,60.000,1\n40.000,30.000,1\n90.000,240.000,2\n"
+	want := "submit_time_s,duration_s,nodes,vc\n0.000,60.000,1,\"vision,2\"\n40.000,30.000,1,-\n90.000,240.000,2,alice\n"
 	if n != 3 || csv != want {
 		t.Fatalf("trace (%d jobs) =\n%s\nwant\n%s", n, csv, want)
 	}

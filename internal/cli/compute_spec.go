@@ -40,6 +40,8 @@ type ComputeSpec struct {
 	// Schedules (Cumulus extension) change the scale bounds at times given
 	// by cron expressions.
 	Schedules []ScheduleSpec `yaml:"schedules,omitempty" json:"schedules,omitempty"`
+	// QueuePolicy (Cumulus extension) orders the queue: FIFO or fair share.
+	QueuePolicy *QueuePolicySpec `yaml:"queue_policy,omitempty" json:"queue_policy,omitempty"`
 }
 
 // IdlePolicySpec is the idle policy block of the YAML: kind fixed (the
@@ -200,6 +202,13 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 		a.IdlePolicy = p
 	}
 	a.Schedules = schedulesToARM(s.Schedules)
+	if s.QueuePolicy != nil {
+		p, err := s.QueuePolicy.toARM()
+		if err != nil {
+			return c, err
+		}
+		a.QueuePolicy = p
+	}
 	return c, nil
 }
 
@@ -260,6 +269,8 @@ type ComputeView struct {
 	Errors             []api.ErrorResponse `json:"errors,omitempty"`
 	ActiveSchedule     *ActiveScheduleView `json:"active_schedule,omitempty"`
 	NetworkIsolation   string              `json:"network_isolation,omitempty"`
+	// FairShare is where each group stands (fair-share computes).
+	FairShare *FairShareView `json:"fair_share,omitempty"`
 }
 
 // fromARM converts a REST compute to the entity `az ml compute show` prints.
@@ -268,7 +279,7 @@ func fromARM(c api.Compute) ComputeView {
 	v := ComputeView{ID: c.ID, ProvisioningState: c.Properties.ProvisioningState, ProvisioningErrors: c.Properties.ProvisioningErrors,
 		CreatedOn: c.Properties.CreatedOn, AllocationState: a.AllocationState, CurrentNodeCount: a.CurrentNodeCount,
 		TargetNodeCount: a.TargetNodeCount, NodeStateCounts: a.NodeStateCounts, Errors: a.Errors, ActiveSchedule: activeScheduleView(a.ActiveSchedule),
-		NetworkIsolation: a.NetworkIsolation}
+		NetworkIsolation: a.NetworkIsolation, FairShare: fairShareView(a.FairShare)}
 	s := &v.ComputeSpec
 	s.Name, s.Type, s.Description, s.Tags, s.Size = c.Name, "amlcompute", c.Properties.Description, c.Tags, a.VMSize
 	s.Location = c.Properties.ComputeLocation
@@ -316,5 +327,6 @@ func fromARM(c api.Compute) ComputeView {
 		s.IdlePolicy = &IdlePolicySpec{Kind: strings.ToLower(p.Kind), DelayWeight: p.DelayWeight}
 	}
 	s.Schedules = schedulesFromARM(a.Schedules)
+	s.QueuePolicy = queuePolicySpec(a.QueuePolicy)
 	return v
 }

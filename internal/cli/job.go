@@ -26,6 +26,7 @@ func newJobCmd(g *globals) *cobra.Command {
 func newJobCreateCmd(g *globals) *cobra.Command {
 	var (
 		file, name, compute, command, code, experiment, display, description string
+		minRuntime                                                           string
 		envVars, tags                                                        []string
 		instances                                                            int32
 		timeout                                                              int64
@@ -89,6 +90,9 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 				}
 				spec.Resources.InstanceCount = instances
 			}
+			if set("min-runtime") {
+				spec.MinRuntime = minRuntime
+			}
 			if set("timeout") || set("max-cost") {
 				if spec.Limits == nil {
 					spec.Limits = &JobLimitsSpec{}
@@ -134,6 +138,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 	fl.StringVar(&display, "display-name", "", "display name")
 	fl.StringVar(&description, "description", "", "description")
 	fl.StringArrayVar(&tags, "tags", nil, "tags as key=value")
+	fl.StringVar(&minRuntime, "min-runtime", "", "how long each attempt runs at least before its compute's queue policy may preempt it (1s to 1h; YAML min_runtime)")
 	fl.BoolVar(&stream, "stream", false, "follow the job's logs until it ends (exit 0 only if it Completed)")
 	return cmd
 }

@@ -37,6 +37,9 @@ type JobSpec struct {
 	Inputs               map[string]yaml.Node  `yaml:"inputs,omitempty"`
 	Outputs              map[string]OutputSpec `yaml:"outputs,omitempty"`
 	Priority             int                   `yaml:"priority,omitempty"`
+	// MinRuntime (a Cumulus extension) is how long each attempt runs at
+	// least before its compute's queue policy may preempt it (10m, 1h).
+	MinRuntime string `yaml:"min_runtime,omitempty"`
 	// A sweep job's (type: sweep; see job_sweep_spec.go).
 	SweepSpec `yaml:",inline"`
 }
@@ -82,9 +85,6 @@ func (s JobSpec) ignored() []string {
 	if r := s.Resources; r != nil && r.InstanceType != "" {
 		out = append(out, "resources.instance_type is ignored: a job runs on its compute's size (size: of the compute)")
 	}
-	if r := s.Resources; r != nil && r.ShmSize != "" {
-		out = append(out, "resources.shm_size is ignored: job containers get the container runtime's default /dev/shm")
-	}
 	return out
 }
 
@@ -116,6 +116,10 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 	p := &j.Properties
 	p.JobType, p.Command, p.DisplayName, p.ExperimentName = api.JobTypeCommand, s.Command, s.DisplayName, s.ExperimentName
 	p.Description, p.Tags, p.EnvironmentVariables, p.Priority = s.Description, s.Tags, s.EnvironmentVariables, s.Priority
+	var err error
+	if p.MinRuntime, err = isoDuration("min_runtime", s.MinRuntime); err != nil {
+		return j, err
+	}
 	if p.DisplayName == "" {
 		p.DisplayName = name
 	}

@@ -34,14 +34,18 @@ type JobView struct {
 	Description          string            `json:"description,omitempty"`
 	Tags                 map[string]string `json:"tags,omitempty"`
 	Priority             int               `json:"priority,omitempty"`
-	ID                   string            `json:"id"`
-	CreationContext      *creationContext  `json:"creation_context,omitempty"`
-	StartTime            *time.Time        `json:"start_time,omitempty"`
-	EndTime              *time.Time        `json:"end_time,omitempty"`
-	Cost                 *jobCostView      `json:"cost,omitempty"`
-	Attempts             []attemptView     `json:"attempts,omitempty"`
-	StatusHistory        []statusView      `json:"status_history,omitempty"`
-	Services             map[string]any    `json:"services,omitempty"`
+	MinRuntime           string            `json:"min_runtime,omitempty"`
+	// FairShareGroup is the group whose share the job counts against on a
+	// fair-share compute.
+	FairShareGroup  *string          `json:"fair_share_group,omitempty"`
+	ID              string           `json:"id"`
+	CreationContext *creationContext `json:"creation_context,omitempty"`
+	StartTime       *time.Time       `json:"start_time,omitempty"`
+	EndTime         *time.Time       `json:"end_time,omitempty"`
+	Cost            *jobCostView     `json:"cost,omitempty"`
+	Attempts        []attemptView    `json:"attempts,omitempty"`
+	StatusHistory   []statusView     `json:"status_history,omitempty"`
+	Services        map[string]any   `json:"services,omitempty"`
 	// What the job logged the MLflow way; a sweep's and a trial's fields
 	// (job_sweep_view.go).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
@@ -105,7 +109,7 @@ func jobFromARM(j api.Job, server string) JobView {
 	p := j.Properties
 	v := JobView{Name: j.Name, DisplayName: p.DisplayName, Type: strings.ToLower(p.JobType), Status: p.Status, StatusMessage: p.StatusMessage,
 		Command: p.Command, Environment: p.EnvironmentID, EnvironmentImage: p.Image, EnvironmentNote: p.EnvironmentNote, EnvironmentVariables: p.EnvironmentVariables,
-		ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags, Priority: p.Priority, ID: j.ID,
+		ExperimentName: p.ExperimentName, Description: p.Description, Tags: p.Tags, Priority: p.Priority, MinRuntime: goDuration(p.MinRuntime), FairShareGroup: p.FairShareGroup, ID: j.ID,
 		StartTime: p.StartTime, EndTime: p.EndTime}
 	if v.Type == "" {
 		v.Type = "command"

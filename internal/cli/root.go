@@ -101,7 +101,7 @@ var commands = []struct {
 	{"serve", newServeCmd}, {"agent", newAgentCmd}, {"compute", newComputeCmd}, {"computetarget", newComputeTargetCmd},
 	{"identity", newIdentityCmd}, {"job", newJobCmd}, {"workspace", newWorkspaceCmd}, {"quota", newQuotaCmd},
 	{"environment", newEnvironmentCmd}, {"data", newDataCmd}, {"datastore", newDatastoreCmd}, {"node-image", newNodeImageCmd},
-	{"ui", newUICmd}, {"sim", newSimCmd}, {"auth", newAuthCmd}, {"audit", newAuditCmd}, {"store", newStoreCmd},
+	{"ui", newUICmd}, {"sim", newSimCmd}, {"queue", newQueueCmd}, {"auth", newAuthCmd}, {"audit", newAuditCmd}, {"store", newStoreCmd},
 	{"cost", newCostCmd}, {"budget", newBudgetCmd}, {"lock", newLockCmd}, {"apply", newApplyCmd}, {"sdk", newSDKCmd},
 	{"version", newVersionCmd},
 }

@@ -113,6 +113,9 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.StringVar(&o.Defaults.Location, "location", o.Defaults.Location, "default location")
 	fl.StringSliceVar(&o.Locations, "locations", nil, "the locations this server serves, comma-separated; computes, workspaces, quotas and usages in any other are refused (env CUMULUS_LOCATIONS; default: the --location alone)")
 	fl.Var((*byteSize)(&o.MaxBlobSize), "max-blob-size", "largest blob (code snapshot, input folder) one upload may store, e.g. 1GiB, 512MiB or bytes")
+	fl.Var((*byteSize)(&o.Limits.WorkspaceBlobs), "max-workspace-blobs", "most bytes of blobs one workspace may own, e.g. 100GiB")
+	fl.Var((*byteSize)(&o.Limits.WorkspaceRunData), "max-workspace-run-data", "most bytes of MLflow params, tags and metric values the jobs of one workspace may keep together, e.g. 1GiB")
+	fl.Var((*byteSize)(&o.Limits.JobLog), "max-job-log", "most bytes of log kept of each node of each attempt of a job; the rest is dropped and the log says so")
 	fl.DurationVar(&o.BlobGrace, "blob-grace", o.BlobGrace, "an uploaded blob that no job references is removed this long after its last upload")
 	fl.StringVar(&o.PriceFile, "price-file", "", "YAML file of hourly prices per VM size and tier, with a currency, for cost reports (env CUMULUS_PRICE_FILE; default: the catalogue's Azure list prices in USD)")
 	fl.StringVar(&o.SizesFile, "sizes-file", "", "YAML file of VM sizes of your own hardware (name, family, vCPUs, memoryGB, gpus, gpuModel, price), added to the catalogue (env CUMULUS_SIZES_FILE; see docs/providers.md)")
@@ -137,6 +140,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.DurationVar(&o.UploadTimeout, "upload-timeout", o.UploadTimeout, "an upload (code snapshot, input folder, job output, log chunk) must be sent within this long")
 	fl.DurationVar(&o.UsageInterval, "usage-interval", o.UsageInterval, "how often node agents sample CPU, memory, GPU, disk and network utilization of their node and jobs (env CUMULUS_USAGE_INTERVAL)")
 	fl.DurationVar(&o.UsageRetention, "usage-retention", o.UsageRetention, "how long utilization samples are kept (env CUMULUS_USAGE_RETENTION)")
+	fl.StringSliceVar(&o.WebhookAllow, "webhook-allow", nil, "address ranges (CIDRs or addresses, comma-separated) that budget webhooks may reach besides the public internet: loopback, link-local (cloud metadata), private and reserved ranges are refused otherwise (env CUMULUS_WEBHOOK_ALLOW)")
 	fl.StringVar(&serverConfig, "server-config", "", "YAML file of serve settings, keys named like these flags (env CUMULUS_SERVER_CONFIG; default <data dir>/server.yaml if it exists); flags win")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
@@ -174,6 +178,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
 		o.Locations = splitList(v)
+	}
+	if v := os.Getenv("CUMULUS_WEBHOOK_ALLOW"); v != "" && !cmd.Flags().Changed("webhook-allow") {
+		o.WebhookAllow = splitList(v)
 	}
 	if v := os.Getenv("CUMULUS_KUBECONFIG"); v != "" && !cmd.Flags().Changed("kubeconfig") {
 		o.Kubeconfig = v

@@ -3,7 +3,9 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -31,6 +33,12 @@ type simFlags struct {
 	sweep          string
 	plot           string
 	byCluster      bool
+	until          string
+	queuePolicy    string
+	preemption     string
+	minRuntime     string
+	halfLife       string
+	weights        []string
 }
 
 func newSimCmd(g *globals) *cobra.Command {
@@ -40,6 +48,7 @@ func newSimCmd(g *globals) *cobra.Command {
 		delayWeight: def.Adaptive.DelayWeight, provisionDelay: def.Provision.String(), deletionDelay: def.Deletion.String(),
 		seed: def.Seed, jobs: 20000,
 	}
+	f.queueDefaults()
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Replay a job trace through the scheduler and autoscaler on a virtual clock",
@@ -94,6 +103,19 @@ func (f *simFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.sweep, "sweep", "", "run several settings side by side: KEY=V1,V2,… (KEY: "+strings.Join(sim.SweepKeys, ", ")+"); idle also takes 'adaptive'")
 	fl.StringVar(&f.plot, "plot", "", "write an SVG: nodes against demand over time, or for a sweep cost against queue delay")
 	fl.BoolVar(&f.byCluster, "by-cluster", false, "a table row per cluster (vc) too")
+	fl.StringVar(&f.until, "until", "", "only the jobs submitted before this time of the trace: a duration (432h) or a part of its span (50%)")
+	fl.StringVar(&f.queuePolicy, "queue-policy", f.queuePolicy, "fifo, or fair: fair share between the trace's vc values (its teams) on one cluster")
+	fl.StringVar(&f.preemption, "preemption", f.preemption, "none, lower_priority, or over_share (with --queue-policy fair)")
+	fl.StringVar(&f.minRuntime, "min-runtime", f.minRuntime, "with preemption: how long an attempt runs before it may be preempted")
+	fl.StringVar(&f.halfLife, "half-life", f.halfLife, "fair share: half-life of the teams' decayed usage")
+	fl.StringArrayVar(&f.weights, "weight", nil, "fair share: a team's weight as VC=W (repeatable; default 1)")
+}
+
+// queueDefaults sets the queue policy flags' defaults.
+func (f *simFlags) queueDefaults() {
+	def := sim.DefaultConfig()
+	f.queuePolicy, f.preemption = def.Queue, def.Preemption
+	f.minRuntime, f.halfLife = def.MinRuntime.String(), def.HalfLife.String()
 }
 
 // config turns the flags into a sim.Config.
@@ -115,9 +137,33 @@ func (f *simFlags) config() (sim.Config, error) {
 	if c.Deletion, err = sim.ParseDelay(f.deletionDelay); err != nil {
 		return c, fmt.Errorf("--deletion-delay: %w", err)
 	}
+	c.Queue, c.Preemption = f.queuePolicy, f.preemption
+	if c.MinRuntime, err = sim.ParseDuration(f.minRuntime); err != nil {
+		return c, fmt.Errorf("--min-runtime: %w", err)
+	}
+	if c.HalfLife, err = sim.ParseDuration(f.halfLife); err != nil {
+		return c, fmt.Errorf("--half-life: %w", err)
+	}
+	for _, w := range f.weights {
+		team, v, ok := strings.Cut(w, "=")
+		x, err := strconv.ParseFloat(v, 64)
+		if !ok || team == "" || err != nil {
+			return c, fmt.Errorf("--weight %q: want VC=W, such as 6214e9=2", w)
+		}
+		if c.Weights == nil {
+			c.Weights = map[string]float64{}
+		}
+		c.Weights[team] = x
+	}
 	c.Label = c.Policy
 	if c.Policy == sim.PolicyFixed {
 		c.Label = "idle=" + f.idle
+	}
+	if c.Queue != sim.QueueFifo || c.Preemption != sim.PreemptNone {
+		c.Label = "queue=" + c.Queue
+		if c.Preemption != sim.PreemptNone {
+			c.Label += ",preemption=" + c.Preemption
+		}
 	}
 	return c, nil
 }
@@ -147,7 +193,31 @@ func (f *simFlags) load() (*sim.Trace, error) {
 			return nil, fmt.Errorf("--vc %s: no job of the trace has that vc", f.vc)
 		}
 	}
+	if f.until != "" {
+		until, err := untilOf(f.until, t)
+		if err != nil {
+			return nil, fmt.Errorf("--until: %w", err)
+		}
+		if t = t.Until(until); len(t.Jobs) == 0 {
+			return nil, fmt.Errorf("--until %s: no job of the trace was submitted before %v", f.until, until)
+		}
+	}
+	if f.queuePolicy == sim.QueueFair && !t.HasVC {
+		return nil, fmt.Errorf("--queue-policy fair shares the cluster between the trace's teams, its vc column, which %s does not have", t.Name)
+	}
 	return t, nil
+}
+
+// untilOf reads --until: a duration, or a percentage of the trace's span.
+func untilOf(s string, t *sim.Trace) (time.Duration, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		x, err := strconv.ParseFloat(p, 64)
+		if err != nil || x <= 0 || x > 100 {
+			return 0, fmt.Errorf("%q is not a percentage of the trace's span (such as 50%%)", s)
+		}
+		return time.Duration(float64(t.Span()) * x / 100), nil
+	}
+	return sim.ParseDuration(s)
 }
 
 func runSim(g *globals, f *simFlags) error {
@@ -196,7 +266,34 @@ func runSim(g *globals, f *simFlags) error {
 	case format != "table" || g.queryExpr != "":
 		return g.printValue(format, results)
 	}
-	return simTable(results, f.byCluster).print(g.stdout)
+	if err := simTable(results, f.byCluster).print(g.stdout); err != nil {
+		return err
+	}
+	if t := groupTable(results); t != nil {
+		fmt.Fprintln(g.stdout)
+		return t.print(g.stdout)
+	}
+	return nil
+}
+
+// groupTable is the teams' figures of each setting, when they share a
+// cluster: nil otherwise.
+func groupTable(results []*sim.Result) *table {
+	if len(results) == 0 || len(results[0].Groups) == 0 {
+		return nil
+	}
+	unit := strings.ToUpper(results[0].Unit)
+	t := &table{header: []string{"SETTING", "TEAM", "JOBS", "RECEIVED_" + unit + "_H", "ENTITLED_" + unit + "_H", "RATIO", "P50_S", "P95_S",
+		"PREEMPTED", "LOST_" + unit + "_H"}}
+	for _, r := range results {
+		for _, g := range r.Groups {
+			t.add(r.Label, g.Name, g.Jobs, f1(g.ReceivedHours), f1(g.EntitledHours), fmt.Sprintf("%.2f", g.Ratio),
+				f1(g.QueueDelay.P50), f1(g.QueueDelay.P95), g.Preempted, f1(g.LostHours))
+		}
+		t.add(r.Label, "all", r.Total.Jobs, "", "", fmt.Sprintf("jain %.3f", r.Fairness.Jain), f1(r.Total.QueueDelay.P50), f1(r.Total.QueueDelay.P95),
+			r.Total.Preemptions, f1(r.Total.LostNodeHours))
+	}
+	return t
 }
 
 func writePlot(path, title string, results []*sim.Result, sweep bool) error {
@@ -221,11 +318,11 @@ func writePlot(path, title string, results []*sim.Result, sweep bool) error {
 // simTable is the results as a table: a row per setting (and per cluster).
 func simTable(results []*sim.Result, byCluster bool) *table {
 	t := &table{header: []string{"SETTING", "CLUSTER", "JOBS", "BILLED_NODE_H", "BUSY_NODE_H", "IDLE_NODE_H", "COST_USD",
-		"DELAY_MEAN_S", "P50_S", "P90_S", "P99_S", "COLD_STARTS", "PEAK_NODES", "SCALE_UPS", "SCALE_DOWNS"}}
+		"DELAY_MEAN_S", "P50_S", "P90_S", "P99_S", "COLD_STARTS", "PEAK_NODES", "SCALE_UPS", "SCALE_DOWNS", "UTIL"}}
 	row := func(label string, m sim.Metrics) {
 		d := m.QueueDelay
 		t.add(label, m.Cluster, m.Jobs, f1(m.BilledNodeHours), f1(m.BusyNodeHours), f1(m.IdleNodeHours), money(m.Cost),
-			f1(d.Mean), f1(d.P50), f1(d.P90), f1(d.P99), m.ColdStarts, m.PeakNodes, m.ScaleUps, m.ScaleDowns)
+			f1(d.Mean), f1(d.P50), f1(d.P90), f1(d.P99), m.ColdStarts, m.PeakNodes, m.ScaleUps, m.ScaleDowns, fmt.Sprintf("%.3f", m.Utilization))
 	}
 	for _, r := range results {
 		row(r.Label, r.Total)

@@ -1,15 +1,21 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cumulus-ml/cumulus/internal/secret"
 )
 
 // signInLink is the answer of POST /ui/codes.
@@ -19,40 +25,87 @@ type signInLink struct {
 	ExpiresIn int    `json:"expiresIn"`
 }
 
+// signInWait is how long `cumulus ui` waits for the browser to come back.
+const signInWait = 2 * time.Minute
+
 func newUICmd(g *globals) *cobra.Command {
 	var printURL bool
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Open the web studio in a browser, already signed in",
 		Long: `Open the Cumulus web studio (served by 'cumulus serve' at its URL) in a
-browser, signed in as the CLI's token. The browser gets a one-time sign-in
-link that works once within 60 seconds; the token itself never appears in
-the link. With --print-url the link is printed instead of opened.`,
+browser on this machine, signed in as the CLI's token. The browser first
+visits the studio, which sends it back to a port this command listens on
+(127.0.0.1); the command then gives it a one-time sign-in link that works
+once, within 60 seconds, and only in that browser (a link opened anywhere
+else signs nothing in). The token itself never appears in a link. With
+--print-url the first address is printed instead of opened: open it in a
+browser on this machine within two minutes. A browser elsewhere signs in
+with a token on the studio's sign-in page.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			var link signInLink
-			if _, err := c.Do(cmd.Context(), http.MethodPost, "/ui/codes", nil, &link); err != nil {
-				return err
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return fmt.Errorf("listen on a loopback port for the browser: %w", err)
 			}
-			url := c.Server() + link.Path
-			if printURL {
-				fmt.Fprintln(g.stdout, url)
-				return nil
+			state := secret.NewToken("")
+			done := make(chan error, 1)
+			srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/callback" || r.URL.Query().Get("state") != state {
+					http.Error(w, "cumulus ui: this is not the sign-in this command started", http.StatusBadRequest)
+					return
+				}
+				var link signInLink
+				if _, err := c.Do(r.Context(), http.MethodPost, "/ui/codes", map[string]string{"binding": r.URL.Query().Get("binding")}, &link); err != nil {
+					http.Error(w, "cumulus ui: "+err.Error(), http.StatusBadGateway)
+					select {
+					case done <- err:
+					default:
+					}
+					return
+				}
+				http.Redirect(w, r, c.Server()+link.Path, http.StatusFound)
+				select {
+				case done <- nil:
+				default:
+				}
+			})}
+			go func() { _ = srv.Serve(ln) }()
+			defer func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx) // the browser's redirect is sent first
+			}()
+			begin := c.Server() + "/ui/login/begin?" + url.Values{"port": {strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}, "state": {state}}.Encode()
+			switch {
+			case printURL:
+				fmt.Fprintf(g.stderr, "Open this address in a browser on this machine within %s:\n", signInWait)
+				fmt.Fprintln(g.stdout, begin)
+			default:
+				if err := openBrowser(begin); err != nil {
+					fmt.Fprintf(g.stderr, "Could not open a browser (%v). Open this address in a browser on this machine within %s:\n", err, signInWait)
+					fmt.Fprintln(g.stdout, begin)
+				}
 			}
-			if err := openBrowser(url); err != nil {
-				fmt.Fprintf(g.stderr, "Could not open a browser (%v). Open this link within %d seconds; it works once:\n", err, link.ExpiresIn)
-				fmt.Fprintln(g.stdout, url)
-				return nil
+			select {
+			case err := <-done:
+				if err != nil {
+					return err
+				}
+			case <-time.After(signInWait):
+				return fmt.Errorf("no browser came back within %s; run 'cumulus ui' again, or sign in with a token", signInWait)
+			case <-cmd.Context().Done():
+				return cmd.Context().Err()
 			}
-			fmt.Fprintf(g.stderr, "Opened the Cumulus studio at %s/ in your browser.\n", c.Server())
+			fmt.Fprintf(g.stderr, "Signed the browser in to the Cumulus studio at %s/.\n", c.Server())
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&printURL, "print-url", false, "print the one-time sign-in link instead of opening a browser")
+	cmd.Flags().BoolVar(&printURL, "print-url", false, "print the sign-in address instead of opening a browser (open it in a browser on this machine)")
 	return cmd
 }
 

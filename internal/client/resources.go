@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
@@ -183,4 +184,16 @@ func (c *Client) EditCompute(ctx context.Context, name string, edit func(cur api
 			return out, err == nil, err
 		}
 	}
+}
+
+// GetQueue reads a compute's queue in the order its scheduler will start
+// it: the first top jobs (0: the server's default).
+func (c *Client) GetQueue(ctx context.Context, name string, top int) (api.QueueView, error) {
+	var out api.QueueView
+	path := c.wsPath() + "/computes/" + url.PathEscape(name) + "/queue"
+	if top > 0 {
+		path += "?$top=" + strconv.Itoa(top)
+	}
+	_, err := c.Do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
 }

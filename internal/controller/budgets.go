@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // BudgetInterval is how often budgets are judged.
@@ -30,13 +30,15 @@ type Budgets struct {
 	Clock  clock.Clock
 	Prices cost.Prices
 	Log    *slog.Logger
-	// Client posts webhooks (nil: a client with a 10 s timeout).
-	Client *http.Client
+	// Webhooks is where budget webhooks may go (see package webhook).
+	Webhooks webhook.Policy
 	// Changed is told when an action starts or ends, to wake the clusters.
 	Changed func()
 
-	wakeOnce sync.Once
-	wake     chan struct{}
+	wakeOnce   sync.Once
+	wake       chan struct{}
+	clientOnce sync.Once
+	client     *http.Client
 }
 
 // budgetWakeGap is the least time between two judgements asked for by
@@ -211,26 +213,13 @@ func (b *Budgets) coveredComputes(ctx context.Context, wsID string, p api.Budget
 	return out, nil
 }
 
-// notify posts a notice to the budget's webhook once; a failure is logged
-// (the threshold stays reached: a notice is sent at most once).
+// notify posts a notice to the budget's webhook once, where the webhook
+// policy lets it go; a failure is logged (the threshold stays reached: a
+// notice is sent at most once).
 func (b *Budgets) notify(ctx context.Context, bud api.Budget, n BudgetNotice) {
 	body, _ := json.Marshal(n)
-	client := b.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, bud.Properties.Webhook, bytes.NewReader(body))
-	if err == nil {
-		req.Header.Set("Content-Type", "application/json")
-		var res *http.Response
-		if res, err = client.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode >= 300 {
-				err = fmt.Errorf("answered %s", res.Status)
-			}
-		}
-	}
-	if err != nil {
+	b.clientOnce.Do(func() { b.client = b.Webhooks.Client() })
+	if err := webhook.Post(ctx, b.client, bud.Properties.Webhook, body); err != nil {
 		b.Log.Error("budget webhook", "budget", bud.Name, "err", err)
 	}
 }

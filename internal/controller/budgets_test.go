@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // A StopScaleUp budget of 1.00 on a Standard_DS3_v2 cluster ($0.293/h):
@@ -44,7 +46,7 @@ func TestBudgetStopsScaleUpAndAlerts(t *testing.T) {
 	if _, err := store.Put(h.ctx, h.db.W(), store.KindBudget, h.sc.WorkspaceID(), "team", b, 0, h.clk.Now()); err != nil {
 		t.Fatal(err)
 	}
-	judge := &Budgets{DB: h.db, Clock: h.clk, Prices: cost.Catalog(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Client: hook.Client()}
+	judge := &Budgets{DB: h.db, Clock: h.clk, Prices: cost.Catalog(), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Webhooks: webhook.Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}
 
 	first := h.submit(c, 1)
 	h.pass()

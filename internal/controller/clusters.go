@@ -16,6 +16,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/catalog"
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/decide"
+	"github.com/cumulus-ml/cumulus/internal/fairshare"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
@@ -73,6 +74,7 @@ type Clusters struct {
 	firstSeen map[string]time.Time // when this process first saw each node
 	failures  map[string]backoff   // provider failures per compute
 	lastRoll  map[string]time.Time // last random-eviction roll per node
+	gangCheck map[string]time.Time // last check of each compute's jobs for lost nodes (checkGangs)
 	nodeCache *store.NodeCache     // decoded node documents between passes
 	// idle is each adaptive compute's demand history, by compute key;
 	// only the pass touches it.
@@ -116,6 +118,7 @@ func (c *Clusters) Init() {
 		c.Rand = rand.Float64
 	}
 	c.lastRoll = map[string]time.Time{}
+	c.gangCheck = map[string]time.Time{}
 	c.firstSeen = map[string]time.Time{}
 	c.failures = map[string]backoff{}
 	c.nodeCache = store.NewNodeCache()
@@ -292,22 +295,38 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	broken, err := c.checkGangsDue(ctx, comp.ID, st.nodes, now)
+	if err != nil {
+		return out, err
+	}
+	if broken {
+		if err = c.reload(ctx, &st); err != nil {
+			return out, err
+		}
+	}
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
 	// cluster is blocked at its maximum.
 	// The bounds are those a schedule puts in force, if any; the pass
 	// runs again when the next entry fires.
+	// Under fair share any group's head may come first: the head of
+	// each group's queue, with the running jobs and the groups' usage,
+	// whose records change only when a group's holding did.
 	st.scale = scaleOf(comp, now)
-	queued, err := store.QueuedJobs(ctx, c.DB.Q(), comp.ID, st.scale.max+1)
+	queue, err := fairshare.Read(ctx, c.DB.Q(), comp, st.nodes, st.scale.max+1, now)
 	if err != nil {
 		return out, err
 	}
+	if err := queue.Save(ctx, c.DB); err != nil {
+		return out, err
+	}
+	queued := queue.Queued
 	budgets, err := budgetHolds(ctx, c.DB.Q(), comp)
 	if err != nil {
 		return out, err
 	}
-	snap, qv := c.snapshot(ctx, st, queued, u, budgets, now)
+	snap, qv := c.snapshot(ctx, st, queue, u, budgets, now)
 	snap.GPUs = c.gpuSupply(pool, comp)
 	plan := decide.Decide(snap, now)
 	out.wakeAt = earliest(out.wakeAt, plan.WakeAt)
@@ -335,11 +354,12 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 }
 
 // snapshot turns stored state into the decision's input: the compute's
-// view at now (decide.ForCompute: the bounds in force), its nodes and the
-// head of its queue as they are, and what holds its growth (quota, the
-// provider's backoff, budgets). The rules that read them are decide's. It
-// also says what quota alone allowed.
-func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store.QueuedJob, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
+// view at now (decide.ForCompute: the bounds in force, the queue policy),
+// its nodes and the head of its queue as they are, the jobs that hold its
+// nodes and its groups' usage (for the queue policy), and what holds its
+// growth (quota, the provider's backoff, budgets). The rules that read
+// them are decide's. It also says what quota alone allowed.
+func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairshare.State, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
 	snap := decide.ForCompute(comp, now)
 	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
@@ -349,14 +369,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 	}
 	snap.ImageBound = c.imageBound()
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
-	snap.Queued = make([]decide.Job, 0, len(queued))
-	for _, j := range queued {
-		dj := decide.Job{ID: j.UID, Name: j.Name, InstanceCount: j.Nodes, Priority: j.Priority, Seq: j.Seq}
-		if snap.ImageBound {
-			dj.Image = j.Image
-		}
-		snap.Queued = append(snap.Queued, dj)
-	}
+	snap.Queued = queue.Jobs(snap.ImageBound)
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
@@ -374,6 +387,7 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queued []store
 		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
 	snap.Budgets = budgets
+	snap.Running, snap.Usage = queue.Running, queue.Usage
 	return snap, qv
 }
 
@@ -637,7 +651,7 @@ func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shor
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff); len(blocked) > 0 {
+	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

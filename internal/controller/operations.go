@@ -172,6 +172,9 @@ func (o *Operations) runDelete(ctx context.Context, op store.Operation) error {
 				return err
 			}
 		}
+		if err := store.DeleteShareUsage(ctx, q, op.Target); err != nil {
+			return err
+		}
 		if err := store.DeleteSecret(ctx, q, op.Target); err != nil {
 			return err
 		}

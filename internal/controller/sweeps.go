@@ -43,6 +43,7 @@ type Sweeps struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+	next     func(sweep.Request) []sweep.Params // sweep.Next; tests watch it
 }
 
 func (c *Sweeps) wakeCh() chan struct{} {
@@ -93,12 +94,7 @@ func (c *Sweeps) RunOnce(ctx context.Context) error {
 		if !sw.Doc.IsSweep() {
 			continue
 		}
-		var res passResult
-		err := c.DB.Tx(ctx, func(q store.Querier) error {
-			var err error
-			res, err = c.drive(ctx, q, sw.UID, c.Clock.Now().UTC())
-			return err
-		})
+		res, err := c.pass(ctx, sw.UID)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", sw.Doc.Name, err))
 			continue
@@ -115,6 +111,46 @@ func (c *Sweeps) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// pass drives one sweep. Picking new trials' parameters (a Bayesian pass
+// takes up to a second of CPU) is done between two transactions, not in
+// one: the store's writer is never held while the optimizer runs, so no
+// other workspace's write waits for it. The first transaction does the
+// rest of the pass and says what it would pick; the second creates the
+// trials picked, unless the sweep changed meanwhile (the next pass picks
+// again).
+func (c *Sweeps) pass(ctx context.Context, uid string) (passResult, error) {
+	var res passResult
+	var asked *sweep.Request
+	err := c.DB.Tx(ctx, func(q store.Querier) error {
+		asked = nil
+		var err error
+		res, err = c.drive(ctx, q, uid, c.Clock.Now().UTC(), func(r sweep.Request) []sweep.Params { asked = &r; return nil })
+		return err
+	})
+	if err != nil || asked == nil {
+		return res, err
+	}
+	next := c.next
+	if next == nil {
+		next = sweep.Next
+	}
+	picked := next(*asked)
+	var more passResult
+	err = c.DB.Tx(ctx, func(q store.Querier) error {
+		var err error
+		more, err = c.drive(ctx, q, uid, c.Clock.Now().UTC(), func(r sweep.Request) []sweep.Params {
+			if r.Issued != asked.Issued || len(r.Done) != len(asked.Done) || len(r.Pending) != len(asked.Pending) {
+				return nil
+			}
+			return picked[:min(len(picked), r.N)]
+		})
+		return err
+	})
+	res.changed = res.changed || more.changed
+	res.wake = append(res.wake, more.wake...)
+	return res, err
+}
+
 type passResult struct {
 	changed bool     // trials created or canceled
 	wake    []string // nodes of canceled trials
@@ -129,7 +165,8 @@ type trial struct {
 func (t trial) active() bool { return !api.JobTerminal(t.job.Doc.Properties.Status) }
 
 // drive is one pass over one sweep, inside the caller's transaction.
-func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now time.Time) (passResult, error) {
+// pick gives the parameters of the trials a request asks for (see pass).
+func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now time.Time, pick func(sweep.Request) []sweep.Params) (passResult, error) {
 	var res passResult
 	sw, err := store.GetJobByUID(ctx, q, uid)
 	if err != nil || api.JobTerminal(sw.Doc.Properties.Status) {
@@ -219,7 +256,7 @@ func (c *Sweeps) drive(ctx context.Context, q store.Querier, uid string, now tim
 	n := min(sw.Doc.MaxConcurrentTrials()-active, total-st.TrialsCreated)
 	started := false
 	if n > 0 {
-		next := sweep.Next(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
+		next := pick(sweep.Request{Space: space, Algorithm: sweep.Algorithm{Type: alg, Seed: st.Seed}, Maximize: maximize,
 			Done: done, Pending: pending, Issued: st.TrialsCreated, N: n})
 		ws, _, err := api.ParseJobID(sw.Doc.ID)
 		if err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/sweep"
 )
 
 const sweepWS = "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/w"
@@ -232,5 +234,53 @@ func TestSweepRandomRepeatable(t *testing.T) {
 	h.pass()
 	if p := h.job("a").Doc.Properties; p.Sweep.TrialsCreated != 3 {
 		t.Errorf("a requeued trial made a new one: %d trials", p.Sweep.TrialsCreated)
+	}
+}
+
+// TestSweepPicksTrialsOutsideTheWriteTransaction: the optimizer runs with
+// no transaction open, so that another workspace's write goes through
+// while it works (before, a Bayesian pass over a large space held the
+// store's writer for a minute and another workspace's job start waited);
+// trials picked for a sweep that changed meanwhile are dropped and picked
+// again at the next pass.
+func TestSweepPicksTrialsOutsideTheWriteTransaction(t *testing.T) {
+	h := newSweepHarness(t)
+	h.submit("sw", nil)
+	var writeErr error
+	other := 0
+	change := func() {}
+	h.c.next = func(r sweep.Request) []sweep.Params {
+		ctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+		defer cancel()
+		other++
+		j := &store.Job{UID: fmt.Sprintf("other-%d", other), Parent: "/subscriptions/s/resourceGroups/r/providers/Microsoft.MachineLearningServices/workspaces/other",
+			Created: h.clk.Now(), Doc: api.Job{Name: fmt.Sprintf("other-%d", other)}}
+		j.Doc.SetStatus(api.JobQueued, h.clk.Now(), "")
+		if err := h.db.Tx(ctx, func(q store.Querier) error { return store.InsertJob(ctx, q, j) }); err != nil && writeErr == nil {
+			writeErr = err
+		}
+		change()
+		return sweep.Next(r)
+	}
+	h.pass()
+	if writeErr != nil {
+		t.Fatalf("a write while the sweep's trials were picked: %v", writeErr)
+	}
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 3 {
+		t.Fatalf("%d trials created, want 3", n)
+	}
+	// A trial ends while the next one is picked: the pick is dropped.
+	h.log("sw_0", 1)
+	h.log("sw_1", 2)
+	h.end("sw_1", api.JobCompleted)
+	change = func() { h.end("sw_0", api.JobCompleted) }
+	h.pass()
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 3 {
+		t.Fatalf("%d trials created from a pick the sweep outran, want still 3", n)
+	}
+	change = func() {}
+	h.pass()
+	if n := h.job("sw").Doc.Properties.Sweep.TrialsCreated; n != 5 {
+		t.Fatalf("%d trials created at the next pass, want 5", n)
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 	"github.com/cumulus-ml/cumulus/internal/ui"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Options configure the control plane. DefaultOptions gives a working
@@ -126,6 +127,13 @@ type Options struct {
 	// UsageRetention how long the samples are kept (see usage.go).
 	UsageInterval  time.Duration
 	UsageRetention time.Duration
+
+	// Limits bound what a workspace and a job keep (see server.Limits).
+	Limits server.Limits
+
+	// WebhookAllow are the address ranges (CIDRs or addresses) budget
+	// webhooks may reach besides the public internet (see package webhook).
+	WebhookAllow []string
 }
 
 // HTTP connection limits of the control plane's listener.
@@ -159,6 +167,8 @@ func DefaultOptions() Options {
 		UploadTimeout:    server.DefaultUploadTimeout,
 		UsageInterval:    dispatch.DefaultUsageInterval,
 		UsageRetention:   DefaultUsageRetention,
+		Limits: server.Limits{WorkspaceRunData: server.DefaultWorkspaceRunData, WorkspaceBlobs: server.DefaultWorkspaceBlobs,
+			JobLog: server.DefaultJobLog},
 	}
 }
 
@@ -202,6 +212,12 @@ func (o Options) Validate() error {
 	}
 	if err := server.CheckLocations(o.Locations, o.Defaults.Location); err != nil {
 		return fmt.Errorf("--locations: %w", err)
+	}
+	if _, err := webhook.ParseAllow(o.WebhookAllow); err != nil {
+		return fmt.Errorf("--webhook-allow: %w", err)
+	}
+	if o.Limits.WorkspaceRunData < 0 || o.Limits.WorkspaceBlobs < 0 || o.Limits.JobLog < 0 {
+		return errors.New("--max-workspace-run-data, --max-workspace-blobs and --max-job-log may not be negative")
 	}
 	if o.MaxBlobSize < 0 || o.BlobGrace < 0 {
 		return errors.New("--max-blob-size and --blob-grace may not be negative")
@@ -403,6 +419,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
+	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
+	hooks := webhook.Policy{Allow: allow}
 	newControllers := func(db *store.DB) controllers {
 		clusters := &controller.Clusters{DB: db, Clock: o.Clock, Log: o.Log.With("component", "clusters"), Provider: prov, Hub: h,
 			NewJoinToken: dispatch.NewNodeJoinToken, NewNodeID: dispatch.NewNodeID, ServerURL: agentURL, CAFile: d.CAFile,
@@ -412,7 +430,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		ops := &controller.Operations{DB: db, Clock: o.Clock, Log: o.Log.With("component", "operations"), Nodes: clusters, OnChange: clusters.Notify}
 		ops.Init()
 		events := &controller.EventRetention{DB: db, Clock: o.Clock, Keep: o.EventRetention, Log: o.Log.With("component", "events")}
-		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify}
+		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
+			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
 		return controllers{clusters, ops, events, budgets, sweeps}
 	}
@@ -424,7 +443,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network, GPUs: machine},
+		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {

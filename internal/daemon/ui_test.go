@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -24,7 +26,20 @@ func TestServesTheStudio(t *testing.T) {
 		t.Fatalf("GET /: %d", resp.StatusCode)
 	}
 
-	req, _ := http.NewRequest("POST", d.URL+"/ui/codes", nil)
+	// `cumulus ui`'s sign-in: the browser starts it and gets its binding,
+	// the CLI mints a link bound to it, the browser opens the link.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = browser.Get(d.URL + "/ui/login/begin?port=45678&state=state-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || resp.StatusCode != http.StatusFound {
+		t.Fatalf("begin: %d %v", resp.StatusCode, err)
+	}
+	req, _ := http.NewRequest("POST", d.URL+"/ui/codes", strings.NewReader(`{"binding":"`+loc.Query().Get("binding")+`"}`))
 	req.Header.Set("Authorization", "Bearer "+d.Token)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
@@ -36,7 +51,7 @@ func TestServesTheStudio(t *testing.T) {
 	if resp.StatusCode != 200 || link.Path == "" {
 		t.Fatalf("POST /ui/codes: %d", resp.StatusCode)
 	}
-	resp, err = http.Get(d.URL + link.Path)
+	resp, err = browser.Get(d.URL + link.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 // Plan has no Assign; Decide fills that.
 func Autoscale(c Cluster, now time.Time) Plan {
 	v := newView(c)
+	v.order = orderOf(c, now)
 	_, hi := limits(c)
 	demand, unfit := demandOf(c.Queued, hi)
 	return autoscale(c, &v, demand, unfit, 0, now)
@@ -97,10 +98,10 @@ func autoscale(c Cluster, v *view, demand int, unfit *Job, started int, now time
 	}
 	p.Target = kept + p.Create
 	if quotaCut {
-		p.QuotaWait = quotaWait(c.Queued, hi, started, kept+allowed-busy, hi-busy)
+		p.QuotaWait = quotaWait(c.Queued, v.queue(c), hi, started, kept+allowed-busy, hi-busy)
 	}
 	if p.GPUShort > 0 {
-		p.GPUWait = quotaWait(c.Queued, hi, started, p.Target-busy, kept+allowed-busy)
+		p.GPUWait = quotaWait(c.Queued, v.queue(c), hi, started, p.Target-busy, kept+allowed-busy)
 	}
 
 	p.Blocked = blocked(c, unfit, busy, demand, quotaCut, c.Headroom)
@@ -130,17 +131,17 @@ func blocked(c Cluster, unfit *Job, busy, demand int, quotaCut bool, headroom in
 
 // quotaWait finds the jobs that wait for quota (or, called with the
 // nodes devices allow as ready and those quota allows as room, for
-// devices). It walks the queue in
-// order, past the started jobs and those that can never run: the ready
+// devices). It walks the queue in order (order: indices into queue),
+// past the started jobs and those that can never run: the ready
 // nodes (live, not busy, after the plan, creations included) serve it
 // first. A job that ends within room (the nodes maxNodeCount allows beside
 // the busy ones) but past the ready nodes waits for quota, for the nodes
 // beyond them; the first job that ends past room waits for maxNodeCount,
 // and so does everything behind it.
-func quotaWait(queue []Job, hi, started, ready, room int) []Wait {
+func quotaWait(queue []Job, order []int, hi, started, ready, room int) []Wait {
 	var out []Wait
 	at := 0 // nodes taken by the jobs ahead
-	for _, k := range queueOrder(queue) {
+	for _, k := range order {
 		j := &queue[k]
 		n := need(j)
 		if n > hi {

@@ -9,16 +9,29 @@ import (
 
 // Decide decides what a cluster should do now: decideNodes (scheduling and
 // autoscaling), then the holds on growth that are not the cluster's own
-// size: a provider backing off after failures and budgets in force. It
-// wakes the plan when a schedule next changes the bounds.
+// size: a provider backing off after failures and budgets in force, then
+// what the queue policy adds (preemptions, where fair-share groups stand;
+// see fairshare.go). It wakes the plan when a schedule next changes the
+// bounds.
 func Decide(c Cluster, now time.Time) Plan {
-	p := decideNodes(c, now)
+	var s *shares // the queue policy's state, made once
+	queue := c.Queue.FairShare || c.Queue.Preemption != api.PreemptNone
+	if queue && !c.ImageBound {
+		s = newShares(&c, now)
+	}
+	p := decideNodes(c, now, s)
 	p.WakeAt = earliest(p.WakeAt, c.BoundsChange, now)
 	if now.Before(c.Backoff.Until) {
 		p = holdForBackoff(p, c.Backoff, now)
 	}
 	if len(c.Budgets) > 0 {
 		p = holdForBudget(p, c)
+	}
+	if queue {
+		if s == nil {
+			s = newShares(&c, now)
+		}
+		p = decideQueue(c, p, s, now)
 	}
 	return p
 }
@@ -29,12 +42,18 @@ func Decide(c Cluster, now time.Time) Plan {
 // Autoscale(ApplyAssignments(c, Schedule(c)), now) plus Assign, computed
 // without copying the snapshot. Assigning first is what keeps a node that
 // gets a job in this pass from being removed in the same pass.
-func decideNodes(c Cluster, now time.Time) Plan {
+// s, when not nil, is the fair-share state of c (its order).
+func decideNodes(c Cluster, now time.Time, s *shares) Plan {
 	if c.ImageBound {
 		return decideImages(c, now)
 	}
 	_, hi := limits(c)
 	v := newView(c)
+	if s != nil && c.Queue.FairShare {
+		v.order = s.order(2*hi + 1)
+	} else {
+		v.order = orderOf(c, now)
+	}
 	assign, used := schedule(c, &v)
 	// Apply the assignments to the view: the nodes used become busy and
 	// the demand drops by as many. Jobs that can never run are never

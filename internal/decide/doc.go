@@ -22,7 +22,9 @@
 // # Scheduling (Schedule)
 //
 //   - The queue is ordered by Priority, highest first, then by Seq (FIFO),
-//     then by job ID so that the order is total.
+//     then by job ID so that the order is total. Under fair share
+//     (Cluster.Queue) the order is fair share's instead (fairshare.go);
+//     every rule below holds over it.
 //   - A job needs InstanceCount idle nodes at the same time (a count below 1
 //     counts as 1). It is placed whole or not at all, one job per node.
 //   - A job that needs more than maxNodeCount nodes can never run: it is
@@ -123,6 +125,9 @@
 //     quota's shortfall is dropped (quota is not what holds the queue); with
 //     a scale-to-minimum budget, idle nodes above minNodeCount go now.
 //   - A schedule's next change of the bounds (BoundsChange) wakes the plan.
+//   - The queue policy (Cluster.Queue, fairshare.go): preemptions
+//     (Plan.Preempt) and, under fair share, where each waiting group
+//     stands (BlockShare).
 //
 // ForCompute gives the snapshot of a compute as the API stores it (the
 // bounds its schedules put in force at now); the controller and the

@@ -53,7 +53,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 			g.idle++
 		}
 	}
-	order := queueOrder(c.Queued)
+	order := orderOf(c, now)
 	for pos, k := range order {
 		g := get(c.Queued[k].Image)
 		g.queued = append(g.queued, c.Queued[k])
@@ -68,7 +68,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 	plain := c
 	plain.ImageBound = false
 	if len(groups) <= 1 {
-		p := decideNodes(plain, now)
+		p := decideNodes(plain, now, nil)
 		if p.Create > 0 {
 			image := ""
 			if len(groups) == 1 {
@@ -102,7 +102,7 @@ func decideImages(c Cluster, now time.Time) Plan {
 		if g.image == "" {
 			sub.Min = min(lo, g.cap)
 		}
-		gp := decideNodes(sub, now)
+		gp := decideNodes(sub, now, nil)
 		if headroom >= 0 {
 			headroom -= gp.Create
 		}

@@ -1,9 +1,15 @@
 package decide
 
+import "time"
+
 // Schedule assigns queued jobs to idle nodes (see the package comment for
 // the rules). It returns the assignments in queue order; nil if none.
 func Schedule(c Cluster) []Assignment {
 	v := newView(c)
+	if c.Queue.FairShare {
+		// Without a time, each group's usage reads as recorded.
+		v.order = orderOf(c, time.Time{})
+	}
 	as, _ := schedule(c, &v)
 	return as
 }
@@ -23,7 +29,7 @@ func schedule(c Cluster, v *view) (as []Assignment, used int) {
 		return nil, 0
 	}
 	ids := make([]string, len(free)) // backing for every assignment's NodeIDs
-	for _, k := range queueOrder(c.Queued) {
+	for _, k := range v.queue(c) {
 		j := &c.Queued[k]
 		n := need(j)
 		if n > hi {

@@ -27,6 +27,17 @@ type view struct {
 	preparing []int // input order
 	busy      []int // input order
 	exiting   []int // leaving, preempted, unusable: not live; input order
+	// order is the queue in scheduling order (indices into the cluster's
+	// Queued; see orderOf); nil takes queueOrder.
+	order []int
+}
+
+// queue is the cluster's queue in scheduling order.
+func (v *view) queue(c Cluster) []int {
+	if v.order == nil {
+		return queueOrder(c.Queued)
+	}
+	return v.order
 }
 
 func (v *view) live() int { return len(v.idle) + len(v.preparing) + len(v.busy) }

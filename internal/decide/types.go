@@ -37,6 +37,7 @@ type Job struct {
 	Priority      int    // higher first; equal priority: FIFO by Seq
 	Seq           int64  // submission order
 	Image         string // the job's image (ImageBound clusters); "" runs on the node image
+	Group         string // its fair-share group (Queue.FairShare)
 }
 
 // Cluster is the snapshot of one cluster that the decisions read.
@@ -73,6 +74,17 @@ type Cluster struct {
 	// limit (a CPU size, or a provider whose nodes have machines of their
 	// own).
 	GPUs *GPUs
+
+	// Queue is the compute's queue policy: FIFO or fair share, and
+	// preemption (see fairshare.go). The zero value is FIFO without
+	// preemption.
+	Queue api.Queue
+	// Running are the jobs that hold nodes (their nodes name them): fair
+	// share counts what each group holds, preemption chooses among them.
+	// Read only under fair share or with preemption.
+	Running []Running
+	// Usage is each fair-share group's decayed usage, by group.
+	Usage map[string]Usage
 }
 
 // GPUs is the supply of devices for a cluster whose every node holds
@@ -126,6 +138,10 @@ type Plan struct {
 	// QuotaWait lists, in queue order, the queued jobs that wait because of
 	// quota rather than maxNodeCount; nil when quota does not bind.
 	QuotaWait []Wait
+	// Preempt lists the running jobs to stop and queue again for waiting
+	// ones (Queue.Preemption), each with why; their nodes become idle when
+	// their agents have stopped them.
+	Preempt []api.Preemption
 	// GPUShort is how many nodes the machine's free devices kept this
 	// plan from creating (after quota's cut; Blocked then holds an
 	// api.BlockGPUs saying why), and GPUWait lists the queued jobs that
@@ -146,12 +162,12 @@ type Wait struct {
 // ForCompute is the decision's view of compute c at now before its nodes
 // and queue are added: the bounds in force (a schedule entry's, naming it
 // when it changed maxNodeCount, and when the next one fires), the idle time,
-// unlimited headroom. The controller and the simulator both start from it,
-// so that a replay decides as the product does.
+// unlimited headroom, its queue policy. The controller and the simulator
+// both start from it, so that a replay decides as the product does.
 func ForCompute(c api.Compute, now time.Time) Cluster {
 	_, own, idle := c.Scale()
 	lo, hi, active, next := c.ScaleAt(now)
-	cl := Cluster{ID: c.ID, Min: lo, Max: hi, IdleTimeout: idle, Headroom: -1, BoundsChange: next}
+	cl := Cluster{ID: c.ID, Min: lo, Max: hi, IdleTimeout: idle, Headroom: -1, BoundsChange: next, Queue: c.Queue()}
 	if active != nil && hi != own {
 		cl.MaxSetBy = active.Name
 	}

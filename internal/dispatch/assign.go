@@ -9,6 +9,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/distrib"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -48,6 +49,9 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 		Image: p.Image, Inputs: inputs, Env: env, Timeout: j.Doc.Timeout(), Grace: JobGrace,
 		Outputs: outputNames(p), GPUs: jobGPUs(n), InstanceIndex: slices.Index(j.Nodes, n.ID), NodeIPs: w.NodeIPs,
 		Checkpoint: w.Checkpoint, CostLimit: w.CostLimit, CostLimitReason: w.CostLimitReason}
+	if sd := j.Doc.SystemData; sd != nil {
+		a.Owner = sd.CreatedBy
+	}
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
 	}
@@ -56,8 +60,11 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	}
 	if d := p.Distribution; d != nil {
 		a.Distribution = &agentapi.Distribution{Type: strings.ToLower(d.DistributionType), ProcessesPerNode: int(d.ProcessCountPerInstance),
-			MasterPort: MasterPort(j.Seq), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
+			MasterPort: distrib.MasterPort(j.UID, j.Attempt, distrib.PortBlock(j.Doc.InstanceCount(), int(d.ProcessCountPerInstance))), WorkerCount: int(d.WorkerCount), ParameterServers: int(d.ParameterServerCount),
 			LaunchToken: w.LaunchToken}
+	}
+	if r := p.Resources; r != nil && r.ShmSize != "" {
+		a.ShmSize, _ = api.ParseShmSize(r.ShmSize) // checked at submit
 	}
 	return a
 }
@@ -174,8 +181,3 @@ func expandBindings(cmd string, p api.JobProperties) string {
 		cmd = cmd[i+j+2:]
 	}
 }
-
-// MasterPort is the port rank 0 of a distributed job listens on. Jobs get
-// blocks of 64 ports (TensorFlow tasks use MasterPort+1+rank) so that jobs
-// sharing a machine (local provider) do not collide.
-func MasterPort(seq int64) int { return 20000 + int(seq%600)*64 }

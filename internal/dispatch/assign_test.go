@@ -6,6 +6,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/distrib"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -31,22 +32,6 @@ func TestExpandBindings(t *testing.T) {
 	}
 }
 
-func TestMasterPort(t *testing.T) {
-	cases := []struct {
-		seq  int64
-		want int
-	}{{0, 20000}, {1, 20064}, {599, 20000 + 599*64}, {600, 20000}, {601, 20064}}
-	for _, c := range cases {
-		if got := MasterPort(c.seq); got != c.want {
-			t.Errorf("MasterPort(%d) = %d, want %d", c.seq, got, c.want)
-		}
-	}
-	// Every port of a block (rank 0 and TensorFlow's tasks) stays below 65536.
-	if top := MasterPort(599) + 63; top > 65535 {
-		t.Errorf("the last block ends at %d", top)
-	}
-}
-
 func TestAssignment(t *testing.T) {
 	j := job("j1", api.JobPreparing, 2, "n0", "n1")
 	j.Doc.Properties = api.JobProperties{Command: "python train.py --lr ${{inputs.lr}}", ExperimentName: "exp",
@@ -68,7 +53,7 @@ func TestAssignment(t *testing.T) {
 			"AZUREML_RUN_ID": "j1", "AZUREML_EXPERIMENT_NAME": "exp", "MLFLOW_TRACKING_TOKEN": "cmlf_j1.tag"},
 		Inputs: map[string]string{"data": "d1"}, Grace: JobGrace, Outputs: []string{"logs", "model"}, GPUs: []int{0, 1},
 		InstanceIndex: 1, NodeIPs: []string{"10.0.0.1", "10.0.0.2"}, Checkpoint: true, Identity: true, DefaultClientID: "cid",
-		Distribution: &agentapi.Distribution{Type: "pytorch", ProcessesPerNode: 4, MasterPort: MasterPort(j.Seq)}}
+		Distribution: &agentapi.Distribution{Type: "pytorch", ProcessesPerNode: 4, MasterPort: distrib.MasterPort("j1", 2, distrib.PortBlock(1, 4))}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Assignment =\n%+v\nwant\n%+v", got, want)
 	}

@@ -41,7 +41,8 @@ type Plan struct {
 
 // Instructions decides what a polling agent should do now, given what it
 // reported it runs: stop jobs that no longer run on the node, stop jobs of
-// a preempted node with its compute's grace, start the node's job when the
+// a preempted node, and an attempt the queue policy stopped for another
+// job, with its compute's grace, start the node's job when the
 // agent does not run it yet, and leave when the node is being removed.
 func Instructions(v View, reported []agentapi.JobState) Plan {
 	var p Plan
@@ -51,20 +52,40 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 	}
 	n := v.Node
 	runs := false
+	stop := func(uid, why string) {
+		p.Response.Cancel = append(p.Response.Cancel, uid)
+		if why != "canceled" {
+			if p.Response.StopReasons == nil {
+				p.Response.StopReasons = map[string]string{}
+			}
+			p.Response.StopReasons[uid] = why
+		}
+	}
 	for _, st := range reported {
 		if st.Phase != agentapi.PhaseRunning {
 			continue
 		}
 		j, found := v.Jobs[st.UID]
 		switch {
-		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
-			p.Response.Cancel = append(p.Response.Cancel, st.UID)
-			if why := stopReason(j, found, st, n.ID); why != "canceled" {
+		case found && st.UID == n.JobID && reclaimed(j, st.Attempt):
+			// The queue policy stopped this attempt for another job: it
+			// stops as on a preempted node, with the grace to save its
+			// checkpoint; the node is released when it reports the end.
+			p.Response.Preempt = append(p.Response.Preempt, st.UID)
+			p.Response.PreemptGrace = v.Grace
+			if a := j.Doc.Properties.Attempts; len(a) > 0 {
 				if p.Response.StopReasons == nil {
 					p.Response.StopReasons = map[string]string{}
 				}
-				p.Response.StopReasons[st.UID] = why
+				p.Response.StopReasons[st.UID] = a[len(a)-1].Reason
 			}
+			runs = true
+		case !found || st.UID != n.JobID || st.Attempt != j.Attempt || !runsOn(j, n.ID):
+			stop(st.UID, stopReason(j, found, st, n.ID))
+		case j.MPIDone && j.Nodes[0] != n.ID:
+			// Node 0's mpirun ended: the launch is over, and this node's
+			// launcher (held until now) ends with it.
+			stop(st.UID, LaunchOver)
 		case !n.Evicted.IsZero():
 			p.Response.Preempt = append(p.Response.Preempt, st.UID)
 			p.Response.PreemptGrace = v.Grace
@@ -79,6 +100,9 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		if found && reportedAttempt(reported, n.JobID, j.Attempt) {
 			break // it runs (or just ended) this attempt
 		}
+		if found && partEnded(j, n.ID) && runsOn(j, n.ID) && n.Evicted.IsZero() {
+			break // its part ended: the node stays the job's until the job ends
+		}
 		if j, ok := pending(v, reported); ok {
 			a := Assignment(j, n, v.Work)
 			p.Response.Assign = &a
@@ -89,6 +113,14 @@ func Instructions(v View, reported []agentapi.JobState) Plan {
 		p.Response.Shutdown = true
 	}
 	return p
+}
+
+// reclaimed reports whether attempt of job j was stopped by its compute's
+// queue policy (lifecycle.Reclaim) and the job has not ended since: a
+// cancel or the end of the job stops it as those do.
+func reclaimed(j store.Job, attempt int) bool {
+	st := j.Doc.Properties.Status
+	return j.Reclaimed > 0 && j.Reclaimed == attempt && !api.JobTerminal(st) && st != api.JobCancelRequested
 }
 
 // stopReason says why an agent stops a job it runs on a node: what its
@@ -121,8 +153,19 @@ func pending(v View, reported []agentapi.JobState) (store.Job, bool) {
 	if n.JobID == "" || !found || reportedAttempt(reported, j.UID, j.Attempt) {
 		return j, false
 	}
-	return j, runsOn(j, n.ID) && n.Evicted.IsZero()
+	return j, runsOn(j, n.ID) && n.Evicted.IsZero() && !partEnded(j, n.ID)
 }
+
+// partEnded reports whether the node's part of the job's current attempt
+// has ended (the node is held for the job until it ends).
+func partEnded(j store.Job, nodeID string) bool {
+	_, ended := j.Exits[nodeID]
+	return ended
+}
+
+// LaunchOver is why a node's MPI launcher is stopped once node rank 0's
+// mpirun has ended.
+const LaunchOver = "the job's mpirun on node rank 0 ended; this node's MPI launcher is no longer needed"
 
 // runsOn reports whether the job's current attempt still runs on the
 // node: it has not ended, is not being canceled, and the node has a rank.

@@ -44,8 +44,36 @@ func view(state, jobID string, jobs ...store.Job) View {
 	return v
 }
 
+// ended marks the parts of a job's attempt on nodes as ended with 0.
+func ended(j store.Job, nodes ...string) store.Job {
+	j.Exits = map[string]int{}
+	for _, n := range nodes {
+		j.Exits[n] = 0
+	}
+	return j
+}
+
+// mpiDone is an MPI job whose node 0 ("n0") ran mpirun, which ended.
+func mpiDone(j store.Job) store.Job {
+	j = ended(j, "n0")
+	j.MPIDone = true
+	return j
+}
+
 func evicted(v View) View {
 	v.Node.Evicted, v.Grace = t0, 45*time.Second
+	return v
+}
+
+// reclaimedJob is j with its last attempt stopped by the queue policy.
+func reclaimedJob(j store.Job, why string) store.Job {
+	j.Reclaimed, j.Reclaims = j.Attempt, 1
+	j.Doc.Properties.Attempts = []api.Attempt{{Number: j.Attempt, Ended: &t0, Reason: why}}
+	return j
+}
+
+func graced(v View) View {
+	v.Grace = 45 * time.Second
 	return v
 }
 
@@ -112,9 +140,33 @@ func TestInstructions(t *testing.T) {
 			view:     evicted(view(api.NodeRunning, "j1", job("j1", api.JobRunning, 1, "n1"))),
 			reported: []agentapi.JobState{running("j1", 1)},
 			want:     Plan{Response: agentapi.PollResponse{Preempt: []string{"j1"}, PreemptGrace: 45 * time.Second}}},
+		{name: "an attempt the queue policy stopped for another job is preempted with the compute's grace and why",
+			view:     graced(view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobQueued, 1), "preempted for fair share: …"))),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want: Plan{Response: agentapi.PollResponse{Preempt: []string{"j1"}, PreemptGrace: 45 * time.Second,
+				StopReasons: map[string]string{"j1": "preempted for fair share: …"}}}},
+		{name: "a stopped attempt the agent no longer runs releases the node",
+			view: view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobQueued, 1), "preempted for fair share: …")),
+			want: Plan{Release: "j1"}},
+		{name: "a stopped attempt whose job was then canceled is stopped as canceled",
+			view:     view(api.NodeRunning, "j1", reclaimedJob(job("j1", api.JobCanceled, 1), "x")),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}}}},
 		{name: "an evicted node is not given its job",
 			view: evicted(view(api.NodeRunning, "j1", job("j1", api.JobPreparing, 1, "n1"))),
 			want: Plan{Release: "j1"}},
+		{name: "a node whose rank ended stays the job's while other ranks run: not assigned again, not released",
+			view: view(api.NodeRunning, "j1", ended(job("j1", api.JobRunning, 1, "n0", "n1"), "n1"))},
+		{name: "a node whose rank ended is released once the job ended",
+			view: view(api.NodeRunning, "j1", ended(job("j1", api.JobCompleted, 1, "n0", "n1"), "n1")),
+			want: Plan{Release: "j1"}},
+		{name: "an evicted node whose rank ended is released (a preemption)",
+			view: evicted(view(api.NodeRunning, "j1", ended(job("j1", api.JobRunning, 1, "n0", "n1"), "n1"))),
+			want: Plan{Release: "j1"}},
+		{name: "an MPI launcher is stopped once node 0's mpirun ended",
+			view:     view(api.NodeRunning, "j1", mpiDone(job("j1", api.JobRunning, 1, "n0", "n1"))),
+			reported: []agentapi.JobState{running("j1", 1)},
+			want:     Plan{Response: agentapi.PollResponse{Cancel: []string{"j1"}, StopReasons: map[string]string{"j1": LaunchOver}}}},
 		{name: "a leaving node without a job shuts down",
 			view: view(api.NodeLeaving, ""),
 			want: Plan{Response: agentapi.PollResponse{Shutdown: true}}},

@@ -83,10 +83,15 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 			// The machine went away under the job (its leaving notice may
 			// not have reached a server that was down): requeue, not fail.
 			err = lifecycle.MachineGone(ctx, q, n, stoppedFromOutside, r.MaxAttempts, r.MaxPreemptions, at)
-		case started:
-			err = lifecycle.StartedExited(ctx, q, j, nodeID, st.Attempt, st.Started.UTC(), st.ExitCode, st.Reason, at) // one write
+		case st.PortBusy > 0:
+			err = lifecycle.PortBusy(ctx, q, j, nodeID, st.Attempt, st.PortBusy, at)
 		default:
-			err = lifecycle.Exited(ctx, q, j, nodeID, st.Attempt, st.ExitCode, st.Reason, at)
+			part := lifecycle.Part{Node: nodeID, Attempt: st.Attempt, Code: st.ExitCode, Reason: st.Reason,
+				Mpirun: st.MPIRole == agentapi.MPIRoleMpirun, Launcher: st.MPIRole == agentapi.MPIRoleLauncher}
+			if started {
+				part.Started = st.Started.UTC() // one write
+			}
+			err = lifecycle.PartEnded(ctx, q, j, part, r.MaxAttempts, at)
 		}
 		if err != nil {
 			return Outcome{}, err

@@ -123,6 +123,58 @@ func TestApplyJobState(t *testing.T) {
 			t.Errorf("job %s (%s), want Failed", p.Status, p.StatusMessage)
 		}
 	})
+	t.Run("an MPI launcher that reports exit 0 while mpirun runs ends the attempt at once", func(t *testing.T) {
+		// What the rank 1 reported: its launcher ended 0.3 s after
+		// it started, with nothing in its log, while mpirun waited.
+		f := newFixture(t)
+		f.node("n0", api.NodeRunning, "j1")
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobRunning, "n0", "n1")
+		out := f.apply("n1", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseExited, ExitCode: 0, MPIRole: agentapi.MPIRoleLauncher,
+			Started: t0, Ended: t0.Add(300 * time.Millisecond)}, later)
+		if !slices.Equal(out.Wake, []string{"n0", "n1"}) {
+			t.Errorf("woken %v; want both nodes (mpirun's is told to stop)", out.Wake)
+		}
+		j := f.getJob("j1")
+		want := "node rank 1 (node n1): its MPI launcher ended (exit code 0) while node rank 0's mpirun still ran; mpirun cannot finish without that node"
+		if p := j.Doc.Properties; p.Status != api.JobQueued || p.Attempts[0].Reason != want {
+			t.Errorf("job %s, attempt %+v; want queued again, the attempt ended with %q", p.Status, p.Attempts[0], want)
+		}
+		if n := f.getNode("n1"); n.State != api.NodeIdle || n.JobID != "" {
+			t.Errorf("the launcher's node is %s with %q; want idle", n.State, n.JobID)
+		}
+	})
+	t.Run("mpirun's end stops the launchers, and their stop completes the job", func(t *testing.T) {
+		f := newFixture(t)
+		f.node("n0", api.NodeRunning, "j1")
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobRunning, "n0", "n1")
+		f.apply("n0", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseExited, MPIRole: agentapi.MPIRoleMpirun}, later)
+		j := f.getJob("j1")
+		if j.Doc.Properties.Status != api.JobRunning || !j.MPIDone {
+			t.Fatalf("job %s, mpirun done %v; want Running until its launchers stop", j.Doc.Properties.Status, j.MPIDone)
+		}
+		v := View{Known: true, Node: f.getNode("n1"), Jobs: map[string]store.Job{"j1": j}}
+		if p := Instructions(v, []agentapi.JobState{running("j1", 1)}); !slices.Equal(p.Response.Cancel, []string{"j1"}) || p.Response.StopReasons["j1"] != LaunchOver {
+			t.Fatalf("the launcher's node is told %+v; want to stop it: %s", p.Response, LaunchOver)
+		}
+		f.apply("n1", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseExited, ExitCode: 143, MPIRole: agentapi.MPIRoleLauncher, Reason: LaunchOver}, later)
+		if st := f.getJob("j1").Doc.Properties.Status; st != api.JobCompleted {
+			t.Errorf("job %s; want Completed (mpirun ended with 0)", st)
+		}
+	})
+	t.Run("a part whose port is in use restarts the job on other ports", func(t *testing.T) {
+		f := newFixture(t)
+		f.node("n0", api.NodeRunning, "j1")
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobRunning, "n0", "n1")
+		f.apply("n1", agentapi.JobState{UID: "j1", Attempt: 1, Phase: agentapi.PhaseExited, ExitCode: -1, PortBusy: 21234}, later)
+		j := f.getJob("j1")
+		if p := j.Doc.Properties; p.Status != api.JobQueued || j.PortRetries != 1 ||
+			p.Attempts[0].Reason != "port 21234 was in use on node n1 (node rank 1 of 2); started again on other ports" {
+			t.Errorf("job %s after %d port restarts, attempt %+v; want queued again", p.Status, j.PortRetries, p.Attempts[0])
+		}
+	})
 	t.Run("a job the store does not have is ignored", func(t *testing.T) {
 		f := newFixture(t)
 		f.node("n1", api.NodeIdle, "")

@@ -49,7 +49,7 @@ func (s *Service) view(ctx context.Context, q store.Querier, nodeID string, know
 		}
 		v.Jobs[uid] = j
 	}
-	if !n.Evicted.IsZero() {
+	if !n.Evicted.IsZero() || reclaimedRuns(v, reported) {
 		if v.Grace, err = preemptGrace(ctx, q, n); err != nil {
 			return v, err
 		}
@@ -99,6 +99,21 @@ func (s *Service) work(ctx context.Context, q store.Querier, j store.Job, self s
 	}
 	w.DefaultClientID, w.Identity = s.ClientID(comp)
 	return w, nil
+}
+
+// reclaimedRuns reports whether the agent runs an attempt of the node's job
+// that the queue policy stopped (Instructions then needs the grace).
+func reclaimedRuns(v View, reported []agentapi.JobState) bool {
+	j, ok := v.Jobs[v.Node.JobID]
+	if !ok {
+		return false
+	}
+	for _, st := range reported {
+		if st.UID == j.UID && st.Phase == agentapi.PhaseRunning && reclaimed(j, st.Attempt) {
+			return true
+		}
+	}
+	return false
 }
 
 // preemptGrace is the grace of a node's compute for preempted jobs (the

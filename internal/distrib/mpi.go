@@ -3,6 +3,7 @@ package distrib
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -87,8 +88,14 @@ func MPICommand(impl, launcher, hostfile, rsh string, world int, command string)
 // OMPI_COMM_WORLD_* and PMI_* variables), and Open MPI settings that make
 // a bare `mpirun --hostfile $CUMULUS_HOSTFILE` work too: the rsh helper
 // as launch agent, no tree spawn (each node's helper lives in its own
-// job folder). When every node is on this machine (all loopback), MPI
-// talks over loopback only and without shared memory between "nodes".
+// job folder), and daemons that stay attached to their launch (not
+// --daemonize'd), so that a daemon's end and its messages reach mpirun.
+// Open MPI names the launch agent to the daemons it starts, which check
+// that it exists: it is named by its file name, which every node finds on
+// its own PATH (the agent puts its helpers' folder there), since another
+// node's folder is not there (another machine, or hidden from the job).
+// When every node is on this machine (all loopback), MPI talks over
+// loopback only and without shared memory between "nodes".
 func MPIEnv(d *agentapi.Distribution, nodeRank int, nodeIPs []string, rsh string) []string {
 	nodes := max(len(nodeIPs), 1)
 	ppn := max(d.ProcessesPerNode, 1)
@@ -103,7 +110,7 @@ func MPIEnv(d *agentapi.Distribution, nodeRank int, nodeIPs []string, rsh string
 		"CUMULUS_WORLD_SIZE=" + strconv.Itoa(nodes*ppn),
 		"AZ_BATCH_MASTER_NODE=" + master + ":" + port, "AZ_BATCHAI_MPI_MASTER_NODE=" + master,
 		"AZ_BATCH_HOST_LIST=" + strings.Join(nodeIPs, ","),
-		"OMPI_MCA_plm_rsh_agent=" + rsh, "OMPI_MCA_plm_rsh_no_tree_spawn=1",
+		"OMPI_MCA_plm_rsh_agent=" + filepath.Base(rsh), "OMPI_MCA_plm_rsh_no_tree_spawn=1", "OMPI_MCA_orte_leave_session_attached=1",
 		"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
 		"HYDRA_LAUNCHER=rsh", "HYDRA_LAUNCHER_EXEC=" + rsh,
 	}

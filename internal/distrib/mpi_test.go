@@ -58,7 +58,10 @@ func TestMPICommandRunsTheJobOnEverySlot(t *testing.T) {
 func TestMPIEnvLoopbackOnlyForLocalNodes(t *testing.T) {
 	d := &agentapi.Distribution{Type: "Mpi", ProcessesPerNode: 2, MasterPort: 29500}
 	local := strings.Join(MPIEnv(d, 1, []string{"127.0.0.1", "127.0.0.1"}, "/j/rsh"), "\n")
-	for _, kv := range []string{"OMPI_MCA_plm_rsh_agent=/j/rsh", "WORLD_SIZE=4", "NODE_RANK=1", "OMPI_MCA_btl=^vader", "OMPI_MCA_btl_tcp_if_include=lo"} {
+	// The daemons mpirun starts on other nodes find the agent by name on
+	// their own PATH (the path of node 0's folder is not there), and stay
+	// attached to their launch, so that their end reaches mpirun.
+	for _, kv := range []string{"OMPI_MCA_plm_rsh_agent=rsh", "OMPI_MCA_orte_leave_session_attached=1", "HYDRA_LAUNCHER_EXEC=/j/rsh", "WORLD_SIZE=4", "NODE_RANK=1", "OMPI_MCA_btl=^vader", "OMPI_MCA_btl_tcp_if_include=lo"} {
 		if !strings.Contains(local, kv+"\n") && !strings.HasSuffix(local, kv) {
 			t.Errorf("local nodes' env lacks %s:\n%s", kv, local)
 		}

@@ -15,8 +15,15 @@ import (
 // at explicit offsets so that resends are harmless.
 type Logs struct {
 	Dir string
-	mu  sync.Mutex
+	// Limit bounds each log (0: none). The write that reaches it keeps the
+	// bytes up to it and a line that says the rest is not kept; later
+	// writes are ErrLogFull.
+	Limit int64
+	mu    sync.Mutex
 }
+
+// ErrLogFull is an append to a log at its Limit.
+var ErrLogFull = errors.New("the log is at its limit")
 
 func (l *Logs) path(uid string, rank int) string {
 	return filepath.Join(l.Dir, uid, fmt.Sprintf("rank-%d.log", rank))
@@ -41,6 +48,9 @@ func (l *Logs) Append(uid string, rank int, offset int64, data []byte) (int64, e
 		return 0, fmt.Errorf("log: %w", err)
 	}
 	size := st.Size()
+	if l.Limit > 0 && size >= l.Limit {
+		return size, ErrLogFull
+	}
 	if offset > size {
 		return size, nil // a gap: the agent resends from size
 	}
@@ -48,7 +58,11 @@ func (l *Logs) Append(uid string, rank int, offset int64, data []byte) (int64, e
 	if skip >= int64(len(data)) {
 		return size, nil
 	}
-	n, err := f.WriteAt(data[skip:], size)
+	data = data[skip:]
+	if l.Limit > 0 && size+int64(len(data)) >= l.Limit {
+		data = append(data[:l.Limit-size:l.Limit-size], fmt.Sprintf("\n[cumulus: this log reached its limit of %d bytes; the rest is not kept]\n", l.Limit)...)
+	}
+	n, err := f.WriteAt(data, size)
 	if err != nil {
 		return size + int64(n), fmt.Errorf("log: %w", err)
 	}

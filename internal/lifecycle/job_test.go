@@ -154,13 +154,19 @@ func TestExitedEndsTheJob(t *testing.T) {
 					t.Fatalf("before rank %d reported, the job is %s; want Running", i, got)
 				}
 				w.exited("j", nodes[i], code, tc.reason, at(10+i))
-				wantNode(t, w.getNode(nodes[i]), api.NodeIdle, "")
-				if n := w.getNode(nodes[i]); !n.IdleSince.Equal(at(10 + i)) {
-					t.Errorf("node %s idle since %v; want %v (its release)", n.ID, n.IdleSince, at(10+i))
+				if i < len(tc.exits)-1 {
+					// A gang holds its nodes: the rank ended, the node stays the job's.
+					wantNode(t, w.getNode(nodes[i]), api.NodeRunning, "j")
 				}
 			}
 			j := w.job("j")
 			end := at(10 + len(tc.exits) - 1)
+			for _, id := range nodes {
+				wantNode(t, w.getNode(id), api.NodeIdle, "")
+				if n := w.getNode(id); !n.IdleSince.Equal(end) {
+					t.Errorf("node %s idle since %v; want %v (the job's end, which released it)", n.ID, n.IdleSince, end)
+				}
+			}
 			wantJob(t, j, tc.status, tc.msg)
 			if et := j.Doc.Properties.EndTime; et == nil || !et.Equal(end) {
 				t.Errorf("end time = %v; want %v", et, end)

@@ -42,7 +42,7 @@ func Assign(ctx context.Context, q store.Querier, uid string, nodeIDs []string, 
 	}
 	j.Attempt++
 	j.Nodes = slices.Clone(nodeIDs)
-	j.Exits = nil
+	j.Exits, j.MPIDone = nil, false
 	j.Doc.Properties.Attempts = append(j.Doc.Properties.Attempts, api.Attempt{Number: j.Attempt, Nodes: j.Nodes, Assigned: &now})
 	j.Doc.SetStatus(api.JobPreparing, now, "")
 	return j, store.UpdateJob(ctx, q, &j)
@@ -88,30 +88,63 @@ func markStarted(j *store.Job, node string, attempt int, at time.Time) bool {
 
 // Exited records that a node's part of the job ended. The job ends when
 // every node has ended, or at once when one fails (the others are told to
-// stop by their next poll). The node is released: idle again, or still
-// leaving when it was draining. A late report of an older attempt from a
-// node that holds the current attempt's rank changes nothing: that rank
+// stop by their next poll). A node of a job of several nodes whose part
+// ended stays the job's until the job ends (a gang holds its nodes): it
+// is neither given other work nor scaled down meanwhile. When the job
+// ends, the nodes whose parts ended are released: idle again, or still
+// leaving when they were draining. A late report of an older attempt from
+// a node that holds the current attempt's rank changes nothing: that rank
 // still runs there.
 func Exited(ctx context.Context, q store.Querier, j store.Job, node string, attempt, code int, reason string, at time.Time) error {
-	return exited(ctx, q, j, false, node, attempt, code, reason, at)
+	return exited(ctx, q, j, false, Part{Node: node, Attempt: attempt, Code: code, Reason: reason}, 0, at)
 }
 
 // StartedExited records both that a node began its part of the job at
 // started and that the part ended, writing the job once: a short job's
 // start and end that one agent report carries.
 func StartedExited(ctx context.Context, q store.Querier, j store.Job, node string, attempt int, started time.Time, code int, reason string, at time.Time) error {
-	return exited(ctx, q, j, markStarted(&j, node, attempt, started), node, attempt, code, reason, at)
+	return PartEnded(ctx, q, j, Part{Node: node, Attempt: attempt, Code: code, Reason: reason, Started: started}, 0, at)
 }
 
-// exited is Exited; dirty says j holds a change not yet written.
-func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, node string, attempt, code int, reason string, at time.Time) error {
-	current := attempt == j.Attempt
-	if current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
-		if err := release(ctx, q, node, j.UID, at); err != nil {
-			return err
+// Part is what a node's agent reports of its part of a job that ended.
+type Part struct {
+	Node    string
+	Attempt int
+	Code    int
+	Reason  string
+	// Started is when the part started, when the same report carries it
+	// (zero: recorded already).
+	Started time.Time
+	// Mpirun: the part was mpirun over the job's nodes (node rank 0 of an
+	// MPI launch); its end is the job's end.
+	Mpirun bool
+	// Launcher: the part was the launcher of node rank 0's MPI daemon on
+	// this node, which mpirun needs until it ends.
+	Launcher bool
+}
+
+// PartEnded is Exited for a report that says more (see Part): a part's
+// start and end in one report, and the parts of an MPI launch. A launcher
+// that ended with 0 while node rank 0's mpirun still ran breaks the
+// attempt (mpirun cannot finish without that node): the attempt ends with
+// the reason and the job is queued again, or fails once maxAttempts
+// attempts were made (0: no bound), as when a node is lost.
+func PartEnded(ctx context.Context, q store.Querier, j store.Job, e Part, maxAttempts int, at time.Time) error {
+	dirty := !e.Started.IsZero() && markStarted(&j, e.Node, e.Attempt, e.Started)
+	return exited(ctx, q, j, dirty, e, maxAttempts, at)
+}
+
+// exited is PartEnded; dirty says j holds a change not yet written.
+func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, e Part, maxAttempts int, at time.Time) error {
+	node, code, rank := e.Node, e.Code, rankOf(j, e.Node)
+	current := e.Attempt == j.Attempt
+	over := rank < 0 || api.JobTerminal(j.Doc.Properties.Status)
+	if !current || over {
+		if current || over {
+			if err := release(ctx, q, node, j.UID, at); err != nil {
+				return err
+			}
 		}
-	}
-	if !current || rankOf(j, node) < 0 || api.JobTerminal(j.Doc.Properties.Status) {
 		return writeIf(ctx, q, &j, dirty)
 	}
 	if j.Exits == nil {
@@ -123,25 +156,43 @@ func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, node 
 	j.Exits[node] = code
 	p := &j.Doc.Properties
 	a := &p.Attempts[len(p.Attempts)-1]
+	_, mpirunEnded := j.Exits[j.Nodes[0]]
 	switch {
 	case p.Status == api.JobCancelRequested:
 		if len(j.Exits) == len(j.Nodes) || code != 0 {
 			endAttempt(a, code, "canceled", at)
 			j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
 		}
-	case code != 0 || strings.HasPrefix(reason, api.CostLimitExceeded): // a job stopped at its cost limit fails whatever its code
+	case j.MPIDone:
+		// mpirun ended with 0: the launchers were told to stop, and how
+		// they stopped is not the job's result.
+		if len(j.Exits) == len(j.Nodes) {
+			endAttempt(a, 0, "", at)
+			j.Doc.SetStatus(api.JobCompleted, at, "")
+		}
+	case code != 0 || strings.HasPrefix(e.Reason, api.CostLimitExceeded): // a job stopped at its cost limit fails whatever its code
 		why := fmt.Sprintf("exit code %d on node %s", code, node)
 		if len(j.Nodes) > 1 {
-			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rankOf(j, node), len(j.Nodes))
+			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rank, len(j.Nodes))
 		}
-		if reason != "" {
-			why = reason + " (" + why + ")"
+		if e.Reason != "" {
+			why = e.Reason + " (" + why + ")"
 		}
 		endAttempt(a, code, why, at)
 		j.Doc.SetStatus(api.JobFailed, at, why)
+	case e.Launcher && rank > 0 && !mpirunEnded:
+		return Requeue(ctx, q, j, fmt.Sprintf("node rank %d (node %s): its MPI launcher ended (exit code 0) while node rank 0's mpirun still ran; mpirun cannot finish without that node",
+			rank, node), maxAttempts, at)
 	case len(j.Exits) == len(j.Nodes):
 		endAttempt(a, 0, "", at)
 		j.Doc.SetStatus(api.JobCompleted, at, "")
+	case e.Mpirun && rank == 0:
+		j.MPIDone = true // the launchers are told to stop (dispatch.Instructions)
+	}
+	if api.JobTerminal(p.Status) {
+		if err := releaseEnded(ctx, q, j, at); err != nil {
+			return err
+		}
 	}
 	return store.UpdateJob(ctx, q, &j)
 }
@@ -156,6 +207,20 @@ func writeIf(ctx context.Context, q store.Querier, j *store.Job, changed bool) e
 
 func endAttempt(a *api.Attempt, code int, reason string, at time.Time) {
 	a.Ended, a.ExitCode, a.Reason = &at, &code, reason
+}
+
+// releaseEnded releases the nodes of the job's current attempt whose
+// parts have ended (they were held for the job until now).
+func releaseEnded(ctx context.Context, q store.Querier, j store.Job, at time.Time) error {
+	for _, node := range j.Nodes {
+		if _, ended := j.Exits[node]; !ended {
+			continue
+		}
+		if err := release(ctx, q, node, j.UID, at); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // release frees a node from a job: idle (its idle time restarts now)
@@ -220,15 +285,20 @@ func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, m
 	if n := len(p.Attempts); n > 0 && p.Attempts[n-1].Ended == nil {
 		p.Attempts[n-1].Ended, p.Attempts[n-1].Reason = &at, reason
 	}
-	// The job's other nodes keep it until their agents report their part
-	// stopped (their next poll tells them to stop): they are not handed
-	// new work while an old rank may still run there.
-	j.Nodes, j.Exits = nil, nil
+	// The nodes whose parts ended are free now. The job's other nodes
+	// keep it until their agents report their part stopped (their next
+	// poll tells them to stop): they are not handed new work while an old
+	// rank may still run there.
+	if err := releaseEnded(ctx, q, j, at); err != nil {
+		return err
+	}
+	j.Nodes, j.Exits, j.MPIDone = nil, nil, false
+	counted := j.Attempt - j.Preemptions - j.PortRetries - j.Reclaims
 	switch {
 	case p.Status == api.JobCancelRequested:
 		j.Doc.SetStatus(api.JobCanceled, at, "canceled by request")
-	case maxAttempts > 0 && j.Attempt-j.Preemptions >= maxAttempts:
-		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, j.Attempt-j.Preemptions))
+	case maxAttempts > 0 && counted >= maxAttempts:
+		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; gave up after %d attempts", reason, counted))
 	default:
 		j.Doc.SetStatus(api.JobQueued, at, reason+"; queued again")
 	}

@@ -46,6 +46,9 @@ func Abandon(ctx context.Context, q store.Querier, j *store.Job, reason string, 
 	if api.JobTerminal(j.Doc.Properties.Status) {
 		return nil
 	}
+	if err := releaseEnded(ctx, q, *j, at); err != nil {
+		return err
+	}
 	j.Doc.SetStatus(api.JobFailed, at, reason)
 	return store.UpdateJob(ctx, q, j)
 }

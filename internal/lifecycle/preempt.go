@@ -73,13 +73,7 @@ func Preempted(ctx context.Context, q store.Querier, nodeID string, maxPreemptio
 	j.Preemptions++
 	reason := "preempted on node " + nodeID
 	if maxPreemptions > 0 && j.Preemptions >= maxPreemptions && j.Doc.Properties.Status != api.JobCancelRequested {
-		p := &j.Doc.Properties
-		if k := len(p.Attempts); k > 0 && p.Attempts[k-1].Ended == nil {
-			p.Attempts[k-1].Ended, p.Attempts[k-1].Reason = &at, reason
-		}
-		j.Nodes, j.Exits = nil, nil
-		j.Doc.SetStatus(api.JobFailed, at, fmt.Sprintf("%s; preempted %d times, giving up", reason, j.Preemptions))
-		return store.UpdateJob(ctx, q, &j)
+		return endAttemptFailed(ctx, q, j, reason, fmt.Sprintf("%s; preempted %d times, giving up", reason, j.Preemptions), at)
 	}
 	return Requeue(ctx, q, j, reason, 0, at)
 }

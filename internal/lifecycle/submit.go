@@ -36,7 +36,8 @@ type Submission struct {
 // trials.
 //
 // It checks the compute the job runs on (it exists in the job's workspace,
-// is not being deleted, and can ever hold the nodes a run needs). A job that
+// is not being deleted, and can ever hold the nodes a run needs), and on a
+// fair-share compute puts the job in its group (a child in its parent's). A job that
 // holds no nodes itself (a sweep: its trials do) is stored without a compute,
 // so the scheduler never sees it. created says whether the job is new.
 func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (j store.Job, created bool, err error) {
@@ -60,6 +61,9 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 		}
 		old.Doc.SetMetadata(&doc)
 		old.Doc.SystemData = api.Touch(old.Doc.SystemData, s.Principal, now)
+		if old.Doc.Properties.FairShareGroup != nil {
+			old.Doc.Properties.FairShareGroup = groupOf(comp.Queue(), &old.Doc, nil) // its tags may have changed
+		}
 		return old, false, store.UpdateJob(ctx, q, &old)
 	case !errors.Is(err, store.ErrNotFound):
 		return old, false, err
@@ -68,9 +72,12 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	doc.ID, doc.Name, doc.Type = s.Workspace.JobID(s.Name), s.Name, api.TypeJob
 	doc.Properties.ComputeID = comp.ID
 	doc.SystemData = api.Touch(nil, s.Principal, now)
+	var parent *api.Job
 	if s.Parent != nil {
 		doc.SystemData = s.Parent.Doc.SystemData
+		parent = &s.Parent.Doc
 	}
+	doc.Properties.FairShareGroup = groupOf(comp.Queue(), &doc, parent)
 	doc.SetStatus(api.JobNotStarted, now, "")
 	doc.SetStatus(api.JobQueued, now, "")
 	j = store.Job{UID: secret.NewID(), Parent: s.Workspace.WorkspaceID(), Created: now, Doc: doc}
@@ -114,4 +121,17 @@ func computeFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job) 
 		return c, api.BadRequest(api.CodeValidationError, "%s %d is more than compute %s can ever have (maxNodeCount %d)", field, n, c.Name, most)
 	}
 	return c, nil
+}
+
+// groupOf is the fair-share group of job j under policy q: nil unless q
+// is fair share; a child's is its parent's.
+func groupOf(q api.Queue, j, parent *api.Job) *string {
+	if !q.FairShare {
+		return nil
+	}
+	if parent != nil {
+		j = parent
+	}
+	g := q.GroupOf(j)
+	return &g
 }

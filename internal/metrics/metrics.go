@@ -67,6 +67,7 @@ type Metrics struct {
 	scaleUps          *prometheus.CounterVec   // workspace, compute
 	scaleDowns        *prometheus.CounterVec   // workspace, compute
 	preemptions       *prometheus.CounterVec   // workspace, compute
+	jobPreemptions    *prometheus.CounterVec   // workspace, compute, reason
 	provisionFailures *prometheus.CounterVec   // workspace, compute, reason
 	pass              prometheus.Histogram
 	requests          *prometheus.HistogramVec // method, route, code
@@ -98,6 +99,9 @@ func New(o Options) *Metrics {
 		Help: "Nodes the controller removed: idle past their idle time, above the target, unusable or preempted."}, cw)
 	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
 		Help: "Low-priority nodes preempted."}, cw)
+	m.jobPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_preemptions_total",
+		Help: "Running jobs the queue policy stopped and queued again for a waiting job, by reason: lower_priority (the waiting job's priority is higher), over_share (the stopped job's group was over its fair share, the waiting job's under)."},
+		[]string{"workspace", "compute", "reason"})
 	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
 		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
 		[]string{"workspace", "compute", "reason"})
@@ -113,7 +117,7 @@ func New(o Options) *Metrics {
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
 		[]string{"outcome"})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.provisionFailures,
+		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.jobPreemptions, m.provisionFailures,
 		m.pass, m.requests, m.txs)
 	if o.DB != nil {
 		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
@@ -217,6 +221,21 @@ func (m *Metrics) ProvisionFailed(computeID, reason string) {
 	}
 	ws, c := labels(computeID)
 	m.provisionFailures.WithLabelValues(ws, c, reason).Inc()
+}
+
+// JobPreempted records a running job that the queue policy of a compute
+// stopped for a waiting one; kind is api.PreemptLowerPriority or
+// api.PreemptOverShare.
+func (m *Metrics) JobPreempted(computeID, kind string) {
+	if m == nil {
+		return
+	}
+	reason := "over_share"
+	if kind == api.PreemptLowerPriority {
+		reason = "lower_priority"
+	}
+	ws, c := labels(computeID)
+	m.jobPreemptions.WithLabelValues(ws, c, reason).Inc()
 }
 
 // Pass records one cluster controller pass.

@@ -69,7 +69,11 @@ func (s *Studio) TokenByHash(ctx context.Context, hash string) (ui.Token, error)
 	if err != nil {
 		return ui.Token{}, classify(err)
 	}
-	return ui.Token{Name: t.Name, Expires: t.Expires, Revoked: t.Revoked}, nil
+	as, err := store.RoleAssignments(ctx, s.DB.Q(), t.Name)
+	if err != nil {
+		return ui.Token{}, err
+	}
+	return ui.Token{Name: t.Name, Expires: t.Expires, Revoked: t.Revoked, HasRole: len(as) > 0}, nil
 }
 
 // classify gives a store error the studio's sentinel beside the store's,

@@ -187,6 +187,9 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request, p params) err
 		return api.BadRequest(api.CodeBadRequest, "read log chunk: %v", err)
 	}
 	size, err := s.logs.Append(logKey(j.UID, j.Attempt), rank, offset, data)
+	if errors.Is(err, files.ErrLogFull) {
+		size, err = agentapi.LogFull, nil
+	}
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,14 @@ func blobTooLarge(limit int64) error {
 		Message: fmt.Sprintf("the blob is larger than this server's limit of %d bytes (cumulus serve --max-blob-size)", limit)}
 }
 
+// blobQuotaExceeded refuses an upload that would take a workspace's blobs
+// past Limits.WorkspaceBlobs.
+func (s *Server) blobQuotaExceeded(sc api.Scope, used int64) error {
+	return &api.Error{Status: http.StatusConflict, Code: api.CodeQuotaExceeded,
+		Message: fmt.Sprintf("workspace %s owns %d bytes of blobs; this upload would take it past its limit of %d bytes (cumulus serve --max-workspace-blobs); blobs no job references are removed after the grace period",
+			sc.Workspace, used, s.cfg.Limits.WorkspaceBlobs)}
+}
+
 func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error {
 	return s.audited(w, r, func(rec *statusRecorder) error {
 		if err := s.authenticateRequest(r); err != nil {
@@ -103,12 +111,22 @@ func (s *Server) putBlob(w http.ResponseWriter, r *http.Request, p params) error
 		if r.ContentLength > limit {
 			return blobTooLarge(limit)
 		}
+		used, err := store.WorkspaceBlobBytes(r.Context(), s.db.Q(), sc.WorkspaceID(), digest)
+		if err != nil {
+			return err
+		}
+		room := s.cfg.Limits.WorkspaceBlobs - used
+		if r.ContentLength > room || room <= 0 {
+			return s.blobQuotaExceeded(sc, used)
+		}
 		// Held from the first byte written until the ownership is
 		// recorded, so that the collector never sees the file unowned.
 		s.blobMu.RLock()
 		defer s.blobMu.RUnlock()
-		size, err := s.blobs.Put(digest, r.Body, limit)
+		size, err := s.blobs.Put(digest, r.Body, min(limit, room))
 		switch {
+		case errors.Is(err, files.ErrTooLarge) && room < limit:
+			return s.blobQuotaExceeded(sc, used)
 		case errors.Is(err, files.ErrTooLarge):
 			return blobTooLarge(limit)
 		case errors.Is(err, files.ErrDigest):

@@ -29,6 +29,11 @@ func (s *Server) putBudget(w http.ResponseWriter, r *http.Request, p params) err
 	if err := api.PrepareBudget(&b, name); err != nil {
 		return err
 	}
+	if b.Properties.Webhook != "" {
+		if err := s.cfg.Webhooks.CheckURL(b.Properties.Webhook); err != nil {
+			return &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "properties.webhook", Message: err.Error()}
+		}
+	}
 	now := s.clock.Now().UTC()
 	b.ID, b.Name, b.Type = sc.WorkspaceID()+"/budgets/"+name, name, api.TypeBudget
 	status := http.StatusCreated

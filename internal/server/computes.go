@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -45,6 +46,10 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			}
 		case !isNotFound(err):
 			return err
+		}
+		was := ""
+		if existing != nil {
+			was = lifecycle.Grouping(existing)
 		}
 		if err := api.PrepareCompute(&c, name, existing, wsd.Value.Location); err != nil {
 			return err
@@ -99,8 +104,13 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 			a.Errors, a.Blocked, a.ActiveSchedule = ea.Errors, ea.Blocked, ea.ActiveSchedule
 			c.SystemData = api.Touch(existing.SystemData, principal(r), now)
 		}
-		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, ifv, now)
-		return err
+		if version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, ifv, now); err != nil {
+			return err
+		}
+		if existing == nil {
+			return nil // a new compute has no jobs to group
+		}
+		return regroup(r.Context(), q, was, c)
 	})
 	if err != nil {
 		return err
@@ -238,8 +248,8 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 	if err := decode(r, &u); err != nil {
 		return err
 	}
-	if pp := u.Properties; pp == nil || pp.Properties == nil || (pp.Properties.ScaleSettings == nil && pp.Properties.IdlePolicy == nil && pp.Properties.Schedules == nil) {
-		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…}, "schedules":[…])`)
+	if pp := u.Properties; pp == nil || pp.Properties == nil || (pp.Properties.ScaleSettings == nil && pp.Properties.IdlePolicy == nil && pp.Properties.Schedules == nil && pp.Properties.QueuePolicy == nil) {
+		return api.BadRequest(api.CodeValidationError, `the PATCH body must be {"properties":{"properties":{"scaleSettings":{…}}}} (and/or "idlePolicy":{…}, "schedules":[…], "queuePolicy":{…})`)
 	}
 	ifv, err := preconditions(r)
 	if err != nil {
@@ -265,6 +275,7 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 			return store.ErrETagMismatch
 		}
 		c = d.Value
+		was := lifecycle.Grouping(&c) // before the update changes it in place
 		if c.Properties.ProvisioningState == api.StateDeleting {
 			return api.Conflict(api.CodeOperationInProgress, "compute %s is being deleted", c.Name)
 		}
@@ -273,8 +284,10 @@ func (s *Server) patchCompute(w http.ResponseWriter, r *http.Request, p params) 
 		}
 		c.Properties.ModifiedOn = &now
 		c.SystemData = api.Touch(c.SystemData, principal(r), now)
-		version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, d.Version, now)
-		return err
+		if version, err = store.Put(r.Context(), q, store.KindCompute, sc.WorkspaceID(), name, c, d.Version, now); err != nil {
+			return err
+		}
+		return regroup(r.Context(), q, was, c)
 	})
 	if err != nil {
 		return err

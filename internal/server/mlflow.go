@@ -206,16 +206,18 @@ func (s *Server) mlflow(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return struct{}{}, limitError(s.db.Tx(ctx, func(q store.Querier) error { return store.PutMetrics(ctx, q, j.UID, []store.Metric{m}) }))
+		return struct{}{}, limitError(s.db.Tx(ctx, func(q store.Querier) error {
+			return s.boundRunData(ctx, q, j, func() error { return store.PutMetrics(ctx, q, j.UID, []store.Metric{m}) })
+		}))
 	case "runs/log-parameter":
-		return struct{}{}, s.logRun(ctx, j.UID, nil, []mlflowKV{{req.Key, valueString(req.Value)}}, nil, now)
+		return struct{}{}, s.logRun(ctx, j, nil, []mlflowKV{{req.Key, valueString(req.Value)}}, nil, now)
 	case "runs/set-tag":
-		return struct{}{}, s.logRun(ctx, j.UID, nil, nil, []mlflowKV{{req.Key, valueString(req.Value)}}, now)
+		return struct{}{}, s.logRun(ctx, j, nil, nil, []mlflowKV{{req.Key, valueString(req.Value)}}, now)
 	case "runs/log-batch":
 		if len(req.Metrics) > maxBatchMetrics || len(req.Params) > maxBatchParams || len(req.Tags) > maxBatchTags {
 			return nil, mlflowInvalid("a batch holds at most %d metrics, %d params and %d tags", maxBatchMetrics, maxBatchParams, maxBatchTags)
 		}
-		return struct{}{}, s.logRun(ctx, j.UID, req.Metrics, req.Params, req.Tags, now)
+		return struct{}{}, s.logRun(ctx, j, req.Metrics, req.Params, req.Tags, now)
 	}
 	return nil, &mlflowError{Status: http.StatusNotFound, Code: "ENDPOINT_NOT_FOUND",
 		Message: "Cumulus serves runs/get, runs/update, runs/log-metric, runs/log-parameter, runs/set-tag and runs/log-batch of MLflow's API, not " + op}
@@ -238,7 +240,7 @@ func ownRun(j store.Job, req mlflowRequest) error {
 }
 
 // logRun stores metrics, params and tags in one transaction: all or none.
-func (s *Server) logRun(ctx context.Context, uid string, metrics []mlflowMetric, params, tags []mlflowKV, now time.Time) error {
+func (s *Server) logRun(ctx context.Context, j store.Job, metrics []mlflowMetric, params, tags []mlflowKV, now time.Time) error {
 	ms := make([]store.Metric, 0, len(metrics))
 	for _, m := range metrics {
 		v, err := metricOf(m, now)
@@ -256,7 +258,9 @@ func (s *Server) logRun(ctx context.Context, uid string, metrics []mlflowMetric,
 		return err
 	}
 	err = s.db.Tx(ctx, func(q store.Querier) error {
-		return errors.Join(store.PutMetrics(ctx, q, uid, ms), store.PutParams(ctx, q, uid, ps), store.PutTags(ctx, q, uid, ts))
+		return s.boundRunData(ctx, q, j, func() error {
+			return errors.Join(store.PutMetrics(ctx, q, j.UID, ms), store.PutParams(ctx, q, j.UID, ps), store.PutTags(ctx, q, j.UID, ts))
+		})
 	})
 	if errors.Is(err, store.ErrParamChanged) {
 		return mlflowInvalid("%s (params cannot change once logged; log a new param or a tag)", err.Error())
@@ -264,10 +268,47 @@ func (s *Server) logRun(ctx context.Context, uid string, metrics []mlflowMetric,
 	return limitError(err)
 }
 
-// limitError is MLflow's answer to a job past its metric values.
+// runDataCheckEvery is how much run data a job adds between two checks of
+// its workspace's total: a workspace at its limit takes at most this much
+// more from each of its running jobs.
+const runDataCheckEvery = 256 << 10
+
+// boundRunData runs put, which stores run data of job in q's transaction,
+// and refuses it (store.ErrRunLimit) when the job's workspace keeps more
+// than Limits.WorkspaceRunData: checked when the job's own run data
+// crosses a multiple of runDataCheckEvery, so that a metric logged at
+// every step costs no sum over the workspace.
+func (s *Server) boundRunData(ctx context.Context, q store.Querier, j store.Job, put func() error) error {
+	before, err := store.RunBytes(ctx, q, j.UID)
+	if err != nil {
+		return err
+	}
+	if err := put(); err != nil {
+		return err
+	}
+	after, err := store.RunBytes(ctx, q, j.UID)
+	if err != nil || after/runDataCheckEvery == before/runDataCheckEvery {
+		return err
+	}
+	total, err := store.WorkspaceRunBytes(ctx, q, j.Parent)
+	if err != nil {
+		return err
+	}
+	if limit := s.cfg.Limits.WorkspaceRunData; total > limit {
+		return fmt.Errorf("%w: the jobs of workspace %s keep %d bytes of params, tags and metric values, more than its limit of %d (cumulus serve --max-workspace-run-data); delete old jobs",
+			store.ErrRunLimit, j.Parent[strings.LastIndex(j.Parent, "/")+1:], total, limit)
+	}
+	return nil
+}
+
+// limitError is MLflow's answer to a job past what it or its workspace
+// may keep.
 func limitError(err error) error {
-	if errors.Is(err, store.ErrMetricLimit) {
+	switch {
+	case errors.Is(err, store.ErrMetricLimit):
 		return &mlflowError{Status: http.StatusBadRequest, Code: "RESOURCE_LIMIT_EXCEEDED", Message: err.Error() + "; log less often"}
+	case errors.Is(err, store.ErrRunLimit):
+		return &mlflowError{Status: http.StatusBadRequest, Code: "RESOURCE_LIMIT_EXCEEDED", Message: err.Error()}
 	}
 	return err
 }

@@ -2,18 +2,36 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/rbac"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
+// operationStatus reads an operation for a caller who may read what it
+// acts on (its workspace, compute or job); to anyone else it is not found,
+// as if it did not exist, whoever knows its id.
 func (s *Server) operationStatus(r *http.Request, id string) (api.OperationStatus, error) {
+	notFound := api.NotFound("operation %s was not found (finished operations are kept for 24 hours)", id)
 	op, err := store.GetOperation(r.Context(), s.db.Q(), id)
 	if isNotFound(err) {
-		return api.OperationStatus{}, api.NotFound("operation %s was not found (finished operations are kept for 24 hours)", id)
+		return api.OperationStatus{}, notFound
 	}
 	if err != nil {
+		return api.OperationStatus{}, err
+	}
+	scope, err := s.operationScope(r, op)
+	if err != nil {
+		return api.OperationStatus{}, err
+	}
+	if err := s.allow(r, scope, rbac.Read); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+			return api.OperationStatus{}, notFound
+		}
 		return api.OperationStatus{}, err
 	}
 	st := api.OperationStatus{ID: r.URL.Path, Name: op.ID, Status: op.Status, StartTime: &op.Started}
@@ -27,6 +45,24 @@ func (s *Server) operationStatus(r *http.Request, id string) (api.OperationStatu
 		}
 	}
 	return st, nil
+}
+
+// operationScope is the resource an operation acts on: a workspace's or a
+// compute's id, or a job's ("/" when the job is gone: only a reader of
+// everything may see the operation then).
+func (s *Server) operationScope(r *http.Request, op store.Operation) (string, error) {
+	uid, ok := strings.CutPrefix(op.Target, "job:")
+	if !ok {
+		return op.Target, nil
+	}
+	j, err := store.GetJobByUID(r.Context(), s.db.Q(), uid)
+	if isNotFound(err) {
+		return "/", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return j.Parent + "/jobs/" + j.Doc.Name, nil
 }
 
 func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p params) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/rbac"
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/webhook"
 )
 
 // Defaults are the names a local install starts with.
@@ -88,6 +89,12 @@ type Config struct {
 	// and update, and listNodes shows which node holds which. nil: the
 	// nodes have machines of their own.
 	GPUs *gpu.Machine
+	// Limits bound what a workspace and a job keep (zero fields: the
+	// defaults).
+	Limits Limits
+	// Webhooks is where a budget's webhook may point (checked at PUT; the
+	// controller checks each address it dials).
+	Webhooks webhook.Policy
 }
 
 // Notifier is told when something changed that a controller acts on.
@@ -182,6 +189,7 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = lifecycle.DefaultMaxPreemptions
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
@@ -194,7 +202,7 @@ func New(cfg Config, d Deps) *Server {
 	s := &Server{cfg: cfg, db: d.DB, box: d.Box, clock: d.Clock, log: d.Log.With("component", "api"), ops: d.Ops, clusters: d.Clusters, hub: d.Hub,
 		ui: d.UI, sessions: d.Sessions, identity: d.Identity, metrics: d.Metrics, jobPages: store.NewJobCache(), blobTLS: d.BlobTLS,
 		blobs:   files.Blobs{Dir: filepath.Join(cfg.DataDir, "blobs")},
-		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs")},
+		logs:    &files.Logs{Dir: filepath.Join(cfg.DataDir, "logs"), Limit: cfg.Limits.JobLog},
 		outputs: files.Outputs{Dir: filepath.Join(cfg.DataDir, "outputs")},
 	}
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
@@ -242,6 +250,7 @@ func (s *Server) routes() {
 	r.handle("POST", ws+"/computes/{name}/stop", s.unsupportedComputeAction("Stop"))
 	r.handle("POST", ws+"/computes/{name}/restart", s.unsupportedComputeAction("Restart"))
 	r.handle("POST", ws+"/computes/{name}/nodes/{node}/simulateEviction", s.simulateEviction)
+	r.handle("GET", ws+"/computes/{name}/queue", s.getQueue)
 
 	r.handle("GET", loc+"/vmSizes", s.listVMSizes)
 	r.handle("GET", loc+"/usages", s.listUsages)
@@ -264,8 +273,17 @@ func (s *Server) routes() {
 // ServeHTTP authenticates, checks api-version and dispatches.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	s.boundBody(w, r)
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	if err := canonicalize(r); err != nil {
+		if _, blobHost := blobHostAccount(r); blobHost || strings.HasPrefix(r.URL.Path, api.BlobPathPrefix) {
+			// The storage clients read Azure Storage's errors.
+			s.writeBlobError(&blobRequest{w: rec, r: r}, blobErr(http.StatusBadRequest, "InvalidResourceName", "The specifed resource name contains invalid characters."))
+			return
+		}
+		writeError(rec, r, s.log, err)
+		return
+	}
+	s.boundBody(w, r)
 	// route labels the request's duration: the matched pattern, never the
 	// path (a series per resource would grow without bound).
 	route := ""
@@ -319,6 +337,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h, p, pathOK, pattern := s.router.matchRoute(r.Method, r.URL.Path)
 	route = pattern
+	if h != nil {
+		spellAsRoute(r, pattern)
+	}
 	if err := s.authenticateRequest(r); err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cumulus"`)
 		writeError(rec, r, s.log, err)

@@ -7,10 +7,12 @@ import (
 	"strconv"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/fairshare"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 // computeView is what GET returns: the stored compute, without secrets,
+// with where each group stands on a fair-share compute,
 // with the read-only fields computed from the nodes that exist now.
 func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, error) {
 	counts, err := store.NodeCounts(ctx, s.db.Q(), c.ID)
@@ -19,6 +21,20 @@ func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, e
 	}
 	v := computeWithCounts(c, counts)
 	v.Aml().NetworkIsolation = s.cfg.Network.Describe(v)
+	if c.Queue().FairShare {
+		now := s.clock.Now().UTC()
+		nodes, err := store.NodesOf(ctx, s.db.Q(), c.ID)
+		if err != nil {
+			return v, err
+		}
+		st, err := fairshare.Read(ctx, s.db.Q(), c, nodes, c.LargestMax()+1, now)
+		if err != nil {
+			return v, err
+		}
+		if v.Aml().FairShare, err = s.fairShare(ctx, s.db.Q(), c, st.Cluster(c, nodes, now), now); err != nil {
+			return v, err
+		}
+	}
 	return v, nil
 }
 
@@ -42,7 +58,9 @@ func computeWithCounts(c api.Compute, counts map[string]int) api.Compute {
 
 // NodeInfo renders a node as listNodes does; runId is the name of the
 // job it runs (jobName), as on Azure ML, where a job's name is its run id.
-func NodeInfo(n store.Node, jobName string) api.NodeInfo {
+// rankEnded says the node's rank of that job has ended (the node is held
+// for the job until it ends).
+func NodeInfo(n store.Node, jobName string, rankEnded bool) api.NodeInfo {
 	info := api.NodeInfo{NodeID: n.ID, PrivateIPAddress: n.Address, Port: int32(n.Port), NodeState: n.State}
 	if n.Port > 0 && n.PublicSSH {
 		addr := n.Address
@@ -50,6 +68,7 @@ func NodeInfo(n store.Node, jobName string) api.NodeInfo {
 	}
 	if jobName != "" {
 		info.RunID = &jobName
+		info.RankEnded = rankEnded
 	}
 	info.GPUs = n.GPUDevices
 	if len(info.GPUs) == 0 {
@@ -76,16 +95,18 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request, p params) err
 	size := s.pageSize(r)
 	page := api.NodesPage{Nodes: []api.NodeInfo{}}
 	for i := skip; i < len(nodes) && i < skip+size; i++ {
-		name := ""
+		name, ended := "", false
 		if uid := nodes[i].JobID; uid != "" {
 			name = uid // a job that is gone: its id is all there is
 			if j, err := store.GetJobByUID(r.Context(), s.db.Q(), uid); err == nil {
 				name = j.Doc.Name
+				_, ended = j.Exits[nodes[i].ID]
+				ended = ended && !api.JobTerminal(j.Doc.Properties.Status)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
-		page.Nodes = append(page.Nodes, NodeInfo(nodes[i], name))
+		page.Nodes = append(page.Nodes, NodeInfo(nodes[i], name, ended))
 	}
 	if skip+size < len(nodes) {
 		page.NextLink = s.nextLink(r, "$skip", strconv.Itoa(skip+size))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cumulus-ml/cumulus/internal/actuate"
+	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/decide"
 )
 
@@ -12,9 +13,10 @@ import (
 // actuate.Apply as the cluster controller does: assignments start jobs,
 // drains mark nodes leaving, removes take nodes out (billed until the
 // deletion delay has passed), creates add preparing nodes that become
-// idle after the provisioning delay. A plan that does not fit the cluster
-// (an assignment out of queue order, a removal of a busy node) is an
-// error: the decision and the simulator disagree.
+// idle after the provisioning delay, preemptions stop running jobs and
+// queue them again. A plan that does not fit the cluster (an assignment
+// out of queue order, a removal of a busy node) is an error: the decision
+// and the simulator disagree.
 type actuator struct {
 	s          *sim
 	c          *cluster
@@ -23,23 +25,35 @@ type actuator struct {
 
 var _ actuate.Actuator = (*actuator)(nil)
 
-// Assign starts the jobs at the head of the queue: the queue has one
-// priority, so the plan assigns in its order.
+// Assign starts the jobs at the heads of their queues: trace jobs have
+// one priority, so the plan takes each queue in its order (under FIFO
+// one queue, under fair share a queue per team).
 func (a *actuator) Assign(_ context.Context, as []decide.Assignment) error {
-	c := a.c
-	for i, x := range as {
-		j := c.queue[c.head+i]
-		if j.id != x.JobID {
-			return fmt.Errorf("assignment %d is job %s, want the queue's next, %s", i, x.JobID, j.id)
+	for _, x := range as {
+		j := a.s.job(x.JobID)
+		if j == nil || j.cl != a.c {
+			return fmt.Errorf("plan assigns unknown job %s", x.JobID)
+		}
+		if err := a.c.dequeue(j); err != nil {
+			return err
 		}
 		if err := a.s.start(j, x.NodeIDs); err != nil {
 			return err
 		}
 	}
-	c.head += len(as)
-	if c.head > 1024 && c.head > len(c.queue)/2 {
-		c.queue = append(c.queue[:0], c.queue[c.head:]...)
-		c.head = 0
+	return nil
+}
+
+// Preempt stops the running jobs the plan names for others.
+func (a *actuator) Preempt(_ context.Context, ps []api.Preemption) error {
+	for _, p := range ps {
+		j := a.s.job(p.Job)
+		if j == nil || j.cl != a.c {
+			return fmt.Errorf("plan preempts unknown job %s", p.Job)
+		}
+		if err := a.s.reclaim(j); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -92,6 +106,9 @@ func (a *actuator) Record(_ context.Context, p decide.Plan, done actuate.Applied
 func (s *sim) start(j *job, ids []string) error {
 	c := j.cl
 	j.state, j.started = jobRunning, s.now
+	j.running = len(c.running)
+	c.running = append(c.running, j)
+	s.hold(j, j.nodes)
 	j.attempt++
 	j.waited += s.now - j.enqueued
 	j.on = j.on[:0]

@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/actuate"
@@ -79,7 +80,32 @@ type Config struct {
 	// Provider, when set, replaces the random provider drawn from
 	// Provision, Deletion, EvictionRate and Seed.
 	Provider Provider
+
+	// Queue is the queue policy: QueueFifo (Azure's) or QueueFair (fair
+	// share between the trace's vc values, its teams, on one cluster).
+	Queue string
+	// Weights of the teams under fair share (a team not named weighs 1).
+	Weights map[string]float64
+	// HalfLife of fair share's decayed usage (default 24 h).
+	HalfLife time.Duration
+	// Preemption: PreemptNone, PreemptLowerPriority or PreemptOverShare
+	// (fair share), with MinRuntime (default 10 min).
+	Preemption string
+	MinRuntime time.Duration
 }
+
+// Queue policies and preemption modes, as the CLI spells them.
+const (
+	QueueFifo            = "fifo"
+	QueueFair            = "fair"
+	PreemptNone          = "none"
+	PreemptLowerPriority = "lower_priority"
+	PreemptOverShare     = "over_share"
+)
+
+// preemptionModes maps the CLI's preemption modes to the API's.
+var preemptionModes = map[string]string{PreemptNone: api.PreemptNone, PreemptLowerPriority: api.PreemptLowerPriority,
+	PreemptOverShare: api.PreemptOverShare}
 
 // DefaultConfig is the setting `cumulus sim` starts from: Azure's defaults
 // for a cluster (0 to 100 nodes of Standard_DS3_v2, 120 s idle), nodes
@@ -95,6 +121,10 @@ func DefaultConfig() Config {
 		Deletion:       Delay{Mean: 30 * time.Second},
 		MaxPreemptions: 10,
 		Seed:           1,
+		Queue:          QueueFifo,
+		HalfLife:       api.DefaultUsageHalfLife,
+		Preemption:     PreemptNone,
+		MinRuntime:     api.DefaultMinRuntime,
 	}
 }
 
@@ -128,8 +158,42 @@ func (c Config) Validate() error {
 	if c.Adaptive.DelayWeight < 0 {
 		errs = append(errs, fmt.Errorf("delay weight %v is negative", c.Adaptive.DelayWeight))
 	}
+	errs = append(errs, c.validateQueue()...)
 	return errors.Join(errs...)
 }
+
+// validateQueue checks the queue policy's settings.
+func (c Config) validateQueue() []error {
+	var errs []error
+	if c.Queue != QueueFifo && c.Queue != QueueFair {
+		errs = append(errs, fmt.Errorf("queue policy %q is not %s or %s", c.Queue, QueueFifo, QueueFair))
+	}
+	if _, ok := preemptionModes[c.Preemption]; !ok {
+		errs = append(errs, fmt.Errorf("preemption %q is not %s, %s or %s", c.Preemption, PreemptNone, PreemptLowerPriority, PreemptOverShare))
+	}
+	if c.Preemption == PreemptOverShare && c.Queue != QueueFair {
+		errs = append(errs, errors.New("preemption over_share needs --queue-policy fair"))
+	}
+	if c.Queue == QueueFair && (c.HalfLife < api.MinUsageHalfLife || c.HalfLife > api.MaxUsageHalfLife) {
+		errs = append(errs, fmt.Errorf("half-life %v is not between 1 minute and 365 days", c.HalfLife))
+	}
+	if c.Preemption != PreemptNone && c.MinRuntime < 0 {
+		errs = append(errs, fmt.Errorf("minimum runtime %v is negative", c.MinRuntime))
+	}
+	for team, w := range c.Weights {
+		if !(w > 0 && w <= api.MaxShareWeight) {
+			errs = append(errs, fmt.Errorf("weight of %s %v is not more than 0 and at most %d", team, w, api.MaxShareWeight))
+		}
+	}
+	if len(c.Weights) > 0 && c.Queue != QueueFair {
+		errs = append(errs, errors.New("weights need --queue-policy fair"))
+	}
+	return errs
+}
+
+// fair reports whether the jobs of every team share one cluster under
+// fair share.
+func (c Config) fair() bool { return c.Queue == QueueFair }
 
 // Compute is the compute cluster the Config describes, as the API stores
 // one: the simulator decides from it as the controller does.
@@ -142,6 +206,16 @@ func (c Config) Compute() api.Compute {
 	}
 	lo, hi := int32(c.Min), int32(c.Max)
 	a.ScaleSettings = &api.ScaleSettings{MinNodeCount: &lo, MaxNodeCount: &hi, NodeIdleTimeBeforeScaleDown: api.FormatDuration(c.IdleTimeout)}
+	if c.fair() || c.Preemption != PreemptNone {
+		q := &api.QueuePolicy{Kind: api.QueuePolicyFifo, Preemption: preemptionModes[c.Preemption]}
+		if c.fair() {
+			q.Kind, q.FairShareBy, q.Weights, q.UsageHalfLife = api.QueuePolicyFairShare, api.FairShareByTagPrefix+"vc", c.Weights, api.FormatDuration(c.HalfLife)
+		}
+		if c.Preemption != PreemptNone {
+			q.MinRuntime = api.FormatDuration(c.MinRuntime)
+		}
+		a.QueuePolicy = q
+	}
 	return comp
 }
 
@@ -158,8 +232,16 @@ func (c Config) Settings() Settings {
 	if c.Policy == PolicyAdaptive {
 		s.DelayWeight = c.Adaptive.DelayWeight
 	}
-	if c.OneCluster {
+	if c.OneCluster || c.fair() {
 		s.Clusters = "one"
+	}
+	s.Queue, s.Preemption = c.Queue, c.Preemption
+	if c.fair() {
+		s.HalfLife = c.HalfLife.Seconds()
+		s.Weights = c.Weights
+	}
+	if c.Preemption != PreemptNone {
+		s.MinRuntime = c.MinRuntime.Seconds()
 	}
 	if c.Provider != nil {
 		s.ProvisionDelay, s.DeletionDelay = "custom", "custom"
@@ -267,6 +349,9 @@ type job struct {
 	id       string
 	seq      int64
 	cl       *cluster
+	team     *team // its vc, when teams are reported
+	group    string
+	running  int // its place in cl.running while it runs
 	nodes    int
 	submit   time.Duration
 	duration time.Duration
@@ -295,12 +380,19 @@ type node struct {
 }
 
 type cluster struct {
-	name     string
-	idx      int
-	nodes    []*node
-	byID     map[string]*node
-	queue    []*job // submission order; queue[head:] waits
-	head     int
+	name  string
+	idx   int
+	nodes []*node
+	byID  map[string]*node
+	// queues wait in submission order: one under FIFO, one per team under
+	// fair share (in order of the team's first job).
+	queues  []*queue
+	byGroup map[string]*queue
+	// running are the jobs that hold nodes, for the queue policy; usage
+	// each team's decayed usage (fair share) and held its nodes.
+	running  []*job
+	usage    map[string]decide.Usage
+	held     map[string]int
 	demand   *actuate.Demand // the adaptive policy's history; nil: fixed timeout
 	act      actuator
 	wakeAt   time.Duration
@@ -314,6 +406,26 @@ type cluster struct {
 	use    usage
 	m      Metrics
 	delays []float64 // queue delays of completed jobs, seconds
+}
+
+// queue is one queue of a cluster: jobs[head:] wait, in submission order.
+type queue struct {
+	group string
+	jobs  []*job
+	head  int
+}
+
+// team is one vc of the trace on a shared cluster, for Result.Groups.
+type team struct {
+	name               string
+	weight             float64
+	held, need         int     // nodes its running jobs hold and its queued jobs need
+	received, entitled float64 // node-seconds
+	share              float64 // its max-min share of maxNodeCount now
+	jobs, completed    int
+	preempted          int
+	lost               float64 // node-seconds
+	delays             []float64
 }
 
 type sim struct {
@@ -341,6 +453,13 @@ type sim struct {
 
 	nodeBuf []decide.Node
 	jobBuf  []decide.Job
+	runBuf  []decide.Running
+
+	// teams are the trace's vc values when they share a cluster (nil
+	// otherwise), in order of first job; accounted is when their
+	// received and entitled time was last counted.
+	teams     []*team
+	accounted time.Duration
 }
 
 func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
@@ -355,15 +474,18 @@ func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
 		s.usage = quota.Usage{Family: map[string]int64{}}
 	}
 	byName := map[string]*cluster{}
+	teams := map[string]*team{}
+	shared := cfg.OneCluster || cfg.fair() || !t.HasVC
 	s.jobs = make([]job, len(t.Jobs))
 	for i, tj := range t.Jobs {
 		name := tj.VC
-		if cfg.OneCluster || !t.HasVC {
+		if shared {
 			name = "all"
 		}
 		c := byName[name]
 		if c == nil {
-			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}}
+			c = &cluster{name: name, idx: len(s.clusters), byID: map[string]*node{}, byGroup: map[string]*queue{},
+				usage: map[string]decide.Usage{}, held: map[string]int{}}
 			c.act = actuator{s: s, c: c}
 			if cfg.Policy == PolicyAdaptive {
 				c.demand = actuate.NewDemand(cfg.Adaptive.Window)
@@ -372,9 +494,32 @@ func newSim(t *Trace, cfg Config, size catalog.Size) *sim {
 			byName[name] = c
 			s.clusters = append(s.clusters, c)
 		}
-		s.jobs[i] = job{id: "job-" + strconv.Itoa(i), seq: int64(i), cl: c, nodes: NodesOf(tj, size.GPUs), submit: tj.Submit, duration: tj.Duration}
+		j := job{id: "job-" + strconv.Itoa(i), seq: int64(i), cl: c, nodes: NodesOf(tj, size.GPUs), submit: tj.Submit, duration: tj.Duration}
+		if cfg.fair() {
+			j.group = tj.VC
+		}
+		if shared && t.HasVC {
+			if j.team = teams[tj.VC]; j.team == nil {
+				j.team = &team{name: tj.VC, weight: 1}
+				if w, ok := cfg.Weights[tj.VC]; ok && cfg.fair() {
+					j.team.weight = w
+				}
+				teams[tj.VC] = j.team
+				s.teams = append(s.teams, j.team)
+			}
+		}
+		s.jobs[i] = j
 	}
 	return s
+}
+
+// job returns the job of id ("job-N").
+func (s *sim) job(id string) *job {
+	i, err := strconv.Atoi(strings.TrimPrefix(id, "job-"))
+	if err != nil || i < 0 || i >= len(s.jobs) {
+		return nil
+	}
+	return &s.jobs[i]
 }
 
 // at is the virtual time of d since Epoch.
@@ -400,6 +545,7 @@ func (s *sim) run() error {
 		if !ok {
 			break
 		}
+		s.account(t)
 		s.now = t
 		for len(s.events) > 0 && s.events[0].at == t {
 			if s.handle(s.events.pop()) {
@@ -426,10 +572,12 @@ func (s *sim) run() error {
 			}
 			s.spare = batch[:0]
 		}
+		s.reshare()
 		s.record()
 	}
 	// The run ends with the last event that changed anything (stale ones,
 	// such as the end of an attempt cut by eviction, do not count).
+	s.account(s.last)
 	s.now = s.last
 	for _, c := range s.clusters {
 		for _, n := range c.nodes {
@@ -480,6 +628,9 @@ func (s *sim) record() {
 func (s *sim) arrive(j *job) {
 	c := j.cl
 	c.m.Jobs++
+	if j.team != nil {
+		j.team.jobs++
+	}
 	if j.nodes > s.cfg.Max {
 		j.state = jobRejected
 		c.m.Rejected++
@@ -492,18 +643,92 @@ func (s *sim) arrive(j *job) {
 	s.enqueue(j)
 }
 
-// enqueue puts j in its cluster's queue in submission order.
+// enqueue puts j in its queue in submission order.
 func (s *sim) enqueue(j *job) {
 	c := j.cl
 	j.state, j.enqueued = jobQueued, s.now
-	q := c.queue
-	if n := len(q); n == c.head || q[n-1].seq < j.seq {
-		c.queue = append(q, j)
+	gq := c.queueOf(j)
+	q := gq.jobs
+	if n := len(q); n == gq.head || q[n-1].seq < j.seq {
+		gq.jobs = append(q, j)
 	} else {
-		i, _ := slices.BinarySearchFunc(q[c.head:], j.seq, func(x *job, seq int64) int { return int(x.seq - seq) })
-		c.queue = slices.Insert(q, c.head+i, j)
+		i, _ := slices.BinarySearchFunc(q[gq.head:], j.seq, func(x *job, seq int64) int { return int(x.seq - seq) })
+		gq.jobs = slices.Insert(q, gq.head+i, j)
+	}
+	if j.team != nil {
+		j.team.need += j.nodes
 	}
 	s.touch(c)
+}
+
+// queueOf is the queue j waits in: its group's.
+func (c *cluster) queueOf(j *job) *queue {
+	q := c.byGroup[j.group]
+	if q == nil {
+		q = &queue{group: j.group}
+		c.byGroup[j.group] = q
+		c.queues = append(c.queues, q)
+	}
+	return q
+}
+
+// dequeue takes j, the head of its queue, out of it to run.
+func (c *cluster) dequeue(j *job) error {
+	q := c.queueOf(j)
+	if q.head >= len(q.jobs) || q.jobs[q.head] != j {
+		return fmt.Errorf("job %s is assigned, but it is not the next of its queue", j.id)
+	}
+	q.head++
+	if q.head > 1024 && q.head > len(q.jobs)/2 {
+		q.jobs = append(q.jobs[:0], q.jobs[q.head:]...)
+		q.head = 0
+	}
+	if j.team != nil {
+		j.team.need -= j.nodes
+	}
+	return nil
+}
+
+// hold counts n more nodes (fewer when negative) held by j's group and
+// team; under fair share the group's usage changes from now on.
+func (s *sim) hold(j *job, n int) {
+	c := j.cl
+	if j.team != nil {
+		j.team.held += n
+	}
+	if !s.cfg.fair() {
+		return
+	}
+	c.held[j.group] += n
+	c.usage[j.group] = c.usage[j.group].Advance(at(s.now), s.cfg.HalfLife, c.held[j.group])
+}
+
+// account counts the teams' received and entitled node time up to t.
+func (s *sim) account(t time.Duration) {
+	dt := (t - s.accounted).Seconds()
+	s.accounted = t
+	if dt <= 0 {
+		return
+	}
+	for _, tm := range s.teams {
+		tm.received += float64(tm.held) * dt
+		tm.entitled += tm.share * dt
+	}
+}
+
+// reshare sets each team's share of maxNodeCount for what it wants now.
+func (s *sim) reshare() {
+	if len(s.teams) == 0 {
+		return
+	}
+	demands := make([]int, len(s.teams))
+	weights := make([]float64, len(s.teams))
+	for i, tm := range s.teams {
+		demands[i], weights[i] = tm.held+tm.need, tm.weight
+	}
+	for i, share := range decide.MaxMinShares(s.cfg.Max, demands, weights) {
+		s.teams[i].share = share
+	}
 }
 
 // count adds n's node time since it was last counted to its cluster.
@@ -540,6 +765,10 @@ func (s *sim) handle(e event) bool {
 			c.m.ColdStarts++
 		}
 		c.delays = append(c.delays, j.waited.Seconds())
+		if j.team != nil {
+			j.team.completed++
+			j.team.delays = append(j.team.delays, j.waited.Seconds())
+		}
 		s.demand -= j.nodes
 		s.release(j)
 		s.touch(c)
@@ -573,6 +802,12 @@ func (s *sim) handle(e event) bool {
 
 // release frees the nodes of a job that stopped: running nodes become idle.
 func (s *sim) release(j *job) {
+	c := j.cl
+	last := len(c.running) - 1
+	c.running[j.running] = c.running[last]
+	c.running[j.running].running = j.running
+	c.running = c.running[:last]
+	s.hold(j, -j.nodes)
 	freed := 0
 	for _, n := range j.on {
 		if n.job != j {
@@ -586,9 +821,29 @@ func (s *sim) release(j *job) {
 		}
 	}
 	j.on = nil
-	if c := j.cl; freed > 0 && c.demand != nil {
+	if freed > 0 && c.demand != nil {
 		c.demand.Release(at(s.now), freed)
 	}
+}
+
+// reclaim stops running job j for another, as the queue policy decided:
+// its attempt's work is lost (checkpoints are not modelled), its nodes are
+// idle at once (nor is the grace period), and it waits again in its place.
+func (s *sim) reclaim(j *job) error {
+	if j.state != jobRunning {
+		return fmt.Errorf("plan preempts job %s, which does not run", j.id)
+	}
+	c := j.cl
+	lost := float64(j.nodes) * (s.now - j.started).Seconds()
+	c.use.lost += lost
+	c.m.Preemptions++
+	if j.team != nil {
+		j.team.preempted++
+		j.team.lost += lost
+	}
+	s.release(j)
+	s.enqueue(j)
+	return nil
 }
 
 // evict takes a low-priority node back: its job (every rank) is queued
@@ -630,7 +885,7 @@ func (s *sim) freeQuota() {
 // reconcile runs one decision for a cluster and applies it.
 func (s *sim) reconcile(c *cluster) error {
 	snap := decide.ForCompute(s.comp, at(s.now))
-	snap.ID, snap.Nodes, snap.Queued = c.name, s.nodeBuf[:0], s.jobBuf[:0]
+	snap.ID, snap.Nodes, snap.Queued, snap.Running = c.name, s.nodeBuf[:0], s.jobBuf[:0], s.runBuf[:0]
 	for _, n := range c.nodes {
 		dn := decide.Node{ID: n.id, State: n.state, IdleSince: at(n.idleSince), Created: at(n.created)}
 		if n.job != nil {
@@ -638,12 +893,20 @@ func (s *sim) reconcile(c *cluster) error {
 		}
 		snap.Nodes = append(snap.Nodes, dn)
 	}
-	need := 0
-	for _, j := range c.queue[c.head:] {
-		snap.Queued = append(snap.Queued, decide.Job{ID: j.id, InstanceCount: j.nodes, Seq: j.seq})
-		if need += j.nodes; need > snap.Max {
-			break // the rest of the queue cannot change the plan
+	for _, q := range c.queues {
+		need := 0
+		for _, j := range q.jobs[q.head:] {
+			snap.Queued = append(snap.Queued, decide.Job{ID: j.id, InstanceCount: j.nodes, Seq: j.seq, Group: j.group})
+			if need += j.nodes; need > snap.Max {
+				break // the rest of the queue cannot change the plan
+			}
 		}
+	}
+	if snap.Queue.FairShare || snap.Queue.Preemption != api.PreemptNone {
+		for _, j := range c.running {
+			snap.Running = append(snap.Running, decide.Running{ID: j.id, Group: j.group, Seq: j.seq, Started: at(j.started)})
+		}
+		snap.Usage = c.usage
 	}
 	if s.quotaOn {
 		snap.Headroom, _ = quota.Headroom(s.limits, s.usage, s.size.Name, s.cfg.LowPriority)
@@ -654,7 +917,7 @@ func (s *sim) reconcile(c *cluster) error {
 		snap.IdlePolicy = c.demand.Policy(s.cfg.IdleTimeout, s.cfg.Adaptive)
 	}
 	p := decide.Decide(snap, at(s.now))
-	s.nodeBuf, s.jobBuf = snap.Nodes[:0], snap.Queued[:0]
+	s.nodeBuf, s.jobBuf, s.runBuf = snap.Nodes[:0], snap.Queued[:0], snap.Running[:0]
 	// Before the plan is applied: removing an evicted node frees its cores
 	// at once, and a cluster that quota holds back (this one included)
 	// gets another decision.
@@ -672,11 +935,13 @@ func (c *cluster) idleFor() int {
 			k++
 		}
 	}
-	for _, j := range c.queue[c.head:] {
-		if k <= 0 {
-			break
+	for _, q := range c.queues {
+		for _, j := range q.jobs[q.head:] {
+			if k <= 0 {
+				return 0
+			}
+			k -= j.nodes
 		}
-		k -= j.nodes
 	}
 	return max(k, 0)
 }
@@ -727,6 +992,7 @@ func (s *sim) result() *Result {
 		m.LostNodeHours = u.lost / 3600
 		m.BilledNodeHours = (u.busy + u.idle + u.prep + u.deleting) / 3600
 		m.Cost = m.BilledNodeHours * price
+		m.utilization()
 		m.Hours = s.last.Hours()
 		all = append(all, c.delays...)
 		m.QueueDelay = summarize(c.delays)
@@ -736,5 +1002,31 @@ func (s *sim) result() *Result {
 	r.Total.QueueDelay = summarize(all)
 	r.Total.PeakNodes = s.peak
 	r.Total.Hours = s.last.Hours()
+	r.Total.utilization()
+	s.groups(r)
 	return r
+}
+
+// groups fills the teams' figures and their fairness into r.
+func (s *sim) groups(r *Result) {
+	if len(s.teams) == 0 {
+		return
+	}
+	unit, per := "node", 1.0
+	if s.size.GPUs > 0 {
+		unit, per = "GPU", float64(s.size.GPUs)
+	}
+	r.Unit = unit
+	var ratios []float64
+	for _, tm := range s.teams {
+		g := GroupMetrics{Name: tm.name, Weight: tm.weight, Jobs: tm.jobs, Completed: tm.completed,
+			ReceivedHours: tm.received / 3600 * per, EntitledHours: tm.entitled / 3600 * per,
+			QueueDelay: summarize(tm.delays), Preempted: tm.preempted, LostHours: tm.lost / 3600 * per}
+		if g.EntitledHours > 0 {
+			g.Ratio = g.ReceivedHours / g.EntitledHours
+			ratios = append(ratios, g.Ratio)
+		}
+		r.Groups = append(r.Groups, g)
+	}
+	r.Fairness = &Fairness{Jain: jain(ratios)}
 }

@@ -85,7 +85,11 @@ func check(t *testing.T, m Metrics, price float64, w want) {
 	}
 }
 
-func delays(mean, p50, p90, p99, max float64) Delays { return Delays{mean, p50, p90, p99, max} }
+// delays is a Delays of fewer than 20 jobs, whose nearest-rank p95 is
+// their p99.
+func delays(mean, p50, p90, p99, max float64) Delays {
+	return Delays{Mean: mean, P50: p50, P90: p90, P95: p99, P99: p99, Max: max}
+}
 
 // TestHandComputed checks whole runs against timelines worked out by hand
 // (in the comments: t in seconds).

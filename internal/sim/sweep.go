@@ -10,7 +10,8 @@ import (
 )
 
 // SweepKeys are the settings a sweep can vary.
-var SweepKeys = []string{"idle", "policy", "min", "max", "size", "tier", "provision-delay", "eviction-rate", "delay-weight"}
+var SweepKeys = []string{"idle", "policy", "min", "max", "size", "tier", "provision-delay", "eviction-rate", "delay-weight",
+	"queue", "queue-policy", "preemption", "min-runtime", "half-life"}
 
 // Sweep varies one setting over several values.
 type Sweep struct {
@@ -20,7 +21,8 @@ type Sweep struct {
 
 // ParseSweep reads "KEY=V1,V2,…", e.g. "idle=0,60,120,adaptive": idle
 // takes durations (a bare number is seconds) or "adaptive" (the adaptive
-// policy, with the base idle timeout while it learns).
+// policy, with the base idle timeout while it learns); queue takes a queue
+// policy with an optional preemption ("fifo,fair,fair+over_share").
 func ParseSweep(spec string) (Sweep, error) {
 	key, vals, ok := strings.Cut(spec, "=")
 	key = strings.TrimSpace(key)
@@ -81,6 +83,23 @@ func set(c *Config, key, v string) error {
 		c.EvictionRate, err = strconv.ParseFloat(v, 64)
 	case "delay-weight":
 		c.Adaptive.DelayWeight, err = strconv.ParseFloat(v, 64)
+	case "queue":
+		// POLICY[+PREEMPTION]: fifo, fair, fair+over_share, …, all on
+		// one cluster shared by the trace's teams, as fair share has it.
+		c.Queue, c.Preemption, _ = strings.Cut(v, "+")
+		c.OneCluster = true
+		if c.Preemption == "" {
+			c.Preemption = PreemptNone
+		}
+		err = errors.Join(c.validateQueue()...)
+	case "queue-policy":
+		c.Queue, c.OneCluster = v, true
+	case "preemption":
+		c.Preemption = v
+	case "min-runtime":
+		c.MinRuntime, err = ParseDuration(v)
+	case "half-life":
+		c.HalfLife, err = ParseDuration(v)
 	default:
 		return fmt.Errorf("sweep key %q: want one of %s", key, strings.Join(SweepKeys, ", "))
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -242,6 +243,22 @@ func (t *Trace) Filter(vc string) *Trace {
 		}
 	}
 	return &out
+}
+
+// Until returns the jobs submitted before d.
+func (t *Trace) Until(d time.Duration) *Trace {
+	out := *t
+	i, _ := slices.BinarySearchFunc(t.Jobs, d, func(j Job, d time.Duration) int { return cmp.Compare(j.Submit, d) })
+	out.Jobs = t.Jobs[:i]
+	return &out
+}
+
+// Span is the time from the trace's start to its last submission.
+func (t *Trace) Span() time.Duration {
+	if len(t.Jobs) == 0 {
+		return 0
+	}
+	return t.Jobs[len(t.Jobs)-1].Submit
 }
 
 // VCs returns the distinct vc values in order of first submission.

@@ -47,6 +47,17 @@ func GetBlobOwner(ctx context.Context, q Querier, digest, workspace string) (Blo
 	return o, nil
 }
 
+// WorkspaceBlobBytes adds up the sizes of the blobs a workspace owns, but
+// for the blob except (one being uploaded again).
+func WorkspaceBlobBytes(ctx context.Context, q Querier, workspace, except string) (int64, error) {
+	var n sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT SUM(size) FROM blob_owners WHERE workspace = ? AND digest != ?`, Key(workspace), except).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("workspace blob bytes: %w", err)
+	}
+	return n.Int64, nil
+}
+
 // BlobOwned reports whether any workspace owns the blob.
 func BlobOwned(ctx context.Context, q Querier, digest string) (bool, error) {
 	var n int

@@ -24,7 +24,8 @@ var copied = []struct {
 	{"role_assignments", []string{"id", "principal", "role", "scope", "created"}},
 	{"secrets", []string{"id", "sealed"}},
 	{"nodes", []string{"id", "compute", "state", "job", "body", "created"}},
-	{"jobs", []string{"uid", "parent", "name", "compute", "status", "seq", "version", "body", "created", "priority", "nodes", "image", "quota_wait"}},
+	{"jobs", []string{"uid", "parent", "name", "compute", "status", "seq", "version", "body", "created", "priority", "nodes", "image", "quota_wait",
+		"share_group", "started", "min_runtime"}},
 	{"audit", []string{"seq", "time", "principal", "operation", "resource", "status"}},
 	{"blob_owners", []string{"digest", "workspace", "size", "uploaded", "principal"}},
 	{"blob_paths", []string{"workspace", "container", "path", "digest", "size", "md5", "content_type", "metadata", "created", "modified", "etag"}},
@@ -35,6 +36,7 @@ var copied = []struct {
 	{"locks", []string{"scope", "name", "level", "body", "created"}},
 	{"job_metrics", []string{"job", "name", "step", "time", "value"}},
 	{"job_params", []string{"job", "kind", "name", "value"}},
+	{"share_usage", []string{"compute", "grp", "value", "at", "held"}},
 }
 
 // ErrNotEmpty: the destination of a copy already holds state.
@@ -44,7 +46,8 @@ var ErrNotEmpty = errors.New("the destination store is not empty")
 type CopyReport map[string]int
 
 // Copy copies every resource, operation, principal, token, role
-// assignment, secret, node, job, audit entry, blob ownership, event and lock of src
+// assignment, secret, node, job, audit entry, blob ownership, event, lock
+// and fair-share usage of src
 // into dst, which must be empty (ErrNotEmpty otherwise). It reads src in
 // one read transaction (a consistent snapshot even while a server writes,
 // though writes after it are not copied: stop the server first) and

@@ -34,8 +34,9 @@ func fill(t *testing.T, db *DB) {
 	must(PutSecret(ctx, db.W(), "sec", []byte{0, 1, 2, 255}))
 	must(PutNode(ctx, db.W(), Node{ID: "n1", Compute: "/C", State: api.NodeIdle, Created: now}))
 	for i, name := range []string{"j1", "j2"} {
-		j := queuedJob("u"+name, name, 2, i, "img", "")
+		j := inGroup(queuedJob("u"+name, name, 2, i, "img", ""), "team-a")
 		j.Doc.Properties.Waiting = &api.Block{Kind: api.BlockQuota}
+		j.Doc.Properties.MinRuntime = "PT20M"
 		if i == 1 { // a run in the cost ledger
 			j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
 		}
@@ -51,6 +52,7 @@ func fill(t *testing.T, db *DB) {
 	must(err)
 	must(PutMetrics(ctx, db.W(), "uj1", []Metric{{Name: "loss", Value: 0.5, Step: 1, Time: now}}))
 	must(PutParams(ctx, db.W(), "uj1", []RunValue{{Name: "lr", Value: "0.1"}}))
+	must(PutShareUsage(ctx, db.W(), "/c", "team-a", ShareUsage{Value: 3600.5, At: now, Held: 2}))
 }
 
 // TestCopySQLiteToPostgres: every kind of state arrives, the counts agree,
@@ -75,8 +77,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	for _, tb := range copied {
 		want := 1
-		if tb.table == "jobs" || tb.table == "job_params" { // job_params: a param and the metric count
+		switch tb.table {
+		case "jobs":
 			want = 2
+		case "job_params": // a param and the job's counts: metric values, params, bytes
+			want = 4
 		}
 		if report[tb.table] != want {
 			t.Errorf("%s: copied %d rows, want %d", tb.table, report[tb.table], want)
@@ -98,6 +103,15 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	q, err := QueuedJobs(ctx, dst.Q(), "/c", 10)
 	if err != nil || len(q) != 2 || q[0].UID != "uj2" || !q[0].QuotaWait || q[0].Nodes != 2 {
 		t.Errorf("queued jobs: %+v %v", q, err)
+	}
+	if g, err := QueuedJobsByGroup(ctx, dst.Q(), "/c", 10); err != nil || len(g) != 2 || g[0].Group != "team-a" {
+		t.Errorf("queued jobs by group: %+v %v", g, err)
+	}
+	if r, err := RunningJobs(ctx, dst.Q(), "/c"); err != nil || len(r) != 0 {
+		t.Errorf("running jobs: %+v %v", r, err)
+	}
+	if u, err := ShareUsages(ctx, dst.Q(), "/c"); err != nil || u["team-a"] != (ShareUsage{Value: 3600.5, At: time.UnixMilli(1_700_000_000_000).UTC(), Held: 2}) {
+		t.Errorf("share usage: %+v %v", u, err)
 	}
 	if counts, err := NodeCounts(ctx, dst.Q(), "/C"); err != nil || counts[api.NodeIdle] != 1 {
 		t.Errorf("node counts: %v %v", counts, err)

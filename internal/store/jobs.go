@@ -29,6 +29,19 @@ type Job struct {
 	// Preemptions counts attempts that ended because a node was preempted;
 	// they do not count against the failure retry limit.
 	Preemptions int
+	// PortRetries counts attempts that ended because a port the job was
+	// given was in use on one of its nodes; they do not count against the
+	// failure retry limit either (the next attempt gets other ports).
+	PortRetries int
+	// MPIDone: the current attempt's node rank 0 ran mpirun over the job's
+	// nodes and it ended with 0; the other nodes' launchers are told to
+	// stop, and how they end no longer decides the job's result.
+	MPIDone bool
+	// Reclaims counts attempts that the compute's queue policy stopped for
+	// another job (fair share, priority); they count against no limit.
+	// Reclaimed is the last such attempt: its nodes stop it with the
+	// preemption grace.
+	Reclaims, Reclaimed int
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -39,11 +52,20 @@ type jobBody struct {
 	Nodes   []string       `json:"nodes,omitempty"`
 	Exits   map[string]int `json:"exits,omitempty"`
 	Preempt int            `json:"preemptions,omitempty"`
+	Ports   int            `json:"portRetries,omitempty"`
+	MPIDone bool           `json:"mpiDone,omitempty"`
+	Reclaim int            `json:"reclaims,omitempty"`
+	Last    int            `json:"reclaimed,omitempty"`
+}
+
+func bodyOf(j *Job) jobBody {
+	return jobBody{Doc: j.Doc, Attempt: j.Attempt, Nodes: j.Nodes, Exits: j.Exits, Preempt: j.Preemptions,
+		Ports: j.PortRetries, MPIDone: j.MPIDone, Reclaim: j.Reclaims, Last: j.Reclaimed}
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -59,10 +81,12 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	p := &j.Doc.Properties
-	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait)
-		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`,
+	group, started, minRuntime := shareColumns(j)
+	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait,
+		share_group, started, min_runtime)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
-		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil)
+		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime)
 	if err != nil {
 		if isUnique(err) {
 			return fmt.Errorf("job %s: %w", j.Doc.Name, ErrExists)
@@ -82,7 +106,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
-	body, err := json.Marshal(jobBody{j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions})
+	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
@@ -94,9 +118,11 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 			return fmt.Errorf("update job: %w", err)
 		}
 	}
-	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?
+	group, started, minRuntime := shareColumns(j)
+	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?,
+		share_group = ?, started = ?, min_runtime = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, j.UID, j.Version)
+		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -156,6 +182,7 @@ type QueuedJob struct {
 	Nodes     int    // instance count, at least 1
 	Image     string // the job's image, "" for none
 	QuotaWait bool   // it waits for a reason of its own (Waiting: quota)
+	Group     string // its fair-share group (QueuedJobsByGroup)
 }
 
 // QueuedJobs lists the head of a compute's queue in scheduling order
@@ -173,6 +200,35 @@ func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]Qu
 		var j QueuedJob
 		if err := rows.Scan(&j.UID, &j.Name, &j.Seq, &j.Priority, &j.Nodes, &j.Image, &j.QuotaWait); err != nil {
 			return nil, fmt.Errorf("queued jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// ActiveJob is what the cluster controller reads of a job that was given
+// nodes and has not ended (no document).
+type ActiveJob struct {
+	UID   string
+	Nodes int // instance count, at least 1
+}
+
+// ActiveJobs lists a compute's jobs between assignment and end (Preparing,
+// Starting, Running, Finalizing, CancelRequested) from an index and
+// columns only. Jobs that hold no nodes of their own (sweeps) are among
+// them.
+func ActiveJobs(ctx context.Context, q Querier, compute string) ([]ActiveJob, error) {
+	rows, err := q.QueryContext(ctx, `SELECT uid, nodes FROM jobs WHERE compute = ? AND status IN (?, ?, ?, ?, ?)`,
+		Key(compute), api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing, api.JobCancelRequested)
+	if err != nil {
+		return nil, fmt.Errorf("active jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []ActiveJob
+	for rows.Next() {
+		var j ActiveJob
+		if err := rows.Scan(&j.UID, &j.Nodes); err != nil {
+			return nil, fmt.Errorf("active jobs: %w", err)
 		}
 		out = append(out, j)
 	}

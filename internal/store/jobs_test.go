@@ -236,3 +236,49 @@ func TestSubmittedAfterAndRecentJobs(t *testing.T) {
 		t.Errorf("RecentJobs of a compute without jobs = %d, %v", len(jobs), err)
 	}
 }
+
+// ActiveJobs lists the jobs of a compute between assignment and end with
+// their node counts, from the columns, and the run state a job carries
+// beside its document (port restarts, mpirun's end) survives a write.
+func TestActiveJobs(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	statuses := []string{api.JobQueued, api.JobPreparing, api.JobStarting, api.JobRunning, api.JobFinalizing,
+		api.JobCancelRequested, api.JobCompleted, api.JobFailed, api.JobCanceled}
+	for i, st := range statuses {
+		j := queuedJob(fmt.Sprintf("u%d", i), fmt.Sprintf("j%d", i), int32(i+1), 0, "", "")
+		if err := InsertJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+		j.Doc.Properties.Status = st
+		j.PortRetries, j.MPIDone = i, i%2 == 0
+		if err := UpdateJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := queuedJob("elsewhere", "elsewhere", 2, 0, "", "")
+	other.Compute = "/other"
+	if err := InsertJob(ctx, db.W(), other); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ActiveJobs(ctx, db.Q(), "/c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"u1": 2, "u2": 3, "u3": 4, "u4": 5, "u5": 6}
+	if len(got) != len(want) {
+		t.Fatalf("active jobs = %+v; want %v", got, want)
+	}
+	for _, a := range got {
+		if want[a.UID] != a.Nodes {
+			t.Errorf("active job %+v; want %d nodes", a, want[a.UID])
+		}
+	}
+	j, err := GetJobByUID(ctx, db.Q(), "u4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.PortRetries != 4 || !j.MPIDone {
+		t.Errorf("read back port retries %d, mpirun done %v; want 4, true", j.PortRetries, j.MPIDone)
+	}
+}

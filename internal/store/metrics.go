@@ -40,8 +40,68 @@ var MaxMetricValues = 100_000
 // ErrMetricLimit: a job logged MaxMetricValues metric values already.
 var ErrMetricLimit = errors.New("too many metric values")
 
-// kindCount is the job_params row that counts a job's metric values.
+// MaxParams and MaxTags bound the params and tags one job keeps (their
+// values are bounded by the MLflow API: 6,000 and 8,000 bytes); variables
+// for tests.
+var (
+	MaxParams = 1000
+	MaxTags   = 1000
+)
+
+// ErrRunLimit: a job or its workspace keeps as much run data (params,
+// tags, metric values) as it may.
+var ErrRunLimit = errors.New("run data limit reached")
+
+// kindCount is the kind of the job_params rows that count a job's run
+// data: its metric values ('metrics'), params, tags, and the bytes of all
+// three ('bytes', what the workspace's limit adds up).
 const kindCount = "count"
+
+// metricBytes is what one metric value counts against a workspace's run
+// data besides its name: its step, time and value.
+const metricBytes = 24
+
+// runCount reads one of a job's counts (0 when it has none).
+func runCount(ctx context.Context, q Querier, job, name string) (int64, error) {
+	var had string
+	err := q.QueryRowContext(ctx, `SELECT value FROM job_params WHERE job = ? AND kind = ? AND name = ?`, job, kindCount, name).Scan(&had)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("run data count: %w", err)
+	}
+	n, _ := strconv.ParseInt(had, 10, 64)
+	return n, nil
+}
+
+// addRunCount adds delta to one of a job's counts and returns the sum.
+func addRunCount(ctx context.Context, q Querier, job, name string, delta int64) (int64, error) {
+	n, err := runCount(ctx, q, job, name)
+	if err != nil || delta == 0 {
+		return n, err
+	}
+	n += delta
+	if _, err := q.ExecContext(ctx, `INSERT INTO job_params (job, kind, name, value) VALUES (?, ?, ?, ?)
+		ON CONFLICT (job, kind, name) DO UPDATE SET value = excluded.value`, job, kindCount, name, strconv.FormatInt(n, 10)); err != nil {
+		return 0, fmt.Errorf("run data count: %w", err)
+	}
+	return n, nil
+}
+
+// RunBytes is the size of what job keeps of run data: its params' and
+// tags' names and values, and its metric values.
+func RunBytes(ctx context.Context, q Querier, job string) (int64, error) {
+	return runCount(ctx, q, job, "bytes")
+}
+
+// WorkspaceRunBytes adds up RunBytes of every job of a workspace (its id).
+func WorkspaceRunBytes(ctx context.Context, q Querier, workspace string) (int64, error) {
+	var n sql.NullInt64
+	err := q.QueryRowContext(ctx, `SELECT SUM(CAST(p.value AS BIGINT)) FROM jobs j JOIN job_params p ON p.job = j.uid
+		WHERE j.parent = ? AND p.kind = ? AND p.name = 'bytes'`, Key(workspace), kindCount).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("workspace run data: %w", err)
+	}
+	return n.Int64, nil
+}
 
 // PutMetrics stores metric values of job (its uid). A value logged again
 // (the same name, step, time and value: a retried request) is stored once.
@@ -51,13 +111,11 @@ func PutMetrics(ctx context.Context, q Querier, job string, ms []Metric) error {
 	if len(ms) == 0 {
 		return nil
 	}
-	var stored int64
-	var had string
-	err := q.QueryRowContext(ctx, `SELECT value FROM job_params WHERE job = ? AND kind = ? AND name = 'metrics'`, job, kindCount).Scan(&had)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("metric count: %w", err)
+	stored, err := runCount(ctx, q, job, "metrics")
+	if err != nil {
+		return err
 	}
-	stored, _ = strconv.ParseInt(had, 10, 64)
+	var size int64
 	for _, m := range ms {
 		res, err := q.ExecContext(ctx, `INSERT INTO job_metrics (job, name, step, time, value) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (job, name, step, time, value) DO NOTHING`, job, m.Name, m.Step, m.Time.UnixMilli(), m.Value)
@@ -66,6 +124,7 @@ func PutMetrics(ctx context.Context, q Querier, job string, ms []Metric) error {
 		}
 		n, _ := res.RowsAffected()
 		stored += n
+		size += n * int64(len(m.Name)+metricBytes)
 	}
 	if stored > int64(MaxMetricValues) {
 		return fmt.Errorf("%w: a job keeps at most %d", ErrMetricLimit, MaxMetricValues)
@@ -74,7 +133,8 @@ func PutMetrics(ctx context.Context, q Querier, job string, ms []Metric) error {
 		ON CONFLICT (job, kind, name) DO UPDATE SET value = excluded.value`, job, kindCount, strconv.FormatInt(stored, 10)); err != nil {
 		return fmt.Errorf("metric count: %w", err)
 	}
-	return nil
+	_, err = addRunCount(ctx, q, job, "bytes", size)
+	return err
 }
 
 // Metrics reads the values job logged of one metric (name "": of every
@@ -112,8 +172,9 @@ func LatestMetrics(ctx context.Context, q Querier, job string) ([]Metric, error)
 // PutParams stores params of job. A param logged again with the same
 // value is fine; with another value it is ErrParamChanged and nothing of
 // ps is stored by this call's statement for it (the caller's transaction
-// rolls back the rest).
+// rolls back the rest). Past MaxParams params it is ErrRunLimit.
 func PutParams(ctx context.Context, q Querier, job string, ps []RunValue) error {
+	var added, size int64
 	for _, p := range ps {
 		var old string
 		err := q.QueryRowContext(ctx, `SELECT value FROM job_params WHERE job = ? AND kind = ? AND name = ?`, job, kindParam, p.Name).Scan(&old)
@@ -128,19 +189,50 @@ func PutParams(ctx context.Context, q Querier, job string, ps []RunValue) error 
 		if _, err := q.ExecContext(ctx, `INSERT INTO job_params (job, kind, name, value) VALUES (?, ?, ?, ?)`, job, kindParam, p.Name, p.Value); err != nil {
 			return fmt.Errorf("param %s: %w", p.Name, err)
 		}
+		added++
+		size += int64(len(p.Name) + len(p.Value))
 	}
-	return nil
+	n, err := addRunCount(ctx, q, job, "params", added)
+	if err != nil {
+		return err
+	}
+	if n > int64(MaxParams) {
+		return fmt.Errorf("%w: a job keeps at most %d params", ErrRunLimit, MaxParams)
+	}
+	_, err = addRunCount(ctx, q, job, "bytes", size)
+	return err
 }
 
-// PutTags stores tags of job, replacing a tag's earlier value.
+// PutTags stores tags of job, replacing a tag's earlier value. Past
+// MaxTags tags it is ErrRunLimit.
 func PutTags(ctx context.Context, q Querier, job string, ts []RunValue) error {
+	var added, size int64
 	for _, t := range ts {
+		var old string
+		err := q.QueryRowContext(ctx, `SELECT value FROM job_params WHERE job = ? AND kind = ? AND name = ?`, job, kindTag, t.Name).Scan(&old)
+		switch {
+		case err == nil:
+			size += int64(len(t.Value) - len(old))
+		case errors.Is(err, sql.ErrNoRows):
+			added++
+			size += int64(len(t.Name) + len(t.Value))
+		default:
+			return fmt.Errorf("tag %s: %w", t.Name, err)
+		}
 		if _, err := q.ExecContext(ctx, `INSERT INTO job_params (job, kind, name, value) VALUES (?, ?, ?, ?)
 			ON CONFLICT (job, kind, name) DO UPDATE SET value = excluded.value`, job, kindTag, t.Name, t.Value); err != nil {
 			return fmt.Errorf("tag %s: %w", t.Name, err)
 		}
 	}
-	return nil
+	n, err := addRunCount(ctx, q, job, "tags", added)
+	if err != nil {
+		return err
+	}
+	if n > int64(MaxTags) {
+		return fmt.Errorf("%w: a job keeps at most %d tags", ErrRunLimit, MaxTags)
+	}
+	_, err = addRunCount(ctx, q, job, "bytes", size)
+	return err
 }
 
 // RunData reads job's params and tags, each sorted by name.

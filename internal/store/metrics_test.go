@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,5 +82,83 @@ func TestJobMetrics(t *testing.T) {
 	params, tags, _ = RunData(ctx, db.Q(), "u1")
 	if len(all)+len(params)+len(tags) != 0 {
 		t.Fatalf("after delete: %v %v %v", all, params, tags)
+	}
+}
+
+// TestRunDataCounted: every job's params, tags and metric values are
+// counted in bytes (a replaced tag by its new value), a workspace's total
+// adds its jobs' and goes down with a deleted job, and past MaxParams or
+// MaxTags a call is ErrRunLimit.
+func TestRunDataCounted(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	for _, uid := range []string{"u1", "u2"} {
+		if err := InsertJob(ctx, db.W(), queuedJob(uid, "j-"+uid, 1, 0, "", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := queuedJob("u3", "j-u3", 1, 0, "", "")
+	other.Parent = "/ws2"
+	if err := InsertJob(ctx, db.W(), other); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.UnixMilli(1_700_000_000_000).UTC()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(PutParams(ctx, db.W(), "u1", []RunValue{{"lr", "0.1"}, {"lr", "0.1"}}))      // 5
+	must(PutTags(ctx, db.W(), "u1", []RunValue{{"stage", "dev"}}))                    // 8
+	must(PutTags(ctx, db.W(), "u1", []RunValue{{"stage", "prod"}}))                   // +1
+	must(PutMetrics(ctx, db.W(), "u1", []Metric{{Name: "loss", Value: 1, Time: t0}})) // 4+24
+	must(PutMetrics(ctx, db.W(), "u1", []Metric{{Name: "loss", Value: 1, Time: t0}})) // a retry: 0
+	must(PutTags(ctx, db.W(), "u2", []RunValue{{"t", "xyz"}}))                        // 4
+	must(PutTags(ctx, db.W(), "u3", []RunValue{{"t", strings.Repeat("z", 1000)}}))    // another workspace
+	if n, err := RunBytes(ctx, db.Q(), "u1"); err != nil || n != 5+9+28 {
+		t.Errorf("RunBytes(u1) = %d %v, want %d", n, err, 5+9+28)
+	}
+	if n, err := WorkspaceRunBytes(ctx, db.Q(), "/WS"); err != nil || n != 42+4 {
+		t.Errorf("WorkspaceRunBytes = %d %v, want 46", n, err)
+	}
+	must(DeleteJob(ctx, db.W(), "u1"))
+	if n, err := WorkspaceRunBytes(ctx, db.Q(), "/ws"); err != nil || n != 4 {
+		t.Errorf("WorkspaceRunBytes after a deletion = %d %v, want 4", n, err)
+	}
+
+	defer func(p, tg int) { MaxParams, MaxTags = p, tg }(MaxParams, MaxTags)
+	MaxParams, MaxTags = 2, 2
+	err := db.Tx(ctx, func(q Querier) error { return PutParams(ctx, q, "u2", []RunValue{{"a", "1"}, {"b", "2"}, {"c", "3"}}) })
+	if !errors.Is(err, ErrRunLimit) {
+		t.Errorf("params past MaxParams: %v", err)
+	}
+	if err := PutTags(ctx, db.W(), "u2", []RunValue{{"t", "again"}, {"u", "1"}}); err != nil {
+		t.Errorf("tags up to MaxTags: %v", err)
+	}
+	if err := PutTags(ctx, db.W(), "u2", []RunValue{{"v", "1"}}); !errors.Is(err, ErrRunLimit) {
+		t.Errorf("tags past MaxTags: %v", err)
+	}
+}
+
+// A workspace's blobs add up, but for the one being uploaded again.
+func TestWorkspaceBlobBytes(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	for _, o := range []BlobOwner{{Digest: "a", Workspace: "/WS", Size: 10, Uploaded: now}, {Digest: "b", Workspace: "/ws", Size: 20, Uploaded: now},
+		{Digest: "a", Workspace: "/ws2", Size: 10, Uploaded: now}} {
+		if err := PutBlobOwner(ctx, db.W(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := WorkspaceBlobBytes(ctx, db.Q(), "/ws", ""); err != nil || n != 30 {
+		t.Errorf("WorkspaceBlobBytes = %d %v, want 30", n, err)
+	}
+	if n, err := WorkspaceBlobBytes(ctx, db.Q(), "/ws", "b"); err != nil || n != 10 {
+		t.Errorf("WorkspaceBlobBytes but b = %d %v, want 10", n, err)
+	}
+	if n, err := WorkspaceBlobBytes(ctx, db.Q(), "/nobody", ""); err != nil || n != 0 {
+		t.Errorf("WorkspaceBlobBytes of none = %d %v, want 0", n, err)
 	}
 }

@@ -275,6 +275,23 @@ var migrations = []string{
 	);
 	CREATE INDEX blob_blocks_digest ON blob_blocks (digest, workspace);
 	CREATE INDEX blob_blocks_created ON blob_blocks (created)`,
+	// 17: fair share. What the scheduler reads of a job's group and of a
+	// running job (when its attempt got its nodes, its own minimum
+	// runtime), the queue of each group in scheduling order, and each
+	// group's decayed usage per compute (see share.go). Jobs running
+	// before this migration read as started long ago.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT NOT NULL,
+		grp     TEXT NOT NULL,
+		value   REAL NOT NULL,
+		at      INTEGER NOT NULL,
+		held    INTEGER NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

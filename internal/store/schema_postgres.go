@@ -255,4 +255,17 @@ var pgMigrations = []string{
 	);
 	CREATE INDEX blob_blocks_digest ON blob_blocks (digest, workspace);
 	CREATE INDEX blob_blocks_created ON blob_blocks (created)`,
+	// SQLite's 17: fair share.
+	`ALTER TABLE jobs ADD COLUMN share_group TEXT COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE jobs ADD COLUMN started BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE jobs ADD COLUMN min_runtime BIGINT NOT NULL DEFAULT 0;
+	CREATE INDEX jobs_share_queue ON jobs (compute, status, share_group, priority DESC, seq);
+	CREATE TABLE share_usage (
+		compute TEXT COLLATE "C" NOT NULL,
+		grp     TEXT COLLATE "C" NOT NULL,
+		value   DOUBLE PRECISION NOT NULL,
+		at      BIGINT NOT NULL,
+		held    BIGINT NOT NULL,
+		PRIMARY KEY (compute, grp)
+	)`,
 }

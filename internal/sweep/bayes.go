@@ -16,6 +16,18 @@ import (
 // bayesInitial is how many random trials start a Bayesian sweep.
 func bayesInitial(dims int) int { return max(3, dims+2) }
 
+// Bounds on one pass's work, whatever the sweep's size: a pass picks at
+// most MaxBayesianPerPass trials (the next pass picks the rest), and the
+// model of each sees at most modelDone finished trials (the best half and
+// the latest half of them) and modelPending running ones (the latest).
+// Fitting is cubic and each of the candidates quadratic in the points
+// modelled, so a pass costs the same for a sweep of 20 trials or 10,000.
+const (
+	MaxBayesianPerPass = 8
+	modelDone          = 192
+	modelPending       = 64
+)
+
 func nextBayesian(r Request) []Params {
 	sp := r.Space
 	var xs [][]float64
@@ -31,15 +43,16 @@ func nextBayesian(r Request) []Params {
 		}
 		xs, ys = append(xs, x), append(ys, v)
 	}
+	xs, ys = modelled(xs, ys, modelDone)
 	var pending [][]float64
-	for _, p := range r.Pending {
+	for _, p := range r.Pending[max(0, len(r.Pending)-modelPending):] {
 		if x, ok := encode(sp, p); ok {
 			pending = append(pending, x)
 		}
 	}
 	rng := rand.New(rand.NewPCG(r.Algorithm.Seed, uint64(r.Issued)|1<<40))
 	var out []Params
-	for i := range r.N {
+	for i := range min(r.N, MaxBayesianPerPass) {
 		if len(xs) < bayesInitial(len(sp.Names)) {
 			// Too few results to model: the random trial of this index.
 			p := randomPoint(sp, r.Algorithm.Seed, r.Issued+i)
@@ -53,6 +66,36 @@ func nextBayesian(r Request) []Params {
 		pending = append(pending, x)
 	}
 	return out
+}
+
+// modelled keeps at most n of the results (xs, ys): the best n/2 and the
+// latest others, in their order.
+func modelled(xs [][]float64, ys []float64, n int) ([][]float64, []float64) {
+	if len(xs) <= n {
+		return xs, ys
+	}
+	order := make([]int, len(ys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpDesc(ys[a], ys[b]) })
+	keep := make([]bool, len(ys))
+	for _, i := range order[:n/2] {
+		keep[i] = true
+	}
+	for i, left := len(ys)-1, n-n/2; i >= 0 && left > 0; i-- {
+		if !keep[i] {
+			keep[i], left = true, left-1
+		}
+	}
+	var kx [][]float64
+	var ky []float64
+	for i := range ys {
+		if keep[i] {
+			kx, ky = append(kx, xs[i]), append(ky, ys[i])
+		}
+	}
+	return kx, ky
 }
 
 func encode(sp Space, p Params) ([]float64, bool) {

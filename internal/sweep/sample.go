@@ -77,7 +77,8 @@ func GridSize(sp Space) int {
 }
 
 // Next picks the parameters of the next r.N trials; fewer when a grid
-// has no more points.
+// has no more points, and at most MaxBayesianPerPass for Bayesian
+// sampling (the next pass picks more).
 func Next(r Request) []Params {
 	var out []Params
 	switch strings.ToLower(r.Algorithm.Type) {

@@ -44,6 +44,8 @@ type Dist struct {
 	Mu     float64 // normal kinds (of the log for the log kinds)
 	Sigma  float64
 	Q      float64 // q kinds: values are rounded to multiples of Q
+
+	index map[string]int // choice: a value's index by its text (Encode in one step)
 }
 
 // Space is a search space: a distribution per parameter.
@@ -55,8 +57,12 @@ type Space struct {
 // Params are one trial's parameter values.
 type Params map[string]any
 
+// MaxRandintUpper bounds randint's upper: its values are 32-bit integers.
+const MaxRandintUpper = 1 << 31
+
 // ParseSpace reads a search space in the REST shape of 2024-04-01
 // (searchSpace: {"lr": ["uniform", [0.01, 0.1]], "bs": ["choice", [[16, 32]]]}).
+
 func ParseSpace(raw map[string]any) (Space, error) {
 	sp := Space{Dists: map[string]Dist{}}
 	if len(raw) == 0 {
@@ -92,8 +98,8 @@ func parseDist(v any) (Dist, error) {
 		out := make([]float64, n)
 		for i, a := range args {
 			f, ok := number(a)
-			if !ok {
-				return nil, fmt.Errorf("%s takes [%s] as numbers; %v is not one", kind, names, a)
+			if !ok || math.IsInf(f, 0) || math.IsNaN(f) {
+				return nil, fmt.Errorf("%s takes [%s] as finite numbers; %v is not one", kind, names, a)
 			}
 			out[i] = f
 		}
@@ -112,13 +118,19 @@ func parseDist(v any) (Dist, error) {
 			return d, fmt.Errorf("choice needs at least one value")
 		}
 		d.Values = vals
+		d.index = make(map[string]int, len(vals))
+		for i, v := range vals {
+			if _, dup := d.index[fmt.Sprint(v)]; !dup {
+				d.index[fmt.Sprint(v)] = i
+			}
+		}
 	case Randint:
 		n, err := nums(1, "upper")
 		if err != nil {
 			return d, err
 		}
-		if n[0] < 1 || n[0] != math.Trunc(n[0]) {
-			return d, fmt.Errorf("randint's upper must be a whole number of at least 1, not %v", n[0])
+		if n[0] < 1 || n[0] > MaxRandintUpper || n[0] != math.Trunc(n[0]) {
+			return d, fmt.Errorf("randint's upper must be a whole number from 1 to %d, not %v", MaxRandintUpper, n[0])
 		}
 		d.Upper = int(n[0])
 	case Uniform, LogUniform:
@@ -233,8 +245,13 @@ func (d Dist) Decode(u float64) any {
 func (d Dist) Encode(v any) (float64, bool) {
 	switch d.Kind {
 	case Choice:
+		key := fmt.Sprint(v)
+		if d.index != nil {
+			i, ok := d.index[key]
+			return (float64(i) + 0.5) / float64(len(d.Values)), ok
+		}
 		for i, c := range d.Values {
-			if fmt.Sprint(c) == fmt.Sprint(v) {
+			if fmt.Sprint(c) == key {
 				return (float64(i) + 0.5) / float64(len(d.Values)), true
 			}
 		}

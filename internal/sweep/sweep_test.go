@@ -34,6 +34,9 @@ func TestParseSpace(t *testing.T) {
 		{"x": []any{"quniform", []any{0.0, 1.0, 0.0}}},
 		{"x": []any{"gamma", []any{1.0}}},
 		{"x": []any{"randint", []any{2.5}}},
+		{"x": []any{"randint", []any{1e300}}}, // before: grid made no trials, random drew -2.87e18
+		{"x": []any{"randint", []any{float64(MaxRandintUpper) + 1}}},
+		{"x": []any{"uniform", []any{0.0, math.Inf(1)}}},
 		{"x": []any{"choice", []any{}}},
 		{"x": "uniform(0, 1)"},
 		{"x": []any{"uniform", []any{"a", 1.0}}},

@@ -48,15 +48,15 @@ func TestSessionsAndCodes(t *testing.T) {
 	if _, ok := s.get(id2, now); ok {
 		t.Fatal("a closed session is gone")
 	}
-	c := s.mintCode("hash", now)
-	if h, ok := s.redeem(c, now.Add(CodeTTL-time.Second)); !ok || h != "hash" {
+	c := s.mintCode("hash", "binding", now)
+	if h, b, ok := s.redeem(c, now.Add(CodeTTL-time.Second)); !ok || h != "hash" || b != "binding" {
 		t.Fatal("a fresh code works")
 	}
-	if _, ok := s.redeem(c, now); ok {
+	if _, _, ok := s.redeem(c, now); ok {
 		t.Fatal("a code works once")
 	}
-	c = s.mintCode("hash", now)
-	if _, ok := s.redeem(c, now.Add(CodeTTL)); ok {
+	c = s.mintCode("hash", "binding", now)
+	if _, _, ok := s.redeem(c, now.Add(CodeTTL)); ok {
 		t.Fatal("an expired code does not work")
 	}
 	for k := range s.sessions {

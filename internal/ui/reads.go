@@ -52,4 +52,7 @@ type Token struct {
 	Name    string    // the principal it signs in
 	Expires time.Time // zero: never
 	Revoked bool
+	// HasRole: the principal holds a role somewhere. The studio opens no
+	// session for one that holds none (it could read nothing).
+	HasRole bool
 }

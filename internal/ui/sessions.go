@@ -31,6 +31,10 @@ const (
 	// CodeTTL is how long a one-time sign-in code is valid.
 	CodeTTL = 60 * time.Second
 
+	// MaxSessionsPerPrincipal bounds one principal's sessions: its next
+	// sign-in ends its oldest session, never another principal's.
+	MaxSessionsPerPrincipal = 20
+
 	maxSessions = 10000
 	maxCodes    = 1000
 )
@@ -43,9 +47,11 @@ type session struct {
 	expires   time.Time
 }
 
-// code is a one-time sign-in code minted for `cumulus ui`.
+// code is a one-time sign-in code minted for `cumulus ui`, bound to the
+// browser that asked for it (signinlink.go).
 type code struct {
 	tokenHash string
+	binding   string
 	expires   time.Time
 }
 
@@ -66,8 +72,11 @@ func (s *sessions) open(tokenHash, principal string, now time.Time) (id string, 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
+	if s.countLocked(principal) >= MaxSessionsPerPrincipal {
+		s.dropOldestLocked(principal)
+	}
 	if len(s.sessions) >= maxSessions {
-		s.dropOldestLocked()
+		s.dropOldestLocked("")
 	}
 	id = secret.NewToken("cus_")
 	ses = session{tokenHash: tokenHash, principal: principal, csrf: secret.NewToken(""), expires: now.Add(SessionTTL)}
@@ -97,8 +106,9 @@ func (s *sessions) close(id string) {
 	delete(s.sessions, secret.Hash(id))
 }
 
-// mintCode makes a one-time sign-in code for a token.
-func (s *sessions) mintCode(tokenHash string, now time.Time) string {
+// mintCode makes a one-time sign-in code for a token, for the browser of
+// binding.
+func (s *sessions) mintCode(tokenHash, binding string, now time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
@@ -109,21 +119,22 @@ func (s *sessions) mintCode(tokenHash string, now time.Time) string {
 		}
 	}
 	c := secret.NewToken("cuc_")
-	s.codes[secret.Hash(c)] = code{tokenHash: tokenHash, expires: now.Add(CodeTTL)}
+	s.codes[secret.Hash(c)] = code{tokenHash: tokenHash, binding: binding, expires: now.Add(CodeTTL)}
 	return c
 }
 
-// redeem consumes a code: it works once, before it expires.
-func (s *sessions) redeem(c string, now time.Time) (string, bool) {
+// redeem consumes a code: it works once, before it expires. It returns the
+// code's token and binding.
+func (s *sessions) redeem(c string, now time.Time) (tokenHash, binding string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := secret.Hash(c)
 	e, ok := s.codes[k]
 	delete(s.codes, k)
 	if !ok || !now.Before(e.expires) {
-		return "", false
+		return "", "", false
 	}
-	return e.tokenHash, true
+	return e.tokenHash, e.binding, true
 }
 
 func (s *sessions) sweepLocked(now time.Time) {
@@ -139,10 +150,25 @@ func (s *sessions) sweepLocked(now time.Time) {
 	}
 }
 
-func (s *sessions) dropOldestLocked() {
+// countLocked counts a principal's sessions.
+func (s *sessions) countLocked(principal string) int {
+	n := 0
+	for _, v := range s.sessions {
+		if v.principal == principal {
+			n++
+		}
+	}
+	return n
+}
+
+// dropOldestLocked ends the oldest session of principal ("": of anyone).
+func (s *sessions) dropOldestLocked(principal string) {
 	var oldest string
 	var at time.Time
 	for k, v := range s.sessions {
+		if principal != "" && v.principal != principal {
+			continue
+		}
 		if oldest == "" || v.expires.Before(at) {
 			oldest, at = k, v.expires
 		}
@@ -156,15 +182,36 @@ var errTokenInvalid = errors.New("token not valid")
 // checkToken applies the API's token rules to a token's hash: it must
 // exist, not be revoked and not have expired. It returns the token's name.
 func (u *UI) checkToken(ctx context.Context, hash string) (string, error) {
+	t, err := u.token(ctx, hash)
+	return t.Name, err
+}
+
+// token reads a valid token by its hash (see checkToken).
+func (u *UI) token(ctx context.Context, hash string) (Token, error) {
 	t, err := u.o.Reads.TokenByHash(ctx, hash)
 	if errors.Is(err, ErrNotFound) {
-		return "", errTokenInvalid
+		return Token{}, errTokenInvalid
 	}
 	if err != nil {
-		return "", fmt.Errorf("check token: %w", err)
+		return Token{}, fmt.Errorf("check token: %w", err)
 	}
 	if t.Revoked || (!t.Expires.IsZero() && !u.o.Clock.Now().Before(t.Expires)) {
-		return "", errTokenInvalid
+		return Token{}, errTokenInvalid
+	}
+	return t, nil
+}
+
+// mayOpenSession is checkToken for a sign-in: the token's principal must
+// also hold a role somewhere, or it gets no session (it could read nothing
+// with one, and sessions are a bounded resource).
+func (u *UI) mayOpenSession(ctx context.Context, hash string) (string, error) {
+	t, err := u.token(ctx, hash)
+	if err != nil {
+		return "", err
+	}
+	if !t.HasRole {
+		return "", &api.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
+			Message: "principal '" + t.Name + "' holds no role anywhere, so the studio opens no session for it; an Owner grants one with 'cumulus auth role assign'"}
 	}
 	return t.Name, nil
 }

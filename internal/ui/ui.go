@@ -105,6 +105,7 @@ func New(o Options) *UI {
 	m.HandleFunc("POST /ui/login", u.login)
 	m.HandleFunc("GET /ui/signin", u.signinHelp)
 	m.HandleFunc("GET /ui/login", u.loginWithCode)
+	m.HandleFunc("GET /ui/login/begin", u.beginSignIn)
 	m.HandleFunc("POST /ui/logout", u.logout)
 	m.HandleFunc("POST /ui/codes", u.newCode)
 	m.HandleFunc("GET /ui/api/history", u.getHistory)
@@ -229,9 +230,12 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	rr := r.Clone(r.Context())
 	rr.Header.Set("Authorization", "Bearer "+tok)
 	hash, name, err := u.bearer(rr)
+	if err == nil {
+		name, err = u.mayOpenSession(r.Context(), hash)
+	}
 	if err != nil {
 		var e *api.Error
-		if errors.As(err, &e) {
+		if errors.As(err, &e) && e.Status == http.StatusUnauthorized {
 			e = &api.Error{Status: e.Status, Code: e.Code, Target: "token", Message: "this token is not valid: check that it is the token line of " + u.configHint(r) + " on the server, or run 'cumulus ui'"}
 			err = e
 		}
@@ -290,9 +294,10 @@ var codePage = template.Must(template.New("code").Parse(`<!doctype html>
 <p><a href="/">Open the studio</a></p></main></body></html>
 `))
 
-// loginWithCode redeems the one-time link `cumulus ui` opens. The answer
-// is a page that moves on to the studio (not a redirect), so the browser
-// sends the SameSite=Strict cookie on a same-site navigation.
+// loginWithCode redeems the one-time link `cumulus ui` opens, in the
+// browser it was bound to (signinlink.go). The answer is a page that moves
+// on to the studio (not a redirect), so the browser sends the
+// SameSite=Strict cookie on a same-site navigation.
 func (u *UI) loginWithCode(w http.ResponseWriter, r *http.Request) {
 	page := struct {
 		OK             bool
@@ -300,9 +305,20 @@ func (u *UI) loginWithCode(w http.ResponseWriter, r *http.Request) {
 	}{Title: "Sign-in link not valid",
 		Message: "This sign-in link works once, within 60 seconds. Run 'cumulus ui' again, or sign in with a token."}
 	status := http.StatusUnauthorized
-	if hash, ok := u.sessions.redeem(r.URL.Query().Get("code"), u.o.Clock.Now()); ok {
-		name, err := u.checkToken(r.Context(), hash)
+	hash, binding, ok := u.sessions.redeem(r.URL.Query().Get("code"), u.o.Clock.Now())
+	if ok && !boundBrowser(r, binding) {
+		ok = false
+		page.Title = "Sign-in link for another browser"
+		page.Message = "This sign-in link was made for another browser, so it does not sign this one in. To sign in here, run 'cumulus ui' on this machine, or sign in with a token."
+	}
+	if ok {
+		http.SetCookie(w, &http.Cookie{Name: BindingCookie, Value: "", Path: "/ui/login", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+			Secure: u.secure(r), MaxAge: -1})
+		name, err := u.mayOpenSession(r.Context(), hash)
+		var refused *api.Error
 		switch {
+		case errors.As(err, &refused):
+			page.Title, page.Message, status = "No role", refused.Message, refused.Status
 		case err == nil:
 			u.startSession(w, r, hash, name)
 			u.log.Info("web session opened with a sign-in link", "principal", name)
@@ -345,11 +361,24 @@ type codeView struct {
 // newCode mints a one-time sign-in link for the bearer token's owner.
 func (u *UI) newCode(w http.ResponseWriter, r *http.Request) {
 	hash, _, err := u.bearer(r)
+	if err == nil {
+		_, err = u.mayOpenSession(r.Context(), hash)
+	}
+	var req struct {
+		Binding string `json:"binding"`
+	}
+	if err == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+		if derr := json.NewDecoder(r.Body).Decode(&req); derr != nil || !validBinding.MatchString(req.Binding) {
+			err = &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "binding",
+				Message: "a sign-in link is bound to the browser that asked for it: send {\"binding\": …} as /ui/login/begin gave it (a 'cumulus ui' of this version does)"}
+		}
+	}
 	if err != nil {
 		u.writeError(w, r, err)
 		return
 	}
-	c := u.sessions.mintCode(hash, u.o.Clock.Now())
+	c := u.sessions.mintCode(hash, req.Binding, u.o.Clock.Now())
 	p := "/ui/login?code=" + url.QueryEscape(c)
 	writeJSON(w, http.StatusOK, codeView{URL: u.baseURL(r) + p, Path: p, ExpiresIn: int(CodeTTL.Seconds())})
 }

@@ -277,13 +277,30 @@ func TestSessionsEndWithTimeRevocationAndSignOut(t *testing.T) {
 	}
 }
 
+// begin is a browser's start of `cumulus ui`'s sign-in: its binding
+// cookie, and the binding the CLI's loopback port would be sent.
+func (h *harness) begin() (*http.Cookie, string) {
+	h.t.Helper()
+	a := h.do("GET", "/ui/login/begin?port=45678&state=state-0123456789abcdef", "", nil, nil)
+	c := a.cookie(ui.BindingCookie)
+	loc, err := url.Parse(a.header.Get("Location"))
+	if a.status != 302 || c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || err != nil ||
+		loc.Host != "127.0.0.1:45678" || loc.Path != "/callback" || loc.Query().Get("state") != "state-0123456789abcdef" {
+		h.t.Fatalf("begin: %d %v %s", a.status, c, a.header.Get("Location"))
+	}
+	if b := loc.Query().Get("binding"); b == "" || strings.Contains(b, c.Value) {
+		h.t.Fatalf("the binding %q is not the cookie's hash", b)
+	}
+	return c, loc.Query().Get("binding")
+}
+
 func TestOneTimeSignInLink(t *testing.T) {
 	h := newHarness(t)
 	if a := h.do("POST", "/ui/codes", "", nil, nil); a.status != 401 {
 		t.Fatalf("codes without a token: %d", a.status)
 	}
-	mint := func() string {
-		a := h.do("POST", "/ui/codes", "", map[string]string{"Authorization": "Bearer " + h.token}, nil)
+	mint := func(binding string) string {
+		a := h.do("POST", "/ui/codes", `{"binding":"`+binding+`"}`, map[string]string{"Authorization": "Bearer " + h.token}, nil)
 		if a.status != 200 {
 			t.Fatalf("codes: %d %s", a.status, a.body)
 		}
@@ -297,8 +314,9 @@ func TestOneTimeSignInLink(t *testing.T) {
 		}
 		return v.Path
 	}
-	p := mint()
-	a := h.do("GET", p, "", nil, nil)
+	browser, binding := h.begin()
+	p := mint(binding)
+	a := h.do("GET", p, "", nil, browser)
 	c := a.cookie(ui.CookieName)
 	if a.status != 200 || c == nil || !c.HttpOnly || !strings.Contains(a.body, `http-equiv="refresh"`) {
 		t.Fatalf("first use: %d %+v %s", a.status, c, a.body)
@@ -306,16 +324,36 @@ func TestOneTimeSignInLink(t *testing.T) {
 	if s := h.do("GET", "/ui/session", "", nil, c); s.status != 200 {
 		t.Fatalf("session from the link: %d", s.status)
 	}
-	if a := h.do("GET", p, "", nil, nil); a.status != 401 || a.cookie(ui.CookieName) != nil {
+	if a := h.do("GET", p, "", nil, browser); a.status != 401 || a.cookie(ui.CookieName) != nil {
 		t.Fatalf("second use: %d", a.status)
 	}
-	p = mint()
+	// A link bound to one browser does not sign another in (login CSRF):
+	// neither one without a binding cookie nor one with its own.
+	p = mint(binding)
+	other, _ := h.begin()
+	for _, victim := range []*http.Cookie{nil, other} {
+		if a := h.do("GET", p, "", nil, victim); a.status != 401 || a.cookie(ui.CookieName) != nil || !strings.Contains(a.body, "another browser") {
+			t.Fatalf("a link opened by another browser: %d %s", a.status, a.body)
+		}
+		p = mint(binding)
+	}
 	h.clock.Step(ui.CodeTTL)
-	if a := h.do("GET", p, "", nil, nil); a.status != 401 {
+	if a := h.do("GET", p, "", nil, browser); a.status != 401 {
 		t.Fatalf("expired link: %d", a.status)
 	}
-	if a := h.do("GET", "/ui/login?code=cuc_made-up", "", nil, nil); a.status != 401 {
+	if a := h.do("GET", "/ui/login?code=cuc_made-up", "", nil, browser); a.status != 401 {
 		t.Fatalf("made-up code: %d", a.status)
+	}
+	// A code is bound or not made; begin takes only what the CLI sends.
+	for _, body := range []string{"", "{}", `{"binding":"not-a-hash"}`} {
+		if a := h.do("POST", "/ui/codes", body, map[string]string{"Authorization": "Bearer " + h.token}, nil); a.status != 400 {
+			t.Errorf("codes with %q: %d %s", body, a.status, a.body)
+		}
+	}
+	for _, q := range []string{"port=0&state=state-0123456789abcdef", "port=80&state=short", "port=x&state=state-0123456789abcdef", "state=state-0123456789abcdef"} {
+		if a := h.do("GET", "/ui/login/begin?"+q, "", nil, nil); a.status != 400 || a.cookie(ui.BindingCookie) != nil {
+			t.Errorf("begin?%s: %d", q, a.status)
+		}
 	}
 }
 
@@ -472,5 +510,66 @@ func TestHistorySamplesNodesAndQueuedDemand(t *testing.T) {
 	}
 	if a := h.do("GET", "/ui/api/history?compute="+url.QueryEscape(id), "", map[string]string{"Authorization": "Bearer " + h.token}, nil); a.status != 200 {
 		t.Errorf("history with a bearer token: %d", a.status)
+	}
+}
+
+// principalToken makes a principal (with role at "/" unless role is "")
+// and a token of it, straight in the store.
+func (h *harness) principalToken(name, role string) string {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := store.PutPrincipal(ctx, h.db.W(), store.Principal{Name: name, Kind: "User", Created: h.clock.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	tok := secret.NewToken("cml_")
+	if err := store.InsertToken(ctx, h.db.W(), store.Token{ID: secret.NewID(), Name: name, Hash: secret.Hash(tok), Created: h.clock.Now()}); err != nil {
+		h.t.Fatal(err)
+	}
+	if role != "" {
+		if err := store.PutRoleAssignment(ctx, h.db.W(), store.RoleAssignment{ID: secret.NewID(), Principal: name, Role: role, Scope: "/", Created: h.clock.Now()}); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return tok
+}
+
+// A principal with no role anywhere gets no session and no sign-in link;
+// one that signs in again and again ends only its own oldest sessions,
+// never another principal's.
+func TestSessionsBoundedPerPrincipalAndRefusedWithoutARole(t *testing.T) {
+	h := newHarness(t)
+	owner, _ := h.login()
+
+	nobody := h.principalToken("nobody", "")
+	body, hdr := form(nobody)
+	if a := h.do("POST", "/ui/login", body, hdr, nil); a.status != 403 || a.cookie(ui.CookieName) != nil || !strings.Contains(a.body, "no role") {
+		t.Errorf("sign-in with no role: %d %s", a.status, a.body)
+	}
+	if a := h.do("POST", "/ui/codes", "", map[string]string{"Authorization": "Bearer " + nobody}, nil); a.status != 403 {
+		t.Errorf("sign-in link with no role: %d %s", a.status, a.body)
+	}
+
+	reader := h.principalToken("reader", "Reader")
+	var first, last *http.Cookie
+	for i := 0; i < ui.MaxSessionsPerPrincipal+5; i++ {
+		h.clock.Step(time.Second) // each session a little younger than the last
+		body, hdr := form(reader)
+		a := h.do("POST", "/ui/login", body, hdr, nil)
+		if a.status != 200 {
+			t.Fatalf("sign-in %d: %d %s", i, a.status, a.body)
+		}
+		last = a.cookie(ui.CookieName)
+		if first == nil {
+			first = last
+		}
+	}
+	if a := h.do("GET", "/ui/session", "", nil, first); a.status != 401 {
+		t.Errorf("the reader's oldest session: %d, want ended", a.status)
+	}
+	if a := h.do("GET", "/ui/session", "", nil, last); a.status != 200 {
+		t.Errorf("the reader's newest session: %d", a.status)
+	}
+	if a := h.do("GET", "/ui/session", "", nil, owner); a.status != 200 {
+		t.Errorf("the owner's session after the reader's sign-ins: %d, want kept", a.status)
 	}
 }

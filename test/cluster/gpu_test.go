@@ -132,15 +132,17 @@ for d in $ds; do rmdir %[1]s/$d; done`, marks, gate)
 	waitFor(t, "g4 to say it waits for GPUs", 30*time.Second, func() bool {
 		return s.job("g4").Properties.StatusMessage == api.GPUWaitPrefix+why
 	})
-	c, err := s.c.GetCompute(bctx, "gpu4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(c.Aml().Errors, func(e api.ErrorResponse) bool {
-		return e.Error != nil && e.Error.Code == "ScaleUpBlocked" && strings.Contains(e.Error.Message, why)
-	}) {
-		t.Errorf("gpu4 errors %+v lack ScaleUpBlocked: %s", c.Aml().Errors, why)
-	}
+	// The compute's status is written after its jobs' reasons, in the
+	// same pass: wait for it too.
+	waitFor(t, "gpu4 to say why it cannot grow", 30*time.Second, func() bool {
+		c, err := s.c.GetCompute(bctx, "gpu4")
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(c.Aml().Errors, func(e api.ErrorResponse) bool {
+			return e.Error != nil && e.Error.Code == "ScaleUpBlocked" && strings.Contains(e.Error.Message, why)
+		})
+	})
 	if n := len(s.heldGPUs("gpu4")); n != 0 {
 		t.Errorf("gpu4 has %d nodes with no GPU free", n)
 	}

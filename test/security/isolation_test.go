@@ -189,7 +189,8 @@ func TestJobDiesWithItsAgent(t *testing.T) {
 	s := startServer(t, "--heartbeat-timeout", "5s")
 	killNodesAtEnd(t, s)
 	compute(t, s.admin, "once", 2)
-	shared, err := os.MkdirTemp("", "cumulus-once-")
+	// Not in /tmp: an isolated job's /tmp is its node's own.
+	shared, err := os.MkdirTemp("/var/tmp", "cumulus-once-")
 	if err != nil {
 		t.Fatal(err)
 	}

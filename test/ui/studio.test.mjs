@@ -214,18 +214,39 @@ test('the studio, end to end in Chromium', async (t) => {
     assert.equal(anon.status, 401);
   });
 
-  await step(t, '`cumulus ui --print-url` gives a one-time sign-in link', async () => {
-    const url = (await cli('ui', '--print-url')).trim();
-    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\?code=cuc_/);
-    assert.ok(!url.includes(token), 'the link does not carry the token');
+  await step(t, '`cumulus ui --print-url` signs in the browser that opens it, and no other', async () => {
+    // The command prints the sign-in address and waits for the browser.
+    const ui = spawn(bin, ['ui', '--print-url'], { env: env(), cwd: dataDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((resolve) => ui.on('exit', resolve));
+    const url = await new Promise((resolve, reject) => {
+      let out = '';
+      ui.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+      ui.on('exit', () => reject(new Error('cumulus ui ended before printing the address')));
+    });
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/ui\/login\/begin\?port=\d+&state=/);
+    assert.ok(!url.includes(token), 'the address does not carry the token');
     const other = await browser.newContext();
     const p2 = await other.newPage();
+    const seen = [];
+    p2.on('request', (r) => seen.push(r.url()));
     await p2.goto(url);
     await p2.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor({ timeout: 15000 });
-    const again = await other.newPage();
-    const resp = await again.goto(url);
-    assert.equal(resp.status(), 401, 'the link works once');
+    assert.equal(await exited, 0, 'cumulus ui ends once the browser is signed in');
+    const link = seen.find((u) => u.includes('/ui/login?code=cuc_'));
+    assert.ok(link, 'the browser went through a one-time link');
+    // The same link in another browser signs nothing in (it works once, and
+    // only in the browser that asked for it: the Go tests open an unused
+    // link in another browser).
+    const third = await browser.newContext();
+    const again = await third.newPage();
+    const resp = await again.goto(link);
+    assert.equal(resp.status(), 401, 'the link signs in no other browser');
     await again.getByText('works once').waitFor();
+    assert.ok(!(await third.cookies()).some((c) => c.name === 'cumulus_session'), 'no session in the other browser');
+    await third.close();
     await other.close();
   });
 
@@ -1004,6 +1025,46 @@ limits:
     await cli('compute', 'delete', '-n', 'sweep-cpu', '--yes', '--no-wait').catch(() => {});
     await page.goto(base + '/#/computes');
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+  });
+
+  await step(t, 'a fair-share cluster shows where each group stands and the queue in the order it will start', async () => {
+    const shared = 'ui-shared';
+    await cli('compute', 'create', '-n', shared, '--max-instances', '1', '--queue-policy', 'fair', '--fair-share-by', 'tag:team',
+      '--fair-share-weight', 'vision=2');
+    // vision's first job holds the only node; then vision and speech queue.
+    await cli('job', 'create', '--compute', shared, '--name', 'ui-share-v1', '--command', 'sleep 600', '--tags', 'team=vision');
+    await waitFor("vision's first job to start", async () => /Preparing|Running/.test(await cli('job', 'show', '-n', 'ui-share-v1', '--query', 'status', '-o', 'tsv')), 90000);
+    for (const [n, team] of [['ui-share-v2', 'vision'], ['ui-share-s1', 'speech'], ['ui-share-s2', 'speech']]) {
+      await cli('job', 'create', '--compute', shared, '--name', n, '--command', 'true', '--tags', `team=${team}`);
+    }
+    await page.goto(base + `/#/computes/${shared}`);
+    await page.getByRole('heading', { level: 1, name: shared }).waitFor();
+    const settings = page.locator('section[aria-labelledby="sec-settings"]');
+    await waitFor('the settings', async () => /Queue/.test(await settings.textContent()), 30000);
+    assert.match(await settings.textContent(), /Queuefair share by tag team \(weights: vision 2\)/);
+    const groups = page.locator('section[aria-labelledby="sec-groups"] tbody tr');
+    await waitFor('both groups', async () => (await groups.count()) === 2 && /speech/.test(await groups.allTextContents()), 30000);
+    const cells = async (row) => row.locator('th, td').allTextContents();
+    const byGroup = {};
+    for (let i = 0; i < 2; i++) {
+      const c = await cells(groups.nth(i));
+      byGroup[c[0]] = c; // Group, Weight, Usage, Held lately, Nodes now, Share, Waiting jobs
+    }
+    assert.equal(byGroup.vision[1], '2', 'vision weighs 2');
+    assert.equal(byGroup.vision[4], '1', 'vision holds the node');
+    assert.equal(byGroup.speech[6], '2 (2 nodes)');
+    // speech holds nothing: its first job comes first; then vision, which
+    // weighs 2 and holds 1 node, stands as low as speech with one.
+    const jobs = page.locator('section[aria-labelledby="sec-jobs"] tbody tr');
+    await waitFor('the queue in order', async () => (await jobs.count()) === 4 && /Queued1/.test(await jobs.allTextContents()), 30000);
+    const order = (await jobs.allTextContents()).map((r) => r.match(/ui-share-[a-z]\d/)[0]);
+    assert.deepEqual(order, ['ui-share-v1', 'ui-share-s1', 'ui-share-v2', 'ui-share-s2']);
+    const first = await cells(jobs.nth(1)); // Job, Status, Place in queue, Group, Nodes, Submitted, Running for, Message
+    assert.equal(first[2], '1');
+    assert.equal(first[3], 'speech');
+    assert.match(first[7], /speech is within its share/);
+    await shot('cluster-fair-share', { fullPage: true });
+    await cli('compute', 'delete', '-n', shared, '--yes');
   });
 
   await step(t, 'run views: metric charts to read and zoom, runs side by side, outputs and logs as files, the tier in the list', async () => {

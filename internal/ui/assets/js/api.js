@@ -100,6 +100,9 @@ export const listWorkspaces = () => listAll(`${groupPath()}/providers/${PROVIDER
 export const getWorkspace = () => get(wsPath());
 export const listComputes = () => listAll(`${wsPath()}/computes`);
 export const getCompute = (name) => get(computePath(name));
+// getQueue reads a cluster's queue in the order its scheduler will start
+// it, each job with why it waits (a Cumulus extension).
+export const getQueue = (name, top = 100) => get(`${computePath(name)}/queue?$top=${top}`);
 export const listNodes = (name) => listAll(`${computePath(name)}/listNodes`, 'POST', 'nodes');
 export const listJobs = (status) => listAll(`${wsPath()}/jobs` + (status ? '?status=' + enc(status) : ''));
 export const getJob = (name) => get(jobPath(name));

@@ -36,7 +36,13 @@ export function render(main, [name]) {
   const chartBox = h('div', { class: 'chart-box' });
   const chartCaption = h('figcaption', { class: 'muted', id: 'chart-caption' });
   const nodesT = table('Nodes of the cluster', ['Node', 'State', 'Address', 'Current job', 'GPUs', 'Up for', 'Idle for']);
-  const jobsT = table('Queued and running jobs on the cluster', ['Job', 'Status', 'Nodes', 'Submitted', 'Running for', 'Message']);
+  const jobsT = table('Queued and running jobs on the cluster, queued ones in the order the scheduler will start them',
+    ['Job', 'Status', 'Place in queue', 'Group', 'Nodes', 'Submitted', 'Running for', 'Message']);
+  const groupsT = table('Where each group stands: usage, share and waiting jobs',
+    ['Group', 'Weight', 'Usage', 'Held lately', 'Nodes now', 'Share', 'Waiting jobs']);
+  const groupsNote = h('p', { class: 'muted' });
+  const groupsSec = h('section', { 'aria-labelledby': 'sec-groups', class: 'card', hidden: true },
+    h('h2', { id: 'sec-groups' }, 'Sharing between groups'), groupsNote, groupsT.el);
   const quotaBox = h('div', { class: 'quota-rows' });
   const events = timeline('compute-events', `Events of ${name}, newest first`, FIELD_NAMES);
   const usage = usagePanel('compute', name);
@@ -48,6 +54,7 @@ export function render(main, [name]) {
         h('div', { class: 'segmented', role: 'group', 'aria-label': 'Time window' }, windowBtns)),
       h('figure', {}, chartBox, legend(), chartCaption)),
     usage.el,
+    groupsSec,
     h('div', { class: 'two-col' },
       h('section', { 'aria-labelledby': 'sec-nodes', class: 'card' }, h('h2', { id: 'sec-nodes' }, 'Nodes'), nodesT.el),
       h('section', { 'aria-labelledby': 'sec-quota', class: 'card' }, h('h2', { id: 'sec-quota' }, 'Quota'), quotaBox)),
@@ -86,6 +93,30 @@ export function render(main, [name]) {
 
   let demandNow = 0;
 
+  // renderGroups shows where each fair-share group stands; the section is
+  // hidden on a FIFO cluster.
+  function renderGroups(fs, policy) {
+    groupsSec.hidden = !fs;
+    if (!fs) return;
+    const unit = fs.unit === 'GPU' ? 'GPU' : 'node';
+    groupsNote.textContent = `Usage is the ${unit} time each group's jobs held, halved every ${duration((isoSeconds(policy.usageHalfLife) ?? 86400) * 1000)}; ` +
+      'a share is the nodes a group is entitled to: its weighted part of the maximum among the groups with work, no more than it asks for. ' +
+      'The next job to start is one of the group furthest below its share.';
+    syncTable(groupsT.tbody, fs.groups || [], {
+      key: (g) => 'g:' + g.name, cols: 7, empty: 'No group has used or asked for the cluster yet.',
+      sig: (g) => [g.weight, g.usageHours.toFixed(1), g.recentNodes.toFixed(1), g.nodes, g.share.toFixed(1), g.queuedJobs],
+      cells: (g) => [
+        g.display,
+        String(g.weight),
+        `${g.usageHours.toFixed(1)} ${unit}-h`,
+        `${g.recentNodes.toFixed(1)} nodes`,
+        String(g.nodes),
+        [g.share.toFixed(1), g.nodes > g.share + 0.05 ? h('span', { class: 'muted' }, ' (over)') : null],
+        g.queuedJobs ? `${g.queuedJobs} (${g.queuedNodes} node${g.queuedNodes === 1 ? '' : 's'})` : '0',
+      ],
+    });
+  }
+
   async function refresh() {
     if (gone) return;
     let c;
@@ -110,7 +141,7 @@ export function render(main, [name]) {
     if (lastState && lastState !== c.properties.provisioningState) announce(`Cluster ${name} is ${c.properties.provisioningState}`);
     lastState = c.properties.provisioningState;
 
-    const [nodes, jobs, h0, usages, all, evs] = await Promise.all([
+    const [nodes, jobs, h0, usages, all, evs, , queue] = await Promise.all([
       api.listNodes(name).catch(() => []),
       // Only the jobs still to run or running: one small list per status.
       Promise.all(ACTIVE.map((st) => api.listJobs(st))).then((l) => l.flat()).catch(() => []),
@@ -119,6 +150,7 @@ export function render(main, [name]) {
       sizes().catch(() => []),
       api.computeEvents(name).catch(() => null),
       computeUsage(name, '30m').then(usage.update).catch(() => {}),
+      api.getQueue(name).catch(() => null),
     ]);
     if (evs) events.render(evs, 'No events yet: they start when the cluster first grows.');
     if (h0) {
@@ -128,7 +160,11 @@ export function render(main, [name]) {
     const size = all.find((x) => x.name === a.vmSize);
     const id = c.id.toLowerCase();
     const mine = jobs.filter((j) => (j.properties.computeId || '').toLowerCase() === id);
-    const active = mine.sort((x, y) => String((x.systemData || {}).createdAt).localeCompare(String((y.systemData || {}).createdAt)));
+    // Running jobs first, then the queued ones in the scheduler's order.
+    const place = new Map(((queue && queue.value) || []).map((e) => [e.name, e.position]));
+    const rank = (j) => (j.properties.status === 'Queued' ? place.get(j.name) ?? 1e9 : 0);
+    const active = mine.sort((x, y) => rank(x) - rank(y) ||
+      String((x.systemData || {}).createdAt).localeCompare(String((y.systemData || {}).createdAt)));
     demandNow = active.filter((j) => j.properties.status === 'Queued')
       .reduce((n, j) => n + ((j.properties.resources || {}).instanceCount || 1), 0);
 
@@ -143,6 +179,7 @@ export function render(main, [name]) {
       fact('Node states', nodeStates(a.nodeStateCounts)),
       fact('Scale down after', duration((isoSeconds(s.nodeIdleTimeBeforeScaleDown) ?? 0) * 1000) + ' idle'),
       fact('Schedules', schedulesText(a.schedules, a.activeSchedule)),
+      fact('Queue', queueText(a.queuePolicy)),
       fact('Location', c.properties.computeLocation || c.location),
       fact('Created', when(c.properties.createdOn)),
       fact('Description', c.properties.description || '—'),
@@ -173,17 +210,20 @@ export function render(main, [name]) {
       },
     });
     syncTable(jobsT.tbody, active, {
-      key: (j) => j.name, cols: 6, empty: 'No queued or running jobs.',
-      sig: (j) => [j.properties.status, j.properties.statusMessage, j.properties.startTime],
+      key: (j) => j.name, cols: 8, empty: 'No queued or running jobs.',
+      sig: (j) => [j.properties.status, j.properties.statusMessage, j.properties.startTime, place.get(j.name), j.properties.fairShareGroup],
       cells: (j) => [
         h('a', { href: '#/jobs/' + encodeURIComponent(j.name) }, j.properties.displayName || j.name),
         badge(j.properties.status),
+        j.properties.status === 'Queued' && place.has(j.name) ? String(place.get(j.name)) : '—',
+        j.properties.fairShareGroup == null ? '—' : groupName(j.properties.fairShareGroup, a.queuePolicy),
         String((j.properties.resources || {}).instanceCount || 1),
         ago(j.systemData && j.systemData.createdAt),
         j.properties.startTime ? duration(Date.now() - new Date(j.properties.startTime).getTime()) : '—',
         j.properties.statusMessage || '',
       ],
     });
+    renderGroups(a.fairShare, a.queuePolicy);
     renderQuota(quotaBox, usages, size, a.vmPriority);
     if (hist) {
       // What this page sees now is a sample too, at the server's time.
@@ -198,6 +238,26 @@ export function render(main, [name]) {
     drawChart();
   }
   return { refresh, setError: banner.set };
+}
+
+// queueText says a cluster's queue policy in words.
+function queueText(p) {
+  if (!p || p.kind !== 'FairShare') {
+    const pre = p && p.preemption === 'LowerPriority' ? `; a waiting job preempts jobs of lower priority after ${duration((isoSeconds(p.minRuntime) ?? 600) * 1000)}` : '';
+    return 'first come, first served (by priority)' + pre;
+  }
+  const by = p.fairShareBy === 'principal' ? 'the principal that submits' : `tag ${p.fairShareBy.slice(4)}`;
+  const w = Object.entries(p.weights || {}).map(([g, x]) => `${g} ${x}`).join(', ');
+  const pre = { None: '', LowerPriority: '; a waiting job preempts jobs of lower priority', OverShare: '; a group under its share preempts the groups over theirs' }[p.preemption] || '';
+  const after = pre ? ` after ${duration((isoSeconds(p.minRuntime) ?? 600) * 1000)}` : '';
+  return `fair share by ${by}` + (w ? ` (weights: ${w})` : '') + pre + after;
+}
+
+// groupName names a fair-share group: the jobs without the grouping tag
+// are a group too.
+function groupName(g, p) {
+  if (g !== '') return g;
+  return p && p.fairShareBy && p.fairShareBy.startsWith('tag:') ? `(no ${p.fairShareBy.slice(4)} tag)` : '(unknown principal)';
 }
 
 // remoteLoginText says whether the nodes' SSH port is public, in words.

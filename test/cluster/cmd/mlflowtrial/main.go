@@ -104,7 +104,13 @@ func run(x, y float64, steps int, sleep time.Duration, metric string) error {
 			return err
 		}
 		fmt.Printf("step %d %s=%g\n", k, metric, v)
-		if err := os.WriteFile(ckpt, []byte(strconv.Itoa(k+1)), 0o644); err != nil {
+		// Written aside and renamed, as a training script saves its
+		// checkpoints: the node may take the folder at any moment (a
+		// preemption), and a file caught truncated would resume at 0.
+		if err := os.WriteFile(ckpt+".tmp", []byte(strconv.Itoa(k+1)), 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(ckpt+".tmp", ckpt); err != nil {
 			return err
 		}
 		time.Sleep(sleep)
