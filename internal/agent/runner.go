@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
@@ -519,7 +520,7 @@ func (j *job) wait(g *procGroup) int {
 				if cred := j.a.jobCred; cred != nil && j.image == "" {
 					// Processes that left the group end too, before the
 					// agent reads the job's outputs.
-					if err := killAllOf(cred); err != nil {
+					if err := jobinit.KillAllOf(cred); err != nil {
 						j.log.Warn("could not end the job user's processes", "err", err)
 					}
 				}
