@@ -135,3 +135,43 @@ func atoi(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// A process an isolated job leaves behind, out of its process group
+// (setsid), ends with the job: the job's init ends every process of the
+// job user once the job's command has ended.
+func TestIsolatedJobLeavesNothingRunning(t *testing.T) {
+	needRoot(t)
+	const uid = 2000999002
+	f := newFakeServer(t)
+	startAgent(t, f, func(c *Config) { c.JobUser = strconv.Itoa(uid) })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "leaver", Name: "leaver", Attempt: 1, Grace: time.Second,
+		Command: `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > "$CUMULUS_OUTPUT_DIR/pid"; exit 0`}})
+	if ev := f.exited("leaver", 30*time.Second); ev.ExitCode != 0 {
+		t.Fatalf("leaver exited %+v; log:\n%s", ev, f.logOf("leaver"))
+	}
+	pid := strings.TrimSpace(tarFiles(t, f.output("leaver", "default"))["pid"])
+	if pid == "" {
+		t.Fatal("the job did not say which process it left")
+	}
+	if left := processesOf(uid); len(left) > 0 {
+		t.Errorf("processes of the job user left after the job ended: %v (the job left %s)", left, pid)
+	}
+}
+
+// processesOf lists the live processes of a user.
+func processesOf(uid int) []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/status")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) && !strings.Contains(string(b), "State:\tZ") {
+				pids = append(pids, filepath.Base(filepath.Dir(p)))
+			}
+		}
+	}
+	return pids
+}

@@ -272,7 +272,11 @@ func closeSpec(c *exec.Cmd) {
 // folder and output, run by a supervisor that kills the job's process
 // group when the agent dies, and (with a job user) isolates it and drops
 // to that user. The caller starts it with startInit, from a locked thread.
-func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) (*exec.Cmd, error) {
+//
+// alone says cmd is the job's only process on this node: the init then
+// also ends whatever else the job user runs once cmd has ended (see
+// jobinit.Spec.KillAll), and the agent has no process to start for it.
+func (j *job) initCommand(cmd *exec.Cmd, asJobUser, alone bool) (*exec.Cmd, error) {
 	dir, _ := filepath.Abs(cmd.Dir)
 	spec := jobinit.Spec{Ready: true, Dir: dir, Path: cmd.Path, Args: cmd.Args[1:]}
 	var cred *syscall.Credential
@@ -282,6 +286,8 @@ func (j *job) initCommand(cmd *exec.Cmd, asJobUser bool) (*exec.Cmd, error) {
 	if cred != nil {
 		j.a.asJobUser(&spec)
 		spec.ShmSize = cmp.Or(j.asg.ShmSize, spec.ShmSize)
+		spec.KillAll = alone && spec.User != nil
+		j.initKillsAll = spec.KillAll
 	}
 	c, err := initProcess(context.Background(), spec)
 	if err != nil {

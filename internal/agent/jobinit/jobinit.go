@@ -106,6 +106,24 @@ func KillAllOf(cred *syscall.Credential) error {
 	return nil
 }
 
+// killAllAsJobUser ends every process of the job user but this one: the
+// init, its command ended, becomes that user for good (it exits next)
+// and kills them all (kill(-1)), rather than starting a process of that
+// user to do it. Real, effective and saved ids all change, so that the
+// signal reaches nothing else (a process whose real uid is root may
+// signal every process of root).
+func killAllAsJobUser(cred *syscall.Credential) {
+	if err := syscall.Setresgid(int(cred.Gid), int(cred.Gid), int(cred.Gid)); err != nil {
+		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", err)
+		return
+	}
+	if err := syscall.Setresuid(int(cred.Uid), int(cred.Uid), int(cred.Uid)); err != nil {
+		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", err)
+		return
+	}
+	_ = syscall.Kill(-1, syscall.SIGKILL) // not this process itself
+}
+
 // The job init starts processes with os.StartProcess, not os/exec: that
 // package needs path/filepath, whose package init comes late in the
 // program's order and would hold this package's back (see the package
@@ -232,6 +250,9 @@ func Main() int {
 	for {
 		select {
 		case code := <-done:
+			if spec.KillAll && sys.Credential != nil {
+				killAllAsJobUser(sys.Credential)
+			}
 			return code
 		case s := <-sigs:
 			if s == syscall.SIGTERM || s == syscall.SIGINT {

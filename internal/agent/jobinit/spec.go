@@ -20,6 +20,12 @@ type Spec struct {
 	User *User
 	Mask string
 	Tmp  string
+	// KillAll: once the command has ended (and what a stop let it finish),
+	// the init ends every other process of the job user (User): what left
+	// the job's process group. Only for a job that is the one command of
+	// its user on the node (its node runs one job at a time, one process
+	// of it here); with several, the agent does it when all have ended.
+	KillAll bool
 	// ShmSize is the size of the job's /dev/shm in bytes.
 	ShmSize int64
 	Dir     string
@@ -59,6 +65,7 @@ func (s Spec) Encode() []byte {
 	field(specVersion)
 	flag(s.Ready)
 	flag(s.Stdin)
+	flag(s.KillAll)
 	flag(s.User != nil)
 	if s.User != nil {
 		field(strconv.FormatUint(uint64(s.User.UID), 10))
@@ -122,6 +129,9 @@ func DecodeSpec(b []byte) (Spec, error) {
 		return s, err
 	}
 	if s.Stdin, err = flag(); err != nil {
+		return s, err
+	}
+	if s.KillAll, err = flag(); err != nil {
 		return s, err
 	}
 	hasUser, err := flag()

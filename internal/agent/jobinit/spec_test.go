@@ -11,7 +11,7 @@ import (
 func TestSpecRoundTrip(t *testing.T) {
 	for _, s := range []Spec{
 		{Dir: "/w/jobs/j", Path: "/bin/sh", Args: []string{"-c", "echo '12:x' \"$HOME\"; printf '%s\\n' 3:abc"}},
-		{Ready: true, Stdin: true, User: &User{UID: 4294967295, GID: 7, Home: "/w/jobs/j"}, Mask: "/w", Tmp: "/w/tmp",
+		{Ready: true, Stdin: true, KillAll: true, User: &User{UID: 4294967295, GID: 7, Home: "/w/jobs/j"}, Mask: "/w", Tmp: "/w/tmp",
 			ShmSize: 2 << 30, Dir: "/w/jobs/j", Path: "python", Args: []string{"", "ünï\tcode", "1:"}},
 		{Path: "docker"},
 	} {
