@@ -1,4 +1,4 @@
-package jobinit
+package jobinit_test
 
 import (
 	"os"
@@ -6,13 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 func TestIdentityFiles(t *testing.T) {
 	passwd := []byte("root:x:0:0:root:/root:/bin/bash\n# a comment\nalice:x:1000:1000::/home/alice:/bin/sh")
 	group := []byte("root:x:0:\nstaff:x:50:\n")
-	pw, gr, name := IdentityFiles(passwd, group, User{UID: 2000420000, GID: 2000420000, Home: "/w/jobs/j"})
+	pw, gr, name := jobinit.IdentityFiles(passwd, group, jobinit.User{UID: 2000420000, GID: 2000420000, Home: "/w/jobs/j"})
 	if name != "cumulus-job" {
 		t.Errorf("name %q, want cumulus-job", name)
 	}
@@ -23,12 +24,12 @@ func TestIdentityFiles(t *testing.T) {
 		t.Errorf("group:\n%s\nwant\n%s", gr, want)
 	}
 	// A uid or gid the machine names keeps its name; a taken name gets the id.
-	pw, gr, name = IdentityFiles(passwd, group, User{UID: 1000, GID: 50, Home: "/h"})
+	pw, gr, name = jobinit.IdentityFiles(passwd, group, jobinit.User{UID: 1000, GID: 50, Home: "/h"})
 	if name != "alice" || string(pw) != string(passwd) || string(gr) != string(group) {
 		t.Errorf("a known uid and gid: %q\n%s\n%s", name, pw, gr)
 	}
 	taken := append(passwd, "\ncumulus-job:x:7:7::/:/bin/sh\n"...)
-	if _, _, name = IdentityFiles(taken, group, User{UID: 9, GID: 9}); name != "cumulus-job-9" {
+	if _, _, name = jobinit.IdentityFiles(taken, group, jobinit.User{UID: 9, GID: 9}); name != "cumulus-job-9" {
 		t.Errorf("name beside a taken cumulus-job: %q", name)
 	}
 }
@@ -51,7 +52,7 @@ func TestJobInitStartsAlone(t *testing.T) {
 	if built {
 		t.Logf("built %s", bin)
 	}
-	cmd := &exec.Cmd{Path: bin, Args: []string{Name}, Env: append(os.Environ(), "GODEBUG=inittrace=1")}
+	cmd := &exec.Cmd{Path: bin, Args: []string{jobinit.Name}, Env: append(os.Environ(), "GODEBUG=inittrace=1")}
 	out, err := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 127 || !strings.Contains(string(out), "no spec on descriptor") {
 		t.Fatalf("a job init without a spec: exit %d (%v), output:\n%s", code, err, out)
