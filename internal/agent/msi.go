@@ -22,7 +22,8 @@ import (
 // with its node token, so a job gets tokens only for its own cluster's
 // identities. Tokens are never logged.
 
-// msiStart starts the endpoint on a loopback port, once.
+// msiStart starts the endpoint on a loopback port, once. It serves a
+// parallel step's driver too (parallel.go), with the same per-job secret.
 func (a *agent) msiStart() (string, error) {
 	a.msiOnce.Do(func() {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -31,7 +32,10 @@ func (a *agent) msiStart() (string, error) {
 			return
 		}
 		a.msiURL = "http://" + ln.Addr().String() + "/msi/token"
-		srv := &http.Server{Handler: http.HandlerFunc(a.serveMSI), ReadHeaderTimeout: 10 * time.Second}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/msi/token", a.serveMSI)
+		mux.HandleFunc(parallelPath, a.serveParallel) // a parallel step's driver (parallel.go)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 		go func() {
 			<-a.life.Done()

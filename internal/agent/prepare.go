@@ -157,7 +157,7 @@ func (j *job) prepare() ([]string, error) {
 		env = append(env, "MSI_ENDPOINT="+url, "MSI_SECRET="+secret, "DEFAULT_IDENTITY_CLIENT_ID="+asg.DefaultClientID)
 	}
 	for name := range asg.Inputs {
-		dir := filepath.Join(j.dir, inputDir, name)
+		dir := j.inputPath(name) // a file input names its file
 		env = append(env, "AZUREML_INPUT_"+name+"="+dir, "CUMULUS_INPUT_"+envName(name)+"="+dir)
 	}
 	env = append(env, j.dataInputEnv()...)
@@ -170,6 +170,13 @@ func (j *job) prepare() ([]string, error) {
 			return nil, fmt.Errorf("make output folder %s: %w", name, err)
 		}
 		env = append(env, "AZUREML_OUTPUT_"+name+"="+dir, "CUMULUS_OUTPUT_"+envName(name)+"="+dir)
+	}
+	if asg.Parallel != nil {
+		penv, err := j.prepareParallel()
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, penv...)
 	}
 	return append(env, gpuEnv(j.jobGPUs(), j.a.machineGPUs)...), nil
 }

@@ -9,6 +9,7 @@
 //	PUT  /cumulus/v1/agent/jobs/{uid}/outputs/{name}  tar.gz of the output folder → 204 ("checkpoint": $CUMULUS_CHECKPOINT_DIR)
 //	GET  /cumulus/v1/agent/jobs/{uid}/checkpoint      the checkpoint an earlier attempt left (tar.gz)
 //	POST /cumulus/v1/agent/jobs/{uid}/token Bearer <node token>  TokenRequest → TokenResponse (managed identity)
+//	POST /cumulus/v1/agent/jobs/{uid}/parallel  Bearer <node token>  ParallelRequest → ParallelResponse (a parallel step's mini-batches)
 //	GET  /cumulus/v1/blobs/{sha256}          Bearer <node or user token>  → the blob (code snapshots)
 package agentapi
 
@@ -193,6 +194,11 @@ type Assignment struct {
 	// request without a client id gets.
 	Identity        bool   `json:"identity,omitempty"`
 	DefaultClientID string `json:"defaultClientId,omitempty"`
+	// Parallel makes the job a parallel step's part on this node.
+	Parallel *Parallel `json:"parallel,omitempty"`
+	// FileInputs are the inputs (of Inputs) that are one file: their
+	// AZUREML_INPUT_<name> names the file, not its folder.
+	FileInputs []string `json:"fileInputs,omitempty"`
 	// CodeFiles says the code is a folder of the workspace's blob store:
 	// the agent lists it (GET …/jobs/{uid}/code/files) and downloads
 	// each file (GET BlobPrefix/{digest}) into the working directory.
@@ -265,6 +271,84 @@ type Distribution struct {
 // more of it.
 type LogAck struct {
 	Size int64 `json:"size"`
+}
+
+// Parallel is what a parallel step's node needs beyond its command (which
+// runs the driver, ParallelDriverEnv): the agent writes the driver there
+// and serves it the step's mini-batches through its local endpoint
+// (ParallelEndpointEnv, ParallelSecretEnv), relaying to
+// POST …/jobs/{uid}/parallel.
+type Parallel struct {
+	EntryScript string        `json:"entryScript"`
+	Input       string        `json:"input"`         // the input split into mini-batches
+	InputType   string        `json:"inputType"`     // uri_folder (one item per file), uri_file or mltable (rows)
+	MiniBatch   string        `json:"miniBatchSize"` // files per mini-batch, or a size of rows ("100kb")
+	Partition   []string      `json:"partitionKeys,omitempty"`
+	Workers     int           `json:"workers"` // worker processes on each node
+	Timeout     time.Duration `json:"timeout"` // one run(mini_batch)
+	LogLevel    string        `json:"logLevel"`
+	RowsDir     string        `json:"rowsOutput,omitempty"` // the output the rows go to ("": none)
+	RowsFile    string        `json:"rowsFile,omitempty"`
+}
+
+// Environment of a parallel step's driver.
+const (
+	ParallelDriverEnv   = "CUMULUS_PARALLEL_DRIVER"
+	ParallelEndpointEnv = "CUMULUS_PARALLEL_ENDPOINT"
+	ParallelSecretEnv   = "CUMULUS_PARALLEL_SECRET"
+	ParallelConfigEnv   = "CUMULUS_PARALLEL_CONFIG"
+)
+
+// ParallelRequest is a node's driver reporting the mini-batches it ran and
+// asking for more (POST …/jobs/{uid}/parallel, node token). The agent
+// fills Attempt.
+type ParallelRequest struct {
+	Attempt int           `json:"attempt"`
+	Plan    *ParallelPlan `json:"plan,omitempty"`
+	Results []BatchResult `json:"results,omitempty"`
+	// Running are the mini-batches still running on this node: their
+	// leases are renewed.
+	Running []int `json:"running,omitempty"`
+	Want    int   `json:"want"`
+	// Progress asks for a line on where the step stands (it counts every
+	// mini-batch: the driver asks every few seconds, not every time).
+	Progress bool `json:"progress,omitempty"`
+}
+
+// ParallelPlan is how a node split input_data: the items of each
+// mini-batch (every node splits the same data the same way; Digest says
+// which split it is).
+type ParallelPlan struct {
+	Items  []int  `json:"items"`
+	Digest string `json:"digest"`
+}
+
+// BatchResult is how one run of a mini-batch ended: its rows, or why it
+// failed with the items it held.
+type BatchResult struct {
+	Index int      `json:"index"`
+	OK    bool     `json:"ok"`
+	Rows  []string `json:"rows,omitempty"`
+	Error string   `json:"error,omitempty"`
+	Items []string `json:"items,omitempty"`
+}
+
+// ParallelResponse hands out mini-batches, or says the step is over.
+type ParallelResponse struct {
+	Batches []LeasedBatch `json:"batches,omitempty"`
+	// Finished: every mini-batch has ended and the step succeeded; Failed:
+	// the step failed (why). Either way the driver stops.
+	Finished bool   `json:"finished,omitempty"`
+	Failed   string `json:"failed,omitempty"`
+	// Progress is a line on where the step stands, for the log: when
+	// asked, and with Finished or Failed.
+	Progress string `json:"progress,omitempty"`
+}
+
+// LeasedBatch is a mini-batch handed to a node, and which try it is.
+type LeasedBatch struct {
+	Index int `json:"index"`
+	Try   int `json:"try"`
 }
 
 // LogFull is LogAck.Size of a log at its limit: larger than any offset, so

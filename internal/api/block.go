@@ -37,6 +37,10 @@ const (
 	// nodes now, its share is Share nodes, and it held Recent nodes on
 	// average lately (its decayed usage).
 	BlockShare BlockKind = "FairShare"
+	// BlockQueued: Nodes of the cluster's new nodes wait in the queue of
+	// the scheduler the provider hands them to (Slurm), for the reason that
+	// scheduler gives (Wait).
+	BlockQueued BlockKind = "ProviderQueue"
 )
 
 // Block is one reason why queued jobs wait or a cluster cannot grow: a value
@@ -65,8 +69,11 @@ type Block struct {
 	Budget *BudgetHold `json:"budget,omitempty"`
 	// GPUs is what a node needs of the machine's devices (BlockGPUs).
 	GPUs *GPUNeed `json:"gpus,omitempty"`
+	// Wait is the scheduler's reason (BlockQueued).
+	Wait *NodeWait `json:"wait,omitempty"`
 	// Group, Nodes, Share and Recent say where a fair-share group stands
-	// (BlockShare); Group "" is the jobs without the grouping tag.
+	// (BlockShare); Group "" is the jobs without the grouping tag. Nodes is
+	// also how many nodes wait for Wait (BlockQueued).
 	Group  string  `json:"group,omitempty"`
 	Nodes  int     `json:"nodes,omitempty"`
 	Share  float64 `json:"share,omitempty"`
@@ -164,6 +171,8 @@ func (b Block) forCompute(c *Compute) string {
 		}
 	case BlockShare:
 		return b.shareWords(c)
+	case BlockQueued:
+		return fmt.Sprintf("%d new %s %s in %s", b.Nodes, plural(b.Nodes, "node"), verb(b.Nodes, "waits", "wait"), b.Wait.Words())
 	}
 	return string(b.Kind)
 }

@@ -51,6 +51,9 @@ type AmlComputeProperties struct {
 	// Kubernetes (Cumulus extension, ignored by Azure clients) places the
 	// cluster's node pods when the server runs --provider kubernetes.
 	Kubernetes *KubernetesPlacement `json:"kubernetes,omitempty"`
+	// Slurm (Cumulus extension, ignored by Azure clients) places the
+	// cluster's node jobs when the server runs --provider slurm.
+	Slurm *SlurmPlacement `json:"slurm,omitempty"`
 	// IdlePolicy (Cumulus extension, ignored by Azure clients) chooses how
 	// long idle nodes are kept; absent is Azure's fixed
 	// nodeIdleTimeBeforeScaleDown.

@@ -49,6 +49,7 @@ func PrepareCompute(c *Compute, name string, existing *Compute, defaultLocation 
 	prepareQueuePolicy(&v, a.QueuePolicy)
 	preparePreemption(&v, a)
 	prepareKubernetes(&v, a.Kubernetes)
+	prepareSlurm(&v, a.Slurm)
 	prepareNetwork(&v, a)
 	prepareCredentials(&v, a)
 	if existing != nil {

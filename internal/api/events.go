@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
 
 // Event types: what happened to a compute, a node or a job. A compute's
 // history holds its own and its nodes' events, a job's its status changes
@@ -29,13 +34,20 @@ var EventTypes = []string{EventResizeStarted, EventResizeEnded, EventScaleUpBloc
 	EventNodeRequested, EventNodeReady, EventNodeIdle, EventNodeLeaving, EventNodeRemoved, EventNodePreempted, EventNodeUnusable,
 	EventBudgetThreshold, EventScheduleApplied, EventJobPreempted}
 
-// JobEventTypes lists the job event types, one per status.
+// A parallel step's events besides its status changes.
+const (
+	EventMiniBatchesPlanned = "MiniBatchesPlanned" // its nodes split input_data into mini-batches
+	EventMiniBatchFailed    = "MiniBatchFailed"    // a mini-batch failed for good (its retries spent)
+)
+
+// JobEventTypes lists the job event types, one per status, and a
+// parallel step's.
 func JobEventTypes() []string {
 	var out []string
 	for _, s := range JobStatuses {
 		out = append(out, EventJobPrefix+s)
 	}
-	return out
+	return append(out, EventMiniBatchesPlanned, EventMiniBatchFailed)
 }
 
 // EventDetail is what an event says beyond who, what and when.
@@ -106,6 +118,30 @@ func JobEvents(j Job, compute string) []Event {
 		}
 		out = append(out, e)
 		prev = h.Status
+	}
+	if p.ParallelSpec != nil && p.Parallel != nil { // with its failures read (a view's)
+		out = append(out, parallelEvents(j, compute)...)
+		sort.SliceStable(out, func(a, b int) bool { return out[a].Time.Before(out[b].Time) })
+	}
+	return out
+}
+
+// parallelEvents are a parallel step's own events: its plan and each
+// mini-batch that failed for good.
+func parallelEvents(j Job, compute string) []Event {
+	st := j.Properties.Parallel
+	var out []Event
+	if st.Planned != nil {
+		out = append(out, Event{Time: *st.Planned, Type: EventMiniBatchesPlanned, Compute: compute, Job: j.Name,
+			EventDetail: EventDetail{Message: fmt.Sprintf("input_data split into %d mini-batches of %d items", st.MiniBatches, st.Items)}})
+	}
+	for _, f := range st.Failures {
+		if f.Ended == nil {
+			continue
+		}
+		out = append(out, Event{Time: *f.Ended, Type: EventMiniBatchFailed, Compute: compute, Job: j.Name,
+			EventDetail: EventDetail{Message: fmt.Sprintf("mini-batch %d failed after %d tries: %s", f.Index, f.Tries, f.Error),
+				Reason: strings.Join(f.Items, ", ")}})
 	}
 	return out
 }

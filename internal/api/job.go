@@ -47,6 +47,15 @@ type JobProperties struct {
 	Objective         *Objective              `json:"objective,omitempty"`
 	EarlyTermination  *EarlyTerminationPolicy `json:"earlyTermination,omitempty"`
 
+	// PipelineJob's (jobType Pipeline; see pipeline.go): its steps, each a
+	// job's properties, and its settings.
+	Jobs        map[string]*PipelineStep `json:"jobs,omitempty"`
+	Settings    *PipelineSettings        `json:"settings,omitempty"`
+	SourceJobID string                   `json:"sourceJobId,omitempty"`
+	// A parallel step's (jobType Parallel, a pipeline's child; see
+	// parallel.go).
+	*ParallelSpec
+
 	// Cumulus extensions, read-only.
 	Priority int    `json:"priority,omitempty"`         // settable: higher runs first
 	Image    string `json:"environmentImage,omitempty"` // the image environmentId resolved to at submit
@@ -84,6 +93,9 @@ type JobProperties struct {
 	Sweep         *SweepStatus   `json:"sweep,omitempty"`
 	ParentJobName string         `json:"parentJobName,omitempty"`
 	Parameters    map[string]any `json:"parameters,omitempty"`
+	// A pipeline's steps as they stand, and a step's name in its pipeline.
+	Pipeline     *PipelineStatus `json:"pipeline,omitempty"`
+	PipelineStep string          `json:"pipelineStep,omitempty"`
 }
 
 // JobService is one of a job's endpoints (Azure's JobService).

@@ -39,6 +39,9 @@ func ChangedSpec(old, new *Job) []string {
 		{"samplingAlgorithm", o.SamplingAlgorithm, n.SamplingAlgorithm},
 		{"objective", o.Objective, n.Objective},
 		{"earlyTermination", o.EarlyTermination, n.EarlyTermination},
+		{"jobs", o.Jobs, n.Jobs},
+		{"settings", o.Settings, n.Settings},
+		{"parallel", o.ParallelSpec, n.ParallelSpec},
 	}
 	if n.Priority != 0 {
 		fields = append(fields, field{"priority", o.Priority, n.Priority})
@@ -88,8 +91,15 @@ func (j *Job) ClearReadOnly() {
 	p := &j.Properties
 	p.Status, p.StatusMessage, p.Waiting, p.History, p.Attempts = "", "", nil, nil, nil
 	p.StartTime, p.EndTime, p.Cost, p.Metrics, p.Services = nil, nil, nil, nil, nil
-	p.FairShareGroup = nil
+	p.Pipeline, p.FairShareGroup = nil, nil
+	if p.ParallelSpec != nil {
+		p.ParallelSpec.Parallel = nil
+	}
 }
+
+// IsParent reports whether j holds no nodes itself but runs child jobs
+// that do: a sweep (its trials) or a pipeline (its steps).
+func (j *Job) IsParent() bool { return j.IsSweep() || j.IsPipeline() }
 
 // NodeCount is how many nodes the job's runs need at once, and the field
 // that says it: its own instance count, or a sweep's trial's.

@@ -36,6 +36,9 @@ func PrepareJob(j *Job, name string) error {
 	if j.IsSweep() {
 		return prepareSweep(j, name)
 	}
+	if j.IsPipeline() {
+		return preparePipeline(j, name)
+	}
 	var v Validation
 	if err := CheckJobName(name); err != nil {
 		v.Add(CodeInvalidName, "name", "%s", err)
@@ -44,9 +47,22 @@ func PrepareJob(j *Job, name string) error {
 	if p.JobType == "" {
 		p.JobType = JobTypeCommand
 	}
-	if p.JobType != JobTypeCommand {
-		v.Add(CodeValidationError, "properties.jobType", "jobType %q is not supported; Cumulus runs Command and Sweep jobs", p.JobType)
+	switch {
+	case strings.EqualFold(p.JobType, JobTypeCommand):
+		p.JobType = JobTypeCommand
+	case j.IsParallel():
+		p.JobType = JobTypeParallel
+		prepareParallel(j, &v)
+	default:
+		v.Add(CodeValidationError, "properties.jobType", "jobType %q is not supported; Cumulus runs Command, Sweep and Pipeline jobs (with command, sweep and parallel steps)", p.JobType)
 	}
+	if p.ParallelSpec != nil && !j.IsParallel() {
+		v.Add(CodeValidationError, "properties.jobType", "input_data, mini_batch_size, task and the other parallel settings belong to a pipeline's parallel steps (type: parallel)")
+	}
+	if p.Jobs != nil || p.Settings != nil {
+		v.Add(CodeValidationError, "properties.jobType", "jobs and settings belong to pipeline jobs; set jobType Pipeline")
+	}
+	p.Pipeline = nil // read-only
 	if p.Trial != nil || p.SearchSpace != nil || p.SamplingAlgorithm != nil || p.Objective != nil || p.EarlyTermination != nil ||
 		(p.Limits != nil && (p.Limits.MaxTotalTrials != 0 || p.Limits.MaxConcurrentTrials != 0 || p.Limits.TrialTimeout != "")) {
 		v.Add(CodeValidationError, "properties.jobType", "trial, searchSpace, samplingAlgorithm, objective, earlyTermination and trial limits belong to Sweep jobs; set jobType Sweep")
@@ -99,31 +115,18 @@ func PrepareJob(j *Job, name string) error {
 			v.Add(CodeValidationError, "properties.environmentVariables", "environment variable %q is reserved (CUMULUS_ variables are set by the node)", k)
 		}
 	}
-	for k, in := range p.Inputs {
-		if !validEnvName(k) {
-			v.Add(CodeValidationError, "properties.inputs", "input name %q must be letters, digits and '_'", k)
-		}
-		switch strings.ToLower(in.JobInputType) {
-		case "literal":
-		case "uri_folder", "uri_file":
-			if in.URI == "" {
-				v.Add(CodeValidationError, "properties.inputs."+k+".uri", "input %s needs a uri", k)
-			}
-		default:
-			v.Add(CodeValidationError, "properties.inputs."+k+".jobInputType", "input %s: jobInputType %q is not one of uri_folder, uri_file, literal", k, in.JobInputType)
-		}
-		if err := checkBlobURI(in.URI); err != nil {
-			v.Add(CodeValidationError, "properties.inputs."+k+".uri", "input %s: %s", k, err)
-		}
-		in.BlobPath = nil // read-only: resolved at submission
-		checkInputMode(&v, k, &in)
-		p.Inputs[k] = in
-	}
+	checkInputs(&v, "properties.inputs", p.Inputs)
+	rowsTo, _ := j.ParallelRows()
 	for k, out := range p.Outputs {
 		if !validEnvName(k) {
 			v.Add(CodeValidationError, "properties.outputs", "output name %q must be letters, digits and '_'", k)
 		}
-		if t := strings.ToLower(out.JobOutputType); t != "uri_folder" && t != "" {
+		switch t := strings.ToLower(out.JobOutputType); {
+		case t == "uri_folder" || t == "":
+		case t == "uri_file" && k == rowsTo:
+		case t == "uri_file":
+			v.Add(CodeValidationError, "properties.outputs."+k+".jobOutputType", "output %s: a uri_file output is supported as a parallel step's task.append_row_to; give a uri_folder output and write the file in it", k)
+		default:
 			v.Add(CodeValidationError, "properties.outputs."+k+".jobOutputType", "output %s: jobOutputType %q is not supported (uri_folder)", k, out.JobOutputType)
 		}
 		if k == "default" {
@@ -140,6 +143,31 @@ func PrepareJob(j *Job, name string) error {
 	checkTags(&v, p.Tags)
 	prepareJobMinRuntime(&v, p)
 	return v.Err()
+}
+
+// checkInputs validates a job's (or pipeline's) inputs: literals, and
+// folders, files and mltables (a folder with an MLTable file) by uri.
+func checkInputs(v *Validation, target string, inputs map[string]JobInput) {
+	for k, in := range inputs {
+		if !validEnvName(k) {
+			v.Add(CodeValidationError, target, "input name %q must be letters, digits and '_'", k)
+		}
+		switch strings.ToLower(in.JobInputType) {
+		case "literal":
+		case "uri_folder", "uri_file", "mltable":
+			if in.URI == "" {
+				v.Add(CodeValidationError, target+"."+k+".uri", "input %s needs a uri", k)
+			}
+		default:
+			v.Add(CodeValidationError, target+"."+k+".jobInputType", "input %s: jobInputType %q is not one of uri_folder, uri_file, mltable, literal", k, in.JobInputType)
+		}
+		if err := checkBlobURI(in.URI); err != nil {
+			v.Add(CodeValidationError, target+"."+k+".uri", "input %s: %s", k, err)
+		}
+		in.BlobPath = nil // read-only: resolved at submission
+		checkInputMode(v, k, &in)
+		inputs[k] = in
+	}
 }
 
 func validEnvName(s string) bool {

@@ -35,6 +35,8 @@ type ComputeSpec struct {
 	ResourceID              string            `yaml:"resource_id,omitempty" json:"resource_id,omitempty"`
 	// Kubernetes (Cumulus extension) places the node pods on --provider kubernetes.
 	Kubernetes *api.KubernetesPlacement `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
+	// Slurm (Cumulus extension) places the node jobs on --provider slurm.
+	Slurm *api.SlurmPlacement `yaml:"slurm,omitempty" json:"slurm,omitempty"`
 	// IdlePolicy (Cumulus extension) chooses how long idle nodes are kept.
 	IdlePolicy *IdlePolicySpec `yaml:"idle_policy,omitempty" json:"idle_policy,omitempty"`
 	// Schedules (Cumulus extension) change the scale bounds at times given
@@ -194,6 +196,7 @@ func (s ComputeSpec) toARM(sc api.Scope) (api.Compute, error) {
 	}
 	a.EnableNodePublicIP = s.EnableNodePublicIP
 	a.Kubernetes = s.Kubernetes
+	a.Slurm = s.Slurm
 	if s.IdlePolicy != nil {
 		p, err := s.IdlePolicy.toARM()
 		if err != nil {
@@ -323,6 +326,7 @@ func fromARM(c api.Compute) ComputeView {
 	}
 	s.EnableNodePublicIP = a.EnableNodePublicIP
 	s.Kubernetes = a.Kubernetes
+	s.Slurm = a.Slurm
 	if p := a.IdlePolicy; p != nil {
 		s.IdlePolicy = &IdlePolicySpec{Kind: strings.ToLower(p.Kind), DelayWeight: p.DelayWeight}
 	}

@@ -35,7 +35,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Submit a command job from a YAML file and/or flags",
+		Short: "Submit a command, sweep or pipeline job from a YAML file and/or flags",
 		Example: `  cumulus job create --file job.yml
   cumulus job create --compute cpu-cluster --command 'python train.py' --code ./src --stream`,
 		Args: cobra.NoArgs,
@@ -125,7 +125,7 @@ func newJobCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml command-job schema")
+	fl.StringVarP(&file, "file", "f", "", "YAML file in the az ml command, sweep or pipeline job schema")
 	fl.StringVarP(&name, "name", "n", "", "job name (default: generated)")
 	fl.StringVar(&compute, "compute", "", "cluster to run on (name or azureml:<name>)")
 	fl.StringVar(&command, "command", "", "command to run (/bin/sh -c)")
@@ -224,6 +224,13 @@ func newJobListCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if parent != "" {
+				pj, err := c.GetJob(cmd.Context(), parent)
+				if err != nil {
+					return err
+				}
+				if pj.IsPipeline() {
+					return g.listSteps(cmd.Context(), c, pj, status)
+				}
 				return g.listTrials(cmd.Context(), c, parent, status)
 			}
 			jobs, err := c.ListJobs(cmd.Context(), status)
@@ -248,7 +255,7 @@ func newJobListCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status (Queued, Running, Completed, …)")
-	cmd.Flags().StringVar(&parent, "parent", "", "only the trials of this sweep job, with their parameters and metrics")
+	cmd.Flags().StringVar(&parent, "parent", "", "only the children of this job: a sweep's trials (with their parameters and metrics), a pipeline's steps")
 	cmd.Flags().IntVar(&maxResults, "max-results", 0, "at most this many jobs, the newest (0: all)")
 	return cmd
 }
@@ -332,6 +339,9 @@ func newJobStreamCmd(g *globals) *cobra.Command {
 // time of each change; the final status comes after the last log lines,
 // and an attempt's log is read to its end before the next one starts.
 func streamJob(ctx context.Context, g *globals, c *client.Client, name string) error {
+	if j, err := c.GetJob(ctx, name); err == nil && j.IsPipeline() {
+		return streamPipeline(ctx, g, c, name)
+	}
 	type cursor struct{ attempt, rank int }
 	offsets := map[cursor]int64{}
 	shown, attempt := 0, 0 // status changes printed; attempt whose log is followed
@@ -468,6 +478,9 @@ func newJobDownloadCmd(g *globals) *cobra.Command {
 					return err
 				}
 				names = []string{"default"}
+				if j.IsPipeline() { // a pipeline's outputs are its steps'
+					names = nil
+				}
 				for k := range j.Properties.Outputs {
 					names = append(names, k)
 				}

@@ -20,6 +20,23 @@ func (g *globals) showJobWithMetrics(ctx context.Context, c *client.Client, j ap
 		return err
 	}
 	f, _ := g.format("json")
+	if f == "table" && j.IsPipeline() {
+		fmt.Fprintln(g.stdout)
+		if err := stepsTable(j).print(g.stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "\n'cumulus job list --parent %s' lists the steps' jobs; 'cumulus job stream -n %s' follows their logs\n", j.Name, j.Name)
+	}
+	if f == "table" && j.IsParallel() && j.Properties.ParallelSpec != nil {
+		st := j.Properties.Parallel
+		fmt.Fprintf(g.stdout, "\n%s\n", parallelLine(st))
+		if st != nil && len(st.Failures) > 0 {
+			fmt.Fprintln(g.stdout, "\nFailed mini-batches:")
+			if err := failuresTable(st).print(g.stdout); err != nil {
+				return err
+			}
+		}
+	}
 	if f == "table" && j.IsSweep() {
 		if st := j.Properties.Sweep; st != nil && st.BestTrial != nil {
 			b := st.BestTrial

@@ -42,6 +42,8 @@ type JobSpec struct {
 	MinRuntime string `yaml:"min_runtime,omitempty"`
 	// A sweep job's (type: sweep; see job_sweep_spec.go).
 	SweepSpec `yaml:",inline"`
+	// A pipeline job's (type: pipeline; see job_pipeline_spec.go).
+	PipelineSpec `yaml:",inline"`
 }
 
 // JobResourcesSpec is resources: in the YAML.
@@ -92,8 +94,23 @@ func (s JobSpec) ignored() []string {
 // paths (code:, local inputs), which are packed and uploaded; with no
 // client (job validate) they are only checked to be folders.
 func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
+	if strings.EqualFold(s.Type, "pipeline") {
+		return s.pipelineToARM(ctx, c, baseDir)
+	}
+	if s.Jobs != nil || s.Settings != nil {
+		return api.Job{}, fmt.Errorf("jobs and settings belong to pipeline jobs; set type: pipeline")
+	}
+	if strings.EqualFold(s.Type, "parallel") {
+		return api.Job{}, fmt.Errorf("a parallel job runs only as a step of a pipeline job: put it under jobs: of a type: pipeline file")
+	}
+	return s.commandToARM(ctx, c, baseDir, true)
+}
+
+// commandToARM converts a command (or sweep) job; a pipeline's step may
+// leave its compute to the pipeline (needCompute false).
+func (s JobSpec) commandToARM(ctx context.Context, c *client.Client, baseDir string, needCompute bool) (api.Job, error) {
 	if strings.EqualFold(s.Type, "sweep") {
-		return s.sweepToARM(ctx, c, baseDir)
+		return s.sweepToARM(ctx, c, baseDir, needCompute)
 	}
 	if s.Trial != nil || s.SearchSpace != nil || s.Objective != nil || s.EarlyTermination != nil || s.SamplingAlgorithm.Kind != 0 {
 		return api.Job{}, fmt.Errorf("trial, search_space, sampling_algorithm, objective and early_termination belong to sweep jobs; set type: sweep")
@@ -105,7 +122,7 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 	if t := strings.ToLower(s.Type); t != "" && t != "command" {
 		return api.Job{}, fmt.Errorf("job type %q is not supported: Cumulus runs command jobs", s.Type)
 	}
-	if s.Compute == "" {
+	if s.Compute == "" && needCompute {
 		return api.Job{}, fmt.Errorf("compute is required (compute: azureml:<cluster> in the file, or --compute)")
 	}
 	name := s.Name
@@ -126,7 +143,9 @@ func (s JobSpec) toARM(ctx context.Context, c *client.Client, baseDir string) (a
 	if p.ExperimentName == "" {
 		p.ExperimentName = "Default"
 	}
-	p.ComputeID = sc.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
+	if s.Compute != "" {
+		p.ComputeID = sc.ComputeID(strings.TrimPrefix(s.Compute, "azureml:"))
+	}
 	if r := s.Resources; r != nil {
 		p.Resources = &api.JobResources{InstanceCount: r.InstanceCount, InstanceType: r.InstanceType, ShmSize: r.ShmSize}
 	}
@@ -210,11 +229,24 @@ func environmentID(n yaml.Node) (string, error) {
 		return v, nil
 	case yaml.MappingNode:
 		var inline struct {
-			Image string `yaml:"image"`
-			Name  string `yaml:"name"`
+			Image     string    `yaml:"image"`
+			Name      string    `yaml:"name"`
+			Version   yaml.Node `yaml:"version"`
+			CondaFile string    `yaml:"conda_file"`
+			Build     yaml.Node `yaml:"build"`
 		}
 		if err := n.Decode(&inline); err != nil {
 			return "", fmt.Errorf("environment: %w", err)
+		}
+		if inline.Name != "" && inline.Version.Value != "" {
+			// An environment with a name and a version is that version
+			// of the workspace's environment (az ml registers it from the
+			// file; in Cumulus it is registered once, with its image).
+			return "azureml:" + inline.Name + ":" + inline.Version.Value, nil
+		}
+		if inline.CondaFile != "" || inline.Build.Kind != 0 {
+			return "", fmt.Errorf("environment: Cumulus runs images as they are and does not build conda_file or build: into one; " +
+				"build the image once, register it (cumulus environment create --name NAME --version 1 --image IMAGE) and name it here as azureml:NAME:1")
 		}
 		if inline.Image == "" {
 			return "", fmt.Errorf("environment: an inline environment needs image:")
@@ -243,7 +275,11 @@ func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml
 	}
 	uri, desc := in.Path, ""
 	if uri != "" && !strings.Contains(uri, "://") && !strings.HasPrefix(uri, "azureml:") {
-		digest, err := uploadFolder(ctx, c, resolve(baseDir, uri))
+		upload := uploadFolder
+		if strings.EqualFold(in.Type, "uri_file") {
+			upload = uploadFile // a folder of that one file: the job gets the file's path
+		}
+		digest, err := upload(ctx, c, resolve(baseDir, uri))
 		if err != nil {
 			return api.JobInput{}, fmt.Errorf("inputs.%s: %w", name, err)
 		}
@@ -279,6 +315,30 @@ func uploadFolder(ctx context.Context, c *client.Client, dir string) (string, er
 	var buf bytes.Buffer
 	if err := files.Pack(&buf, dir); err != nil {
 		return "", fmt.Errorf("pack %s: %w", dir, err)
+	}
+	return c.UploadBlob(ctx, buf.Bytes())
+}
+
+// uploadFile packs one file as a folder that holds it and uploads it
+// content-addressed.
+func uploadFile(ctx context.Context, c *client.Client, path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s is a folder; a uri_file input is one file (give type: uri_folder for a folder)", path)
+	}
+	if c == nil {
+		return "unchecked", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := files.PackFile(&buf, filepath.Base(path), b); err != nil {
+		return "", err
 	}
 	return c.UploadBlob(ctx, buf.Bytes())
 }

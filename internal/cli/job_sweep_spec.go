@@ -58,7 +58,7 @@ var distArgs = map[string][]string{
 // sweepToARM converts a sweep-job YAML to the REST SweepJob, as the
 // azure-ai-ml SDK does; the trial is converted as a command job is (code
 // uploaded, environment resolved), then moved under trial.
-func (s JobSpec) sweepToARM(ctx context.Context, c *client.Client, baseDir string) (api.Job, error) {
+func (s JobSpec) sweepToARM(ctx context.Context, c *client.Client, baseDir string, needCompute bool) (api.Job, error) {
 	if s.Trial == nil {
 		return api.Job{}, fmt.Errorf("a sweep job needs trial: (its command, code and environment)")
 	}
@@ -70,7 +70,7 @@ func (s JobSpec) sweepToARM(ctx context.Context, c *client.Client, baseDir strin
 	t := s.Trial
 	cmd.Command, cmd.Code, cmd.Environment, cmd.Distribution = t.Command, t.Code, t.Environment, t.Distribution
 	cmd.EnvironmentVariables, cmd.Resources = t.EnvironmentVariables, t.Resources
-	j, err := cmd.toARM(ctx, c, baseDir)
+	j, err := cmd.commandToARM(ctx, c, baseDir, needCompute)
 	if err != nil {
 		return j, err
 	}

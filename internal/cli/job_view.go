@@ -50,6 +50,10 @@ type JobView struct {
 	// (job_sweep_view.go).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	*SweepView
+	// A pipeline's steps, and a parallel step's settings and progress
+	// (job_pipeline_view.go).
+	*PipelineView
+	Parallel *ParallelView `json:"parallel,omitempty"`
 }
 
 type jobResourcesView struct {
@@ -174,6 +178,11 @@ func jobFromARM(j api.Job, server string) JobView {
 	}
 	v.Metrics = p.Metrics
 	v.SweepView = sweepViewOf(j, v.Limits)
+	v.PipelineView = pipelineViewOf(j)
+	v.Parallel = parallelViewOf(j)
+	if j.IsPipeline() {
+		v.Resources = nil
+	}
 	return v
 }
 

@@ -39,6 +39,12 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 				return err
 			}
 			envDefaults(cmd, &o)
+			if err := slurmEnvDefaults(cmd); err != nil {
+				return err
+			}
+			if err := slurmFlagsOnlyWithSlurm(cmd, o.Provider); err != nil {
+				return err
+			}
 			if err := usageEnvDefaults(cmd, &o); err != nil {
 				return err
 			}
@@ -87,7 +93,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 			}
 			<-ctx.Done()
 			log.Info("shutting down")
-			if o.Provider == "local" || o.Provider == "docker" {
+			if o.Provider == "local" || o.Provider == "docker" || o.Provider == "slurm" {
 				defer fmt.Fprintln(g.stderr, "Stopped. Node agents keep running with their jobs and rejoin at the next 'cumulus serve', which then removes idle nodes as usual; to remove them now, scale or delete the computes before stopping.")
 			}
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -126,11 +132,12 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
 	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
 	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
-	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node) or sim (simulated in-process agents, for benchmarks)")
+	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node), slurm (a Slurm job per node, submitted from this machine) or sim (simulated in-process agents, for benchmarks)")
 	fl.DurationVar(&o.SimJobDuration, "sim-job-duration", o.SimJobDuration, "with --provider sim: how long a simulated job runs (a job's environment variable SIM_JOB_DURATION overrides it)")
 	fl.StringVar(&o.NodeImage, "node-image", o.NodeImage, "with --provider docker: the node image, built from this binary at start if missing (see 'cumulus node-image build'); with --provider kubernetes: the image node pods run, pulled by the cluster")
 	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --provider kubernetes: kubeconfig file (env CUMULUS_KUBECONFIG; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&o.KubeNamespace, "kube-namespace", "", "with --provider kubernetes: namespace of the node pods (env CUMULUS_KUBE_NAMESPACE; default: the kubeconfig's)")
+	slurmFlags(fl, &o.Slurm)
 	fl.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "a node not heard from for this long becomes unusable and its job is requeued")
 	fl.DurationVar(&o.PollTimeout, "poll-timeout", o.PollTimeout, "how long an agent's poll is held while there is nothing to tell it: every idle node polls once per this, so a large fleet wants it longer (raise --heartbeat-timeout above it too)")
 	fl.DurationVar(&o.ProvisionTimeout, "provisioning-timeout", o.ProvisionTimeout, "a node that has not registered after this long is given up")
@@ -248,8 +255,17 @@ func applyServerConfig(cmd *cobra.Command, path string) error {
 		if f.Changed {
 			continue
 		}
-		if err := cmd.Flags().Set(k, settingValue(settings[k])); err != nil {
-			return fmt.Errorf("server config %s: %s: %w", path, k, err)
+		values := []string{settingValue(settings[k])}
+		if list, ok := settings[k].([]any); ok && f.Value.Type() == "stringArray" {
+			values = values[:0] // a repeatable flag (--slurm-sbatch-arg): each item once, commas kept
+			for _, x := range list {
+				values = append(values, fmt.Sprint(x))
+			}
+		}
+		for _, v := range values {
+			if err := cmd.Flags().Set(k, v); err != nil {
+				return fmt.Errorf("server config %s: %s: %w", path, k, err)
+			}
 		}
 	}
 	return nil

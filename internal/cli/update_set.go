@@ -217,16 +217,17 @@ configured, the compute is also looked up. Nothing is uploaded or submitted.`,
 				return fmt.Errorf("%s: %w", filepath.Base(file), err)
 			}
 			if c, err := g.client(); err == nil {
-				compute := strings.TrimPrefix(spec.Compute, "azureml:")
-				if _, err := c.GetCompute(cmd.Context(), compute); err != nil {
-					return fmt.Errorf("%s: compute %s: %s", filepath.Base(file), compute, oneLine(err))
+				for _, compute := range spec.computes() {
+					if _, err := c.GetCompute(cmd.Context(), compute); err != nil {
+						return fmt.Errorf("%s: compute %s: %s", filepath.Base(file), compute, oneLine(err))
+					}
 				}
 			}
 			fmt.Fprintf(g.stderr, "%s is a valid job\n", filepath.Base(file))
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file in the az ml command-job schema")
+	cmd.Flags().StringVarP(&file, "file", "f", "", "YAML file in the az ml command, sweep or pipeline job schema")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

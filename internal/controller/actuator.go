@@ -66,8 +66,15 @@ func (a *passActuator) Create(ctx context.Context, count int, images []string) (
 }
 
 // Record writes what the plan leaves the compute at: the quota messages
-// of the jobs that wait for quota, and the compute's status.
-func (a *passActuator) Record(ctx context.Context, p decide.Plan, _ actuate.Applied) error {
+// of the jobs that wait for quota, and the compute's status. When the
+// provider refused a node this pass, the jobs wait for its backoff from
+// now on and say so at once: the plan, made before, could not.
+func (a *passActuator) Record(ctx context.Context, p decide.Plan, done actuate.Applied) error {
+	if done.CreateErr != nil && !p.Blocked.Has(api.BlockBackoff) {
+		if b, ok := a.c.backoffOf(a.st.doc.Value.ID); ok {
+			p.Blocked = append(p.Blocked[:len(p.Blocked):len(p.Blocked)], api.Block{Kind: api.BlockBackoff, Message: b.msg})
+		}
+	}
 	short := a.qv.shortfall(a.st.doc.Value, p, *a.u)
 	a.quotaBound = short != nil
 	return errors.Join(

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,7 +93,15 @@ type backoff struct {
 	n     int
 	until time.Time
 	msg   string
+	// config: the provider refused the compute's configuration; the hold
+	// ends early when the compute is updated after modified.
+	config   bool
+	modified time.Time
 }
+
+// maxBackoff is the longest a compute waits between provider failures,
+// and what a configuration error waits at once.
+const maxBackoff = 5 * time.Minute
 
 // Init sets defaults; call before Run/Notify are used concurrently.
 func (c *Clusters) Init() {
@@ -304,6 +313,7 @@ func (c *Clusters) reconcileCluster(ctx context.Context, st clusterState, u *quo
 			return out, err
 		}
 	}
+	c.retryIfUpdated(comp)
 	// Only the head of the queue can matter this pass: each job needs at
 	// least one node and the cluster has at most maxNodeCount, so the
 	// first max+1 jobs decide what starts, what is created and whether the
@@ -361,15 +371,8 @@ func (c *Clusters) reload(ctx context.Context, st *clusterState) error {
 // them are decide's. It also says what quota alone allowed.
 func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairshare.State, u *quota.Usage, budgets []api.BudgetHold, now time.Time) (decide.Cluster, quotaView) {
 	comp := st.doc.Value
-	snap := decide.ForCompute(comp, now)
-	snap.Nodes = make([]decide.Node, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		snap.Nodes = append(snap.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
-			Image: n.Image, SSHOpen: n.SSHOpen > 0})
-	}
-	snap.ImageBound = c.imageBound()
+	snap := queue.Cluster(comp, st.nodes, c.imageBound(), now)
 	snap.IdlePolicy = c.idlePolicy(ctx, comp, st.nodes)
-	snap.Queued = queue.Jobs(snap.ImageBound)
 	qv := quotaView{location: comp.Properties.ComputeLocation, headroom: -1}
 	if c.Limits != nil {
 		if l, err := c.Limits(ctx, c.DB.Q(), st.sc.Subscription, comp.Properties.ComputeLocation); err == nil {
@@ -387,7 +390,6 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairsha
 		snap.Backoff = decide.Backoff{Until: b.until, Message: b.msg}
 	}
 	snap.Budgets = budgets
-	snap.Running, snap.Usage = queue.Running, queue.Usage
 	return snap, qv
 }
 
@@ -526,16 +528,14 @@ func (c *Clusters) create(ctx context.Context, comp api.Compute, count int, imag
 		made++
 		spec := provider.NodeSpec{NodeID: id, ComputeID: comp.ID, VMSize: size.Name, VCPUs: size.VCPUs, MemoryGB: size.MemoryGB,
 			GPUs: size.GPUs, Devices: devices, LowPriority: a.VMPriority == api.PriorityLowPriority, ServerURL: c.ServerURL, CAFile: c.CAFile, JoinToken: tok,
-			GracePeriod: comp.PreemptionGrace() + reportMargin, Kubernetes: a.Kubernetes, Image: image}
+			GracePeriod: comp.PreemptionGrace() + ReportMargin, Kubernetes: a.Kubernetes, Slurm: a.Slurm, Image: image}
 		if a.Subnet != nil {
 			spec.Subnet = a.Subnet.ID
 		}
 		spec.NoPublicIP = a.EnableNodePublicIP != nil && !*a.EnableNodePublicIP
 		pid, err := c.Provider.Create(ctx, spec)
 		if err != nil {
-			reason := fmt.Sprintf("provider %s could not create node: %v", c.Provider.Name(), err)
-			c.fail(comp.ID, reason, now)
-			c.Metrics.ProvisionFailed(comp.ID, metrics.ReasonCreate)
+			reason := c.createFailed(comp, err, now)
 			lerr := c.DB.Tx(ctx, func(q store.Querier) error {
 				return lifecycle.NodeLost(ctx, q, n, api.NodeUnusable, reason, c.MaxAttempts, now)
 			})
@@ -564,17 +564,71 @@ func (c *Clusters) imageBound() bool {
 	return ok && b.ImageBound()
 }
 
-// reportMargin is what a node's machine gets beyond the job's preemption
+// ReportMargin is what a node's machine gets beyond the job's preemption
 // grace when it is stopped: time for the agent to report and exit.
-const reportMargin = 10 * time.Second
+const ReportMargin = 10 * time.Second
 
+// createFailed records the provider's refusal to create a node of comp,
+// by its kind, and returns the reason the compute and the node show. A
+// want of capacity, like any other failure, backs off exponentially (1 s,
+// 2 s, … up to maxBackoff). A configuration error fails the same way
+// until a setting changes: the compute waits maxBackoff at once, or less
+// if it is updated meanwhile (retryIfUpdated), and shows the provider's
+// words.
+func (c *Clusters) createFailed(comp api.Compute, err error, now time.Time) string {
+	name := c.Provider.Name()
+	var reason, metric string
+	switch {
+	case provider.IsConfiguration(err):
+		reason = fmt.Sprintf("provider %s cannot create the compute's nodes as configured: %v (tried again when the compute is updated, or in %s)", name, err, maxBackoff)
+		metric = metrics.ReasonConfiguration
+	case provider.IsInsufficientCapacity(err):
+		reason = fmt.Sprintf("provider %s has no capacity for another node now: %v (tried again after a backoff)", name, err)
+		metric = metrics.ReasonCapacity
+	default:
+		reason = fmt.Sprintf("provider %s could not create node: %v", name, err)
+		metric = metrics.ReasonCreate
+	}
+	c.fail(comp.ID, reason, now)
+	if provider.IsConfiguration(err) {
+		c.mu.Lock()
+		b := c.failures[comp.ID]
+		b.until, b.config, b.modified = now.Add(maxBackoff), true, modifiedOn(comp)
+		c.failures[comp.ID] = b
+		c.mu.Unlock()
+	}
+	c.Metrics.ProvisionFailed(comp.ID, metric)
+	return reason
+}
+
+// retryIfUpdated ends the hold of a configuration error once the compute
+// was updated (PUT or PATCH) since: its new settings get a node at once.
+func (c *Clusters) retryIfUpdated(comp api.Compute) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.failures[comp.ID]; ok && b.config && !modifiedOn(comp).Equal(b.modified) {
+		delete(c.failures, comp.ID)
+	}
+}
+
+// modifiedOn is when the compute's settings last changed (zero if never
+// recorded); the controller's status writes leave it alone.
+func modifiedOn(comp api.Compute) time.Time {
+	if t := comp.Properties.ModifiedOn; t != nil {
+		return *t
+	}
+	return time.Time{}
+}
+
+// fail backs a compute off after a provider failure: 1 s, doubling with
+// each failure in a row, up to maxBackoff.
 func (c *Clusters) fail(compute, msg string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.failures[compute]
 	b.n++
-	b.msg = msg
-	b.until = now.Add(min(time.Second<<min(b.n-1, 16), 5*time.Minute))
+	b.msg, b.config = msg, false
+	b.until = now.Add(min(time.Second<<min(b.n-1, 16), maxBackoff))
 	c.failures[compute] = b
 }
 
@@ -615,9 +669,10 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
 		state := api.AllocationStateOf(total, int32(plan.Target), counts)
 		a.ActiveSchedule = st.scale.active // the reasons word the entry in force now
-		errs := c.statusErrors(&comp, plan, short, troubled)
+		blocked := append(slices.Clone(plan.Blocked), queueBlocks(troubled)...)
+		errs := c.statusErrors(&comp, plan, blocked, short, troubled)
 		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) &&
-			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(plan.Blocked, a.Blocked) {
+			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(blocked, a.Blocked) {
 			return nil
 		}
 		events := append(scheduleEvents(comp.ID, was.ActiveSchedule, st.scale, now),
@@ -625,7 +680,7 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		if state != a.AllocationState || before != state {
 			a.AllocationStateTransitionTime = &now
 		}
-		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, plan.Blocked
+		a.TargetNodeCount, a.AllocationState, a.Errors, a.Blocked = int32(plan.Target), state, errs, blocked
 		_, err = store.Put(ctx, q, store.KindCompute, st.sc.WorkspaceID(), comp.Name, comp, d.Version, now)
 		if errors.Is(err, store.ErrETagMismatch) {
 			return nil // the user changed it meanwhile; the next pass writes again
@@ -645,13 +700,14 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 // statusErrors explains why a cluster is not where its jobs want it, in
 // the words Azure's clients read. A quota shortfall gets its own
 // QuotaExceeded entry and the provider's failures NodeProvisioningFailed;
-// ScaleUpBlocked words the plan's other reasons.
-func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, short *shortfall, nodes []store.Node) []api.ErrorResponse {
+// ScaleUpBlocked words the other reasons: the plan's, and the provider's
+// scheduler's for nodes that wait in its queue.
+func (c *Clusters) statusErrors(comp *api.Compute, plan decide.Plan, blocked api.Blocks, short *shortfall, nodes []store.Node) []api.ErrorResponse {
 	var out []api.ErrorResponse
 	if b, ok := c.backoffOf(comp.ID); ok {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeNodeProvisioningFailed, Message: b.msg}})
 	}
-	if blocked := plan.Blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
+	if blocked := blocked.Without(api.BlockQuota, api.BlockBackoff, api.BlockShare); len(blocked) > 0 {
 		out = append(out, api.ErrorResponse{Error: &api.Error{Code: api.CodeScaleUpBlocked, Message: "queued jobs wait: " + blocked.ForCompute(comp)}})
 	}
 	if short != nil {

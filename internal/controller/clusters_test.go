@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,8 +16,13 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
+	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
+
+// errProvider is a provider failure of no particular kind (a timeout, an
+// engine that did not answer): worth trying again soon.
+var errProvider = errors.New("the engine did not answer")
 
 // harness is a cluster controller over a real SQLite store, a fake clock
 // and a recording provider; tests play the agents by writing the store.
@@ -25,7 +31,7 @@ type harness struct {
 	ctx  context.Context
 	db   *store.DB
 	clk  *clock.Fake
-	prov *fakeProvider
+	prov *providertest.Fake
 	c    *Clusters
 	sc   api.Scope
 	seq  int
@@ -42,7 +48,7 @@ func newHarness(t testing.TB) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	h := &harness{t: t, ctx: ctx, db: db, clk: clock.NewFake(t0), prov: newFakeProvider(),
+	h := &harness{t: t, ctx: ctx, db: db, clk: clock.NewFake(t0), prov: providertest.NewFake(),
 		sc: api.Scope{Subscription: "local", ResourceGroup: "local", Workspace: "default"}}
 	h.c = h.newClusters()
 	return h
@@ -223,8 +229,8 @@ func TestScaleFromZeroRunsJobsAndShrinksAfterIdle(t *testing.T) {
 	if got := len(h.nodes(c)); got != 0 {
 		t.Fatalf("nodes after idle timeout = %d, want 0", got)
 	}
-	if h.prov.live() != 0 || len(h.prov.deleted) != 2 {
-		t.Fatalf("provider live=%d deleted=%v, want 0 live and 2 deleted", h.prov.live(), h.prov.deleted)
+	if len(h.prov.Nodes()) != 0 || len(h.prov.DeleteCalls) != 2 {
+		t.Fatalf("provider live=%d deleted=%v, want 0 live and 2 deleted", len(h.prov.Nodes()), h.prov.DeleteCalls)
 	}
 	if a := h.storedCompute(c).Aml(); a.TargetNodeCount != 0 || len(a.Errors) != 0 {
 		t.Fatalf("target=%d errors=%v, want 0 and none", a.TargetNodeCount, a.Errors)
@@ -251,8 +257,8 @@ func TestIdleBoundaryNodeThatGetsAJobIsKept(t *testing.T) {
 	if ns := h.nodes(c); len(ns) != 1 || ns[0].State != api.NodeRunning {
 		t.Fatalf("nodes = %+v, want the one node running", ns)
 	}
-	if len(h.prov.deleted) != 0 {
-		t.Fatalf("provider deleted %v, want nothing", h.prov.deleted)
+	if len(h.prov.DeleteCalls) != 0 {
+		t.Fatalf("provider deleted %v, want nothing", h.prov.DeleteCalls)
 	}
 }
 
@@ -282,8 +288,8 @@ func TestMinKeptAndMaxLoweredDrainsBusyNodes(t *testing.T) {
 	h.heartbeat(c)
 	h.pass()
 	cnt := h.counts(c)
-	if cnt[api.NodeLeaving] != 1 || cnt[api.NodeRunning] != 1 || len(h.prov.deleted) != 0 {
-		t.Fatalf("counts %v deleted %v, want 1 leaving 1 running, nothing deleted", cnt, h.prov.deleted)
+	if cnt[api.NodeLeaving] != 1 || cnt[api.NodeRunning] != 1 || len(h.prov.DeleteCalls) != 0 {
+		t.Fatalf("counts %v deleted %v, want 1 leaving 1 running, nothing deleted", cnt, h.prov.DeleteCalls)
 	}
 	// When the leaving node's job ends it is removed; the other stays (min 1).
 	h.finish(a, 0)
@@ -399,26 +405,30 @@ func TestProvisioningTimeoutAndProviderBackoff(t *testing.T) {
 	h := newHarness(t)
 	c := h.compute("cpu", 0, 1, "PT120S")
 	h.submit(c, 1)
-	h.prov.failNext = 2
+	h.prov.NextCreateErr = errProvider
 	h.pass()
 	if got := h.storedCompute(c).Aml().Errors; len(got) == 0 {
 		t.Fatal("no error on the compute after a provider failure")
 	}
 	h.pass() // within the backoff: no new attempt
-	if len(h.prov.created) != 0 || h.prov.failNext != 1 {
-		t.Fatalf("provider tried again during backoff (created %v, failNext %d)", h.prov.created, h.prov.failNext)
+	if len(h.prov.CreateCalls) != 1 {
+		t.Fatalf("provider tried again during backoff (%d calls)", len(h.prov.CreateCalls))
 	}
 	h.clk.Step(1 * time.Second)
+	h.prov.NextCreateErr = errProvider
 	h.pass() // second failure, backoff doubles
-	h.clk.Step(1 * time.Second)
-	h.pass()
-	if len(h.prov.created) != 0 {
-		t.Fatalf("created %v before the doubled backoff passed", h.prov.created)
+	if len(h.prov.CreateCalls) != 2 || len(h.prov.Created) != 0 {
+		t.Fatalf("%d calls, created %v; want a second, failed, try once the backoff passed", len(h.prov.CreateCalls), h.prov.Created)
 	}
 	h.clk.Step(1 * time.Second)
 	h.pass()
-	if len(h.prov.created) != 1 {
-		t.Fatalf("created %v, want one node once the backoff passed", h.prov.created)
+	if len(h.prov.Created) != 0 {
+		t.Fatalf("created %v before the doubled backoff passed", h.prov.Created)
+	}
+	h.clk.Step(1 * time.Second)
+	h.pass()
+	if len(h.prov.Created) != 1 {
+		t.Fatalf("created %v, want one node once the backoff passed", h.prov.Created)
 	}
 	// The agent never registers: given up after the provisioning timeout.
 	h.clk.Step(15*time.Minute + time.Second)

@@ -88,7 +88,7 @@ func TestProvisioningFailureRecordedOnce(t *testing.T) {
 	h := newHarness(t)
 	c := h.compute("cpu", 0, 1, "PT120S")
 	h.submit(c, 1)
-	h.prov.failNext = 1
+	h.prov.NextCreateErr = errProvider
 	h.pass()
 	h.pass()
 	got, evs := h.history(c)

@@ -81,8 +81,8 @@ func TestRandomEvictionOnlyTouchesLowPriorityNodes(t *testing.T) {
 	h.heartbeat(spot)
 	h.heartbeat(dedicated)
 	h.pass()
-	if len(h.prov.deleted) != 1 {
-		t.Fatalf("provider deleted %v: want the spot node preempted and removed", h.prov.deleted)
+	if len(h.prov.DeleteCalls) != 1 {
+		t.Fatalf("provider deleted %v: want the spot node preempted and removed", h.prov.DeleteCalls)
 	}
 	if n := h.nodes(spot); len(n) != 1 || n[0].State != api.NodePreparing {
 		t.Fatalf("spot nodes = %+v, want a replacement for min 1", n)

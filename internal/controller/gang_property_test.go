@@ -71,10 +71,10 @@ func gangWorld(t *testing.T, r *rand.Rand) {
 		}
 		playAgents(h, c, silent)
 		before := activeNodes(h, c)
-		deleted := len(h.prov.deleted)
+		deleted := len(h.prov.DeleteCalls)
 		h.pass()
 		after := activeNodes(h, c)
-		for _, id := range h.prov.deleted[deleted:] {
+		for _, id := range h.prov.DeleteCalls[deleted:] {
 			if uid, ok := before[id]; ok && after[id] == uid {
 				fail("step %d: node %s of running job %s was removed", step, id, uid)
 			}

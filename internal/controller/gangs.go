@@ -94,6 +94,9 @@ func (c *Clusters) checkGangs(ctx context.Context, compute string, nodes []store
 // own: a sweep).
 func lostRank(ctx context.Context, q store.Querier, j store.Job) (string, error) {
 	for rank, id := range j.Nodes {
+		if _, ended := j.Exits[id]; ended && j.Doc.IsParallel() {
+			continue // a parallel step goes on without a rank that ended (or was lost): its nodes do not depend on each other
+		}
 		n, err := store.GetNode(ctx, q, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):

@@ -74,7 +74,7 @@ func TestGangNodeWhoseRankEndedIsHeldUntilTheJobEnds(t *testing.T) {
 	}
 	n, err := store.GetNode(h.ctx, h.db.Q(), held)
 	if err != nil {
-		t.Fatalf("the node whose rank ended is gone: %v (deleted: %v)", err, h.prov.deleted)
+		t.Fatalf("the node whose rank ended is gone: %v (deleted: %v)", err, h.prov.DeleteCalls)
 	}
 	if n.State != api.NodeRunning || n.JobID != uid {
 		t.Fatalf("the node whose rank ended is %s with job %q; want running the gang", n.State, n.JobID)

@@ -46,9 +46,7 @@ func (h *harness) heldDevices(cs ...api.Compute) map[string][]string {
 	for _, c := range cs {
 		for _, n := range h.nodes(c) {
 			out[n.ID] = n.GPUDevices
-			h.prov.mu.Lock()
-			spec, ok := h.prov.nodes[n.ID]
-			h.prov.mu.Unlock()
+			spec, ok := h.prov.Node(n.ID)
 			if ok && !slices.Equal(gpu.IDs(spec.Devices), n.GPUDevices) {
 				h.t.Errorf("node %s holds %v but the provider was given %v", n.ID, n.GPUDevices, gpu.IDs(spec.Devices))
 			}

@@ -24,7 +24,13 @@ func (c *Clusters) checkHealth(ctx context.Context, nodes []store.Node, now time
 		var reason string
 		switch n.State {
 		case api.NodePreparing:
+			if n.Wait != nil {
+				continue // it waits in the provider's scheduler's queue, which says why (ScaleUpBlocked)
+			}
 			deadline = n.Created.Add(c.ProvisionTimeout)
+			if n.Allocated.After(n.Created) { // its machine came later (it waited in a queue)
+				deadline = n.Allocated.Add(c.ProvisionTimeout)
+			}
 			reason = fmt.Sprintf("provisioning timed out: the node's agent did not register within %s", c.ProvisionTimeout)
 			if n.Reason != "" {
 				reason += "; last seen: " + n.Reason // the provider's word, e.g. the pod is unschedulable

@@ -153,13 +153,13 @@ func TestAdaptiveIdleKeepsNodeThroughBursts(t *testing.T) {
 	if len(ns) != 1 || ns[0].State != api.NodeIdle {
 		t.Fatalf("nodes %+v two minutes after a job of a burst ended; want the idle node kept", ns)
 	}
-	created := len(h.prov.created)
+	created := len(h.prov.Created)
 	h.clk.Step(time.Minute)
 	h.heartbeat(c)
 	uid := h.submit(c, 1)
 	h.pass()
-	if st := h.job(uid).Doc.Properties.Status; st != api.JobPreparing || len(h.prov.created) != created {
-		t.Fatalf("next job of the burst is %s with %d nodes created; want it started on the kept node", st, len(h.prov.created)-created)
+	if st := h.job(uid).Doc.Properties.Status; st != api.JobPreparing || len(h.prov.Created) != created {
+		t.Fatalf("next job of the burst is %s with %d nodes created; want it started on the kept node", st, len(h.prov.Created)-created)
 	}
 }
 

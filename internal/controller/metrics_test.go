@@ -20,7 +20,7 @@ func TestControllerFeedsMetrics(t *testing.T) {
 	c := h.compute("cpu", 0, 2, "PT5S")
 	h.submit(c, 1)
 	h.submit(c, 1)
-	h.prov.failNext = 1
+	h.prov.NextCreateErr = errProvider
 	h.pass() // the first create fails: backoff
 	h.clk.Step(time.Second)
 	h.pass() // two nodes requested
@@ -73,7 +73,15 @@ func TestControllerFeedsMetrics(t *testing.T) {
 	h.pass()
 	h.clk.Step(15*time.Minute + time.Second)
 	h.pass()
-	mfs, err = m.Registry().Gather()
+	if byReason := failuresByReason(t, m); byReason[metrics.ReasonCreate] != 1 || byReason[metrics.ReasonTimeout] != 1 || len(byReason) != 2 {
+		t.Errorf("provisioning failures by reason = %v, want create_error 1 and timeout 1", byReason)
+	}
+}
+
+// failuresByReason sums cumulus_node_provision_failures_total by reason.
+func failuresByReason(t *testing.T, m *metrics.Metrics) map[string]float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +98,5 @@ func TestControllerFeedsMetrics(t *testing.T) {
 			}
 		}
 	}
-	if byReason[metrics.ReasonCreate] != 1 || byReason[metrics.ReasonTimeout] != 1 || len(byReason) != 2 {
-		t.Errorf("provisioning failures by reason = %v, want create_error 1 and timeout 1", byReason)
-	}
+	return byReason
 }

@@ -329,7 +329,7 @@ func TestProviderBackoffIsNotCalledQuota(t *testing.T) {
 	h.withLimits(dsv2Limits(100))
 	c := h.compute("cpu", 0, 2, "PT120S")
 	j := h.submit(c, 1)
-	h.prov.failNext = 1
+	h.prov.NextCreateErr = errProvider
 	h.pass()
 	h.pass() // within the backoff
 	errs := errorCodes(h.storedCompute(c))
@@ -375,7 +375,7 @@ func TestUnknownLimitsCreateNothing(t *testing.T) {
 	c := h.compute("cpu", 1, 2, "PT120S")
 	h.submit(c, 1)
 	h.pass()
-	if n := len(h.nodes(c)); n != 0 || len(h.prov.created) != 0 {
+	if n := len(h.nodes(c)); n != 0 || len(h.prov.Created) != 0 {
 		t.Fatalf("%d nodes created with unknown limits", n)
 	}
 }

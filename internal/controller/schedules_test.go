@@ -88,8 +88,8 @@ func TestScheduleStopsTheClusterAtNightAndRestoresItInTheMorning(t *testing.T) {
 
 	// 20:00 CET: nights. The busy node drains; its job is not stopped.
 	h.passAt(c, utc("2026-11-21 19:00"))
-	if cnt := h.counts(c); cnt[api.NodeLeaving] != 1 || len(h.prov.deleted) != 0 {
-		t.Fatalf("nodes at 20:00 = %v, deleted %v; want the busy node leaving, nothing deleted", cnt, h.prov.deleted)
+	if cnt := h.counts(c); cnt[api.NodeLeaving] != 1 || len(h.prov.DeleteCalls) != 0 {
+		t.Fatalf("nodes at 20:00 = %v, deleted %v; want the busy node leaving, nothing deleted", cnt, h.prov.DeleteCalls)
 	}
 	if st := h.job(running).Doc.Properties.Status; st != api.JobPreparing {
 		t.Fatalf("the running job is %s at 20:00; want it left alone", st)
@@ -107,8 +107,8 @@ func TestScheduleStopsTheClusterAtNightAndRestoresItInTheMorning(t *testing.T) {
 	if st := h.job(waiting).Doc.Properties.Status; st != api.JobQueued {
 		t.Fatalf("job submitted at 21:00 is %s, want Queued", st)
 	}
-	if len(h.prov.created) != 1 {
-		t.Fatalf("provider created %v at night, want only the first node", h.prov.created)
+	if len(h.prov.Created) != 1 {
+		t.Fatalf("provider created %v at night, want only the first node", h.prov.Created)
 	}
 	msg := ""
 	for _, e := range h.storedCompute(c).Aml().Errors {
@@ -128,8 +128,8 @@ func TestScheduleStopsTheClusterAtNightAndRestoresItInTheMorning(t *testing.T) {
 	h.clk.Set(utc("2026-11-21 20:30"))
 	h.finish(running, 0)
 	wake = h.passAt(c, utc("2026-11-21 20:30"))
-	if n := len(h.nodes(c)); n != 0 || len(h.prov.deleted) != 1 {
-		t.Fatalf("nodes after the drained job ended = %d, deleted %v; want it removed", n, h.prov.deleted)
+	if n := len(h.nodes(c)); n != 0 || len(h.prov.DeleteCalls) != 1 {
+		t.Fatalf("nodes after the drained job ended = %d, deleted %v; want it removed", n, h.prov.DeleteCalls)
 	}
 	if h.job(running).Doc.Properties.Status != api.JobCompleted {
 		t.Fatalf("the job running at 20:00 is %s, want Completed", h.job(running).Doc.Properties.Status)

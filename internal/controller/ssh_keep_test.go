@@ -40,8 +40,8 @@ func TestOpenSSHSessionKeepsIdleNode(t *testing.T) {
 			t.Fatalf("%d nodes with an SSH session open past the idle time, want the node kept", len(ns))
 		}
 	}
-	if len(h.prov.deleted) != 0 {
-		t.Fatalf("provider deleted %v under an open session", h.prov.deleted)
+	if len(h.prov.DeleteCalls) != 0 {
+		t.Fatalf("provider deleted %v under an open session", h.prov.DeleteCalls)
 	}
 
 	// The session closes: the server restarts the node's idle time (the

@@ -11,24 +11,29 @@ import (
 
 // controllers are what the leader runs, made afresh for each term.
 type controllers struct {
-	clusters *controller.Clusters
-	ops      *controller.Operations
-	events   *controller.EventRetention
-	budgets  *controller.Budgets
-	sweeps   *controller.Sweeps
+	clusters  *controller.Clusters
+	ops       *controller.Operations
+	events    *controller.EventRetention
+	budgets   *controller.Budgets
+	sweeps    *controller.Sweeps
+	pipelines *controller.Pipelines
 }
 
 // runControllers runs the controllers until ctx ends: reconciliation with
 // the provider, then the cluster passes; long-running operations; the
 // provider's events; the blob collector; the event history's retention;
-// the budgets' judge; the sweeps.
+// the budgets' judge; the sweeps; the pipelines.
 func runControllers(ctx context.Context, c controllers, api *server.Server, log *slog.Logger) {
 	clusters := c.clusters
 	var wg sync.WaitGroup
-	wg.Add(7)
+	wg.Add(8)
 	go func() {
 		defer wg.Done()
 		c.sweeps.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		c.pipelines.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -26,6 +26,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/cost"
 	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 	"github.com/cumulus-ml/cumulus/internal/hub"
 	"github.com/cumulus-ml/cumulus/internal/identity"
@@ -37,6 +38,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/kubernetes"
 	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/provider/sim"
+	"github.com/cumulus-ml/cumulus/internal/provider/slurm"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/readmodel"
 	"github.com/cumulus-ml/cumulus/internal/replica"
@@ -109,8 +111,12 @@ type Options struct {
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
+	Slurm            slurm.Options // slurm: where node jobs go and what they run (the daemon sets Owner, Clock, Log)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
+	// NodeProvider, when set, is the provider, made by the caller, and
+	// Provider names none: for tests (providertest.Fake), not a flag.
+	NodeProvider     provider.Provider
 	HeartbeatTimeout time.Duration
 	ProvisionTimeout time.Duration
 	PollTimeout      time.Duration
@@ -234,14 +240,15 @@ func (o Options) Validate() error {
 	if _, err := gpu.ParseMatch(o.GPUModelMatch); err != nil {
 		return fmt.Errorf("--gpu-model-match: %w", err)
 	}
-	switch o.Provider {
-	case "local", "sim", "kubernetes":
-	case "docker":
+	switch {
+	case o.NodeProvider != nil:
+	case o.Provider == "local", o.Provider == "sim", o.Provider == "kubernetes", o.Provider == "slurm":
+	case o.Provider == "docker":
 		if o.NodeImage == "" {
 			return errors.New("--provider docker needs a --node-image")
 		}
 	default:
-		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, sim", o.Provider)
+		return fmt.Errorf("--provider %q is not one of: local, docker, kubernetes, slurm, sim", o.Provider)
 	}
 	return nil
 }
@@ -417,6 +424,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if len(o.Replicas) > 0 {
 		agentURL = strings.Join(o.Replicas, ",")
 	}
+	if o.Provider == "slurm" {
+		if why := agentURLOnLoopback(agentURL); why != "" {
+			o.Log.Warn(why, "component", "provider", "provider", o.Provider)
+		}
+	}
 	// The controllers, made afresh for each term of leadership (one term
 	// for the life of a server on SQLite) on the store they may write.
 	allow, _ := webhook.ParseAllow(o.WebhookAllow) // checked by Validate
@@ -433,7 +445,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		budgets := &controller.Budgets{DB: db, Clock: o.Clock, Prices: prices, Log: o.Log.With("component", "budgets"), Changed: clusters.Notify,
 			Webhooks: hooks}
 		sweeps := &controller.Sweeps{DB: db, Clock: o.Clock, Log: o.Log.With("component", "sweeps"), Changed: clusters.Notify, Wake: h.Wake}
-		return controllers{clusters, ops, events, budgets, sweeps}
+		pipelines := &controller.Pipelines{DB: db, Clock: o.Clock, Log: o.Log.With("component", "pipelines"), Changed: clusters.Notify, Wake: h.Wake,
+			Outputs: files.Outputs{Dir: filepath.Join(o.DataDir, "outputs")}, Blobs: files.Blobs{Dir: filepath.Join(o.DataDir, "blobs")}}
+		return controllers{clusters, ops, events, budgets, sweeps, pipelines}
 	}
 	clustersN, opsN := &relay{}, &relay{}
 	studio := ui.New(ui.Options{Reads: readmodel.New(db), CanRead: server.CanRead(db), Clock: o.Clock, Log: o.Log, PublicURL: o.PublicURL,
@@ -443,7 +457,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Locations: o.Locations, MaxBlobSize: o.MaxBlobSize, BlobGrace: o.BlobGrace,
 		PollTimeout: o.PollTimeout, HeartbeatInterval: o.PollTimeout / 2, MaxAttempts: o.MaxAttempts,
 		BodyTimeout: o.BodyTimeout, UploadTimeout: o.UploadTimeout, Prices: prices, UsageInterval: o.UsageInterval,
-		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits},
+		Network: network, GPUs: machine, Webhooks: hooks, Limits: o.Limits, CheckCompute: computeCheck(prov)},
 		server.Deps{DB: db, Box: box, Clock: o.Clock, Log: o.Log, Ops: opsN, Clusters: clustersN, Hub: h, Identity: issuer, UI: studio, Sessions: studio,
 			Metrics: m, BlobTLS: blobTLS})
 	if err := api.EnsureDefaults(ctx); err != nil {
@@ -532,7 +546,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// lead runs the controllers on db until ctx ends.
 	lead := func(ctx context.Context, db *store.DB) {
 		c := newControllers(db)
-		clustersN.setLocal(fanOut{c.clusters, c.budgets, c.sweeps}) // a budget changed: judged soon
+		clustersN.setLocal(fanOut{c.clusters, c.budgets, c.sweeps, c.pipelines}) // a budget changed: judged soon
 		opsN.setLocal(c.ops)
 		defer clustersN.setLocal(nil)
 		defer opsN.setLocal(nil)
@@ -651,6 +665,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 // newProvider builds the configured node provider. For docker it makes
 // sure the node image exists first: built from this binary when missing.
 func newProvider(ctx context.Context, o Options, caFile string, controlPlane provider.ControlPlane) (provider.Provider, error) {
+	if o.NodeProvider != nil {
+		return o.NodeProvider, nil
+	}
 	log := o.Log.With("component", "provider", "provider", o.Provider)
 	switch o.Provider {
 	case "local":
@@ -675,6 +692,8 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 			ControlPlane: controlPlane}), nil
 	case "kubernetes":
 		return newKubernetesProvider(ctx, o, caFile, log)
+	case "slurm":
+		return newSlurmProvider(ctx, o, log)
 	case "sim":
 		ca := ""
 		if o.TLSSelfSigned {

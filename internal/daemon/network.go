@@ -14,13 +14,13 @@ import (
 // here (it probes once, at start); the others none. nw is that provider
 // when it does, else nil.
 func networkEnforcement(prov provider.Provider, o Options) (n server.NetworkEnforcement, nw provider.Networks) {
-	n.Provider = o.Provider
+	n.Provider = prov.Name()
 	nw, _ = prov.(provider.Networks)
 	if nw == nil {
 		return n, nil
 	}
 	if err := nw.ProbeNetwork(); err != nil {
-		o.Log.Info("subnet and enableNodePublicIp false are refused: the "+o.Provider+" provider cannot place nodes in networks of their own here: "+err.Error(), "component", "provider")
+		o.Log.Info("subnet and enableNodePublicIp false are refused: the "+prov.Name()+" provider cannot place nodes in networks of their own here: "+err.Error(), "component", "provider")
 		return n, nil
 	}
 	n.Subnets, n.NoPublicIP, n.SubnetPublicIP = true, true, nw.SubnetPublicIP()

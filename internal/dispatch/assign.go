@@ -55,6 +55,13 @@ func Assignment(j store.Job, n store.Node, w Work) agentapi.Assignment {
 	if w.Identity {
 		a.Identity, a.DefaultClientID = true, w.DefaultClientID
 	}
+	a.Parallel = parallelOf(j.Doc, n)
+	for k, in := range p.Inputs {
+		if _, isBlob := inputs[k]; isBlob && strings.EqualFold(in.JobInputType, "uri_file") {
+			a.FileInputs = append(a.FileInputs, k)
+		}
+	}
+	slices.Sort(a.FileInputs)
 	if w.TrackingToken != "" {
 		a.Env[agentapi.TrackingTokenEnv] = w.TrackingToken
 	}

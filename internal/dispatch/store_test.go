@@ -12,14 +12,14 @@ import (
 // fixture is a real SQLite store holding one compute, for the functions
 // that read and write the store.
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	db  *store.DB
 	ws  string // the workspace id
 	c   api.Compute
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "c.db"))

@@ -121,14 +121,19 @@ func (s *State) Save(ctx context.Context, db *store.DB) error {
 }
 
 // Cluster is the decision's view of the compute's queue at now with its
-// nodes (decide.ForCompute, then nodes, queue, running jobs and usage):
-// what the API orders and shares, as the controller decides.
-func (s *State) Cluster(comp api.Compute, nodes []store.Node, now time.Time) decide.Cluster {
+// nodes (decide.ForCompute, then nodes, queue, running jobs and usage), the
+// one the controller decides from and the API shows: imageBound says
+// whether each node runs one image (the provider makes nodes from jobs'
+// images). What holds growth (quota, backoff, budgets, GPUs) is the
+// controller's to add.
+func (s *State) Cluster(comp api.Compute, nodes []store.Node, imageBound bool, now time.Time) decide.Cluster {
 	c := decide.ForCompute(comp, now)
 	c.Nodes = make([]decide.Node, 0, len(nodes))
 	for _, n := range nodes {
-		c.Nodes = append(c.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created})
+		c.Nodes = append(c.Nodes, decide.Node{ID: n.ID, State: n.State, JobID: n.JobID, IdleSince: n.IdleSince, Created: n.Created,
+			Image: n.Image, SSHOpen: n.SSHOpen > 0})
 	}
-	c.Queued, c.Running, c.Usage = s.Jobs(false), s.Running, s.Usage
+	c.ImageBound = imageBound
+	c.Queued, c.Running, c.Usage = s.Jobs(imageBound), s.Running, s.Usage
 	return c
 }

@@ -260,6 +260,23 @@ func removeExisting(root *os.Root, rel string) error {
 	return root.Remove(rel)
 }
 
+// PackFile writes an archive that holds one file, name, with content.
+func PackFile(w io.Writer, name string, content []byte) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	hdr := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("pack %s: %w", name, err)
+	}
+	if _, err := tw.Write(content); err != nil {
+		return fmt.Errorf("pack %s: %w", name, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("pack %s: %w", name, err)
+	}
+	return gz.Close()
+}
+
 // WalkFiles calls fn for each regular file of a folder archive (tar.gz),
 // in archive order, with its clean relative path (forward slashes) and
 // its content. Folders and links are skipped; an unsafe path fails.

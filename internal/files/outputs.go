@@ -143,3 +143,11 @@ func (o Outputs) Remove(uid string) error { return os.RemoveAll(filepath.Join(o.
 
 // errNoParts is Merge's answer to nothing to merge.
 var errNoParts = errors.New("merge outputs: no parts")
+
+// HasPart reports whether one rank's upload of an output in an attempt is
+// stored.
+func (o Outputs) HasPart(uid, name string, attempt, rank int) bool {
+	p := filepath.Join(o.dir(uid, name), "a"+strconv.Itoa(attempt)+"-r"+strconv.Itoa(rank)+".tar.gz")
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -171,6 +171,9 @@ func exited(ctx context.Context, q store.Querier, j store.Job, dirty bool, e Par
 			j.Doc.SetStatus(api.JobCompleted, at, "")
 		}
 	case code != 0 || strings.HasPrefix(e.Reason, api.CostLimitExceeded): // a job stopped at its cost limit fails whatever its code
+		if e.Reason == "" {
+			e.Reason = parallelReason(j) // a parallel step past its thresholds
+		}
 		why := fmt.Sprintf("exit code %d on node %s", code, node)
 		if len(j.Nodes) > 1 {
 			why = fmt.Sprintf("exit code %d on node %s (node rank %d of %d)", code, node, rank, len(j.Nodes))
@@ -252,6 +255,9 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 	if err != nil || !ok {
 		return err
 	}
+	if parallelGoesOn(j, n.ID) {
+		return loseParallelNode(ctx, q, j, n.ID, at)
+	}
 	return Requeue(ctx, q, j, reason, maxAttempts, at)
 }
 
@@ -260,6 +266,9 @@ func NodeLost(ctx context.Context, q store.Querier, n store.Node, state, reason 
 func detach(ctx context.Context, q store.Querier, n store.Node, state string, at time.Time) (store.Job, bool, error) {
 	uid := n.JobID
 	n.State, n.JobID, n.Changed = state, "", at
+	if uid != "" {
+		n.LostJob = uid
+	}
 	if err := store.PutNode(ctx, q, n); err != nil {
 		return store.Job{}, false, err
 	}
@@ -281,6 +290,9 @@ func detach(ctx context.Context, q store.Querier, n store.Node, state string, at
 // nodes stop their part when they next poll (the job no longer runs there)
 // and are released when they report it ended.
 func Requeue(ctx context.Context, q store.Querier, j store.Job, reason string, maxAttempts int, at time.Time) error {
+	if err := releaseAllBatches(ctx, q, j); err != nil {
+		return err
+	}
 	p := &j.Doc.Properties
 	if n := len(p.Attempts); n > 0 && p.Attempts[n-1].Ended == nil {
 		p.Attempts[n-1].Ended, p.Attempts[n-1].Reason = &at, reason
@@ -312,15 +324,15 @@ func RequestCancel(ctx context.Context, q store.Querier, j store.Job, at time.Ti
 
 // CancelBecause cancels a job, saying why ("": by request): at once when
 // it holds no node, otherwise by asking its nodes to stop (CancelRequested
-// until they report). A sweep, which holds no node, becomes
-// CancelRequested: its controller cancels its trials, then it. j is
+// until they report). A sweep or a pipeline, which hold no node, become
+// CancelRequested: their controllers cancel their children, then them. j is
 // updated as written.
 func CancelBecause(ctx context.Context, q store.Querier, j *store.Job, reason string, at time.Time) error {
 	p := &j.Doc.Properties
 	switch {
 	case api.JobTerminal(p.Status) || p.Status == api.JobCancelRequested:
 		return nil
-	case len(j.Nodes) == 0 && !j.Doc.IsSweep():
+	case len(j.Nodes) == 0 && !j.Doc.IsParent():
 		if reason == "" {
 			reason = "canceled by request before it started"
 		}

@@ -46,10 +46,11 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	if s.Parent == nil {
 		doc.Properties.ParentJobName, doc.Properties.Parameters = "", nil // a child's, set by its parent
 	}
-	comp, err := computeFor(ctx, q, s.Workspace, &doc)
+	comp, err := computesFor(ctx, q, s.Workspace, &doc)
 	if err != nil {
 		return j, false, err
 	}
+	compID := comp.ID
 	old, err := store.GetJob(ctx, q, s.Workspace.WorkspaceID(), s.Name)
 	switch {
 	case err == nil && s.Parent != nil:
@@ -70,7 +71,7 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	}
 
 	doc.ID, doc.Name, doc.Type = s.Workspace.JobID(s.Name), s.Name, api.TypeJob
-	doc.Properties.ComputeID = comp.ID
+	doc.Properties.ComputeID = compID
 	doc.SystemData = api.Touch(nil, s.Principal, now)
 	var parent *api.Job
 	if s.Parent != nil {
@@ -82,7 +83,7 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	doc.SetStatus(api.JobQueued, now, "")
 	j = store.Job{UID: secret.NewID(), Parent: s.Workspace.WorkspaceID(), Created: now, Doc: doc}
 	if holdsNodes(&doc) {
-		j.Compute = comp.ID
+		j.Compute = compID
 	}
 	if err := store.InsertJob(ctx, q, &j); err != nil {
 		return j, false, err
@@ -90,9 +91,40 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	return j, true, nil
 }
 
-// holdsNodes says whether a job runs on nodes itself; a sweep does not (its
-// trials do).
-func holdsNodes(j *api.Job) bool { return !j.IsSweep() }
+// holdsNodes says whether a job runs on nodes itself; a sweep and a
+// pipeline do not (their trials and steps do).
+func holdsNodes(j *api.Job) bool { return !j.IsParent() }
+
+// computesFor checks the computes a job runs on and returns the id of its
+// own: a pipeline's steps each run on theirs (the pipeline's default
+// compute, when it has one, is checked too).
+func computesFor(ctx context.Context, q store.Querier, ws api.Scope, j *api.Job) (api.Compute, error) {
+	if !j.IsPipeline() {
+		return computeFor(ctx, q, ws, j)
+	}
+	order, err := j.StepOrder()
+	if err != nil {
+		return api.Compute{}, api.BadRequest(api.CodeValidationError, "jobs: %s", err)
+	}
+	for _, st := range order {
+		child, err := j.StepJob(st.Name, api.StepJobName(j.Name, st.Name), api.PlaceholderOutput)
+		if err == nil {
+			_, err = computeFor(ctx, q, ws, &child)
+		}
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			ae.Message = "step " + st.Name + ": " + ae.Message
+			return api.Compute{}, ae
+		}
+		if err != nil {
+			return api.Compute{}, err
+		}
+	}
+	if j.Properties.ComputeID == "" {
+		return api.Compute{}, nil // no compute of its own: no queue, no group
+	}
+	return computeFor(ctx, q, ws, j)
+}
 
 // computeFor reads the compute a job names and checks that it can run the
 // job: in the job's workspace, not being deleted, with a maxNodeCount (its

@@ -53,6 +53,10 @@ var (
 		"A budget's amount per period, in the server's currency.", []string{"workspace", "budget"}, nil)
 	descBudgetActive = prometheus.NewDesc(Namespace+"_budget_action_active",
 		"1 while a budget's action (stop scale-up, scale to min) is in force, else 0.", []string{"workspace", "budget"}, nil)
+	descParallel = prometheus.NewDesc(Namespace+"_parallel_mini_batches",
+		"Mini-batches of a running parallel step by state (pending, running, done, failed).", []string{"workspace", "job", "state"}, nil)
+	descParallelRetries = prometheus.NewDesc(Namespace+"_parallel_mini_batch_retries",
+		"Runs of a running parallel step's mini-batches that failed or timed out and were handed out again.", []string{"workspace", "job"}, nil)
 	descStore = prometheus.NewDesc(Namespace+"_store_read",
 		"A scrape's read of the store.", nil, nil)
 )
@@ -69,7 +73,7 @@ type collector struct {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNodes, descCores, descTarget, descMax, descMin, descQuotaUsed, descQuotaLimit, descJobs,
-		descBudgetSpent, descBudgetAmount, descBudgetActive} {
+		descBudgetSpent, descBudgetAmount, descBudgetActive, descParallel, descParallelRetries} {
 		ch <- d
 	}
 }
@@ -201,6 +205,9 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	if err := collectBudgets(ctx, q, ch); err != nil {
 		return err
 	}
+	if err := collectParallel(ctx, q, ch); err != nil {
+		return err
+	}
 	if c.limits == nil {
 		return nil
 	}
@@ -250,6 +257,31 @@ func collectBudgets(ctx context.Context, q store.Querier, ch chan<- prometheus.M
 		ch <- prometheus.MustNewConstMetric(descBudgetSpent, prometheus.GaugeValue, spent, ws, b.Name)
 		ch <- prometheus.MustNewConstMetric(descBudgetAmount, prometheus.GaugeValue, b.Properties.Amount, ws, b.Name)
 		ch <- prometheus.MustNewConstMetric(descBudgetActive, prometheus.GaugeValue, active, ws, b.Name)
+	}
+	return nil
+}
+
+// collectParallel reports the mini-batches of each parallel step that has
+// some still to end.
+func collectParallel(ctx context.Context, q store.Querier, ch chan<- prometheus.Metric) error {
+	uids, err := store.ActiveParallelJobs(ctx, q)
+	if err != nil {
+		return err
+	}
+	for _, uid := range uids {
+		j, err := store.GetJobByUID(ctx, q, uid)
+		if err != nil {
+			continue // deleted since
+		}
+		c, err := store.BatchCounts(ctx, q, uid)
+		if err != nil {
+			return err
+		}
+		ws := j.Parent[strings.LastIndex(j.Parent, "/")+1:]
+		for st, n := range map[string]int{store.BatchPending: c.Pending, store.BatchRunning: c.Running, store.BatchDone: c.Done, store.BatchFailed: c.Failed} {
+			ch <- prometheus.MustNewConstMetric(descParallel, prometheus.GaugeValue, float64(n), ws, j.Doc.Name, st)
+		}
+		ch <- prometheus.MustNewConstMetric(descParallelRetries, prometheus.GaugeValue, float64(c.Retried), ws, j.Doc.Name)
 	}
 	return nil
 }

@@ -194,3 +194,32 @@ func gauge(t testing.TB, m *Metrics, name string, want map[string]string) float6
 	t.Fatalf("no series %s%v", name, want)
 	return 0
 }
+
+// A running parallel step's mini-batches by state, and its retries, while
+// it has some to end.
+func TestCollectorParallelSteps(t *testing.T) {
+	db := openStore(t)
+	putJobs(t, db, "c", api.JobRunning, 1)
+	ctx := context.Background()
+	if err := store.PlanBatches(ctx, db.W(), "c-Running-0", []int{5, 5, 5}); err != nil {
+		t.Fatal(err)
+	}
+	leased, err := store.LeaseBatches(ctx, db.W(), "c-Running-0", "n1", 1, 2, time.Unix(100, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := leased[0]
+	b.State, b.Retries = store.BatchDone, 1
+	if err := store.PutBatch(ctx, db.W(), b); err != nil {
+		t.Fatal(err)
+	}
+	m := New(Options{DB: db})
+	for state, want := range map[string]float64{"pending": 1, "running": 1, "done": 1, "failed": 0} {
+		if got := gauge(t, m, "cumulus_parallel_mini_batches", map[string]string{"workspace": testScope.Workspace, "job": "c-Running-0", "state": state}); got != want {
+			t.Errorf("%s: %v, want %v", state, got, want)
+		}
+	}
+	if got := gauge(t, m, "cumulus_parallel_mini_batch_retries", map[string]string{"workspace": testScope.Workspace, "job": "c-Running-0"}); got != 1 {
+		t.Errorf("retries %v", got)
+	}
+}

@@ -32,6 +32,12 @@ const Namespace = "cumulus"
 const (
 	// ReasonCreate: the provider refused to create the machine.
 	ReasonCreate = "create_error"
+	// ReasonCapacity: the provider had no capacity for the node
+	// (provider.InsufficientCapacityError).
+	ReasonCapacity = "insufficient_capacity"
+	// ReasonConfiguration: the provider refused the compute's or its own
+	// configuration (provider.ConfigurationError).
+	ReasonConfiguration = "configuration"
 	// ReasonTimeout: the node's agent did not register within the
 	// provisioning timeout.
 	ReasonTimeout = "timeout"
@@ -103,7 +109,7 @@ func New(o Options) *Metrics {
 		Help: "Running jobs the queue policy stopped and queued again for a waiting job, by reason: lower_priority (the waiting job's priority is higher), over_share (the stopped job's group was over its fair share, the waiting job's under)."},
 		[]string{"workspace", "compute", "reason"})
 	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
-		Help: "Nodes that could not be provisioned, by reason: create_error (the provider refused), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
+		Help: "Nodes that could not be provisioned, by reason: insufficient_capacity (the provider had no room), configuration (the provider refused the settings), create_error (the provider failed otherwise), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
 		[]string{"workspace", "compute", "reason"})
 	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
 		Help:    "Duration of one cluster controller pass over every cluster.",
@@ -216,7 +222,9 @@ func (m *Metrics) ProvisionFailed(computeID, reason string) {
 	if m == nil {
 		return
 	}
-	if reason != ReasonCreate && reason != ReasonTimeout && reason != ReasonGone {
+	switch reason {
+	case ReasonCreate, ReasonCapacity, ReasonConfiguration, ReasonTimeout, ReasonGone:
+	default:
 		reason = "other"
 	}
 	ws, c := labels(computeID)

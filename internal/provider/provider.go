@@ -14,9 +14,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/gpu"
 )
 
-// ErrNotFound is returned (wrapped) when a provider has no such node.
-var ErrNotFound = errors.New("node not found in provider")
-
 // NodeSpec is everything a provider needs to start one node's agent.
 type NodeSpec struct {
 	NodeID    string
@@ -40,6 +37,8 @@ type NodeSpec struct {
 	GracePeriod time.Duration
 	// Kubernetes places the node's pod (kubernetes provider only).
 	Kubernetes *api.KubernetesPlacement
+	// Slurm places the node's Slurm job (slurm provider only).
+	Slurm *api.SlurmPlacement
 	// Image is the job image the node is made from, for providers that
 	// are ImageBound; "" is the provider's node image.
 	Image string
@@ -108,6 +107,9 @@ const (
 	EventTerminating EventKind = "Terminating"
 	// EventGone: the node's machine is gone or failed.
 	EventGone EventKind = "Gone"
+	// EventRunning: the node's machine is there (its agent starts); it no
+	// longer waits in the provider's queue.
+	EventRunning EventKind = "Running"
 )
 
 // Event is something a provider saw happen to one of its nodes. Events may
@@ -116,6 +118,9 @@ type Event struct {
 	NodeID string
 	Kind   EventKind
 	Reason string
+	// Wait, on a Pending event of a provider whose scheduler says why as a
+	// value (Slurm's reason code), is that value; Reason is then "".
+	Wait *api.NodeWait
 }
 
 // Watcher is a provider that reports node events as they happen, instead
@@ -125,13 +130,52 @@ type Watcher interface {
 	Watch(ctx context.Context, fn func(Event)) error
 }
 
-// Provider creates and deletes nodes. Every method is idempotent: Create
-// of a node that exists returns its id; Delete of a node that is gone
-// returns nil.
+// Checker is a provider that can tell, before any node is made, that it
+// could never make a node of a spec (no machine it may use is that large,
+// a partition that does not exist): the server refuses a compute whose
+// nodes CheckNode refuses. It returns a *Refusal (wrapping ErrNeverFits),
+// with the provider's words, for such a spec; any other error means it
+// could not tell.
+type Checker interface {
+	CheckNode(ctx context.Context, spec NodeSpec) error
+}
+
+// ErrNeverFits is wrapped by Checker.CheckNode's refusals.
+var ErrNeverFits = errors.New("the provider can never make such a node")
+
+// Refusal is a Checker's refusal of a node spec: the compute setting it is
+// about (vmSize, preemptionGracePeriod, slurm: as ARM names them under
+// properties.properties) and why, in the provider's words. It wraps
+// ErrNeverFits.
+type Refusal struct {
+	Setting string
+	Reason  string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+func (r *Refusal) Unwrap() error { return ErrNeverFits }
+
+// Provider creates and deletes nodes. Its methods are safe for concurrent
+// use; providertest.Run checks the contract below against a live one.
 type Provider interface {
+	// Name names the provider ("local", "docker", …); it never changes,
+	// and the store records it with each node.
 	Name() string
+	// Create starts the node that spec describes and returns its provider
+	// id, without waiting for its agent to register. It is idempotent by
+	// spec.NodeID: a node that exists, starting or running, keeps its id
+	// and is not started twice. A refusal is an InsufficientCapacityError
+	// (no room now: try later), a ConfigurationError (fails until someone
+	// changes a setting: the provider's words say which) or any other
+	// error (transient: try again).
 	Create(ctx context.Context, spec NodeSpec) (providerID string, err error)
+	// Delete stops the node (its agent gets the grace period) and returns
+	// once List no longer shows it; a node that is unknown or already
+	// deleted returns nil.
 	Delete(ctx context.Context, nodeID string) error
+	// List returns every node this provider created and has not deleted:
+	// running, still starting (Starting) or stopped (neither). It never
+	// returns another control plane's nodes.
 	List(ctx context.Context) ([]Instance, error)
 }
 

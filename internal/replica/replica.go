@@ -2,7 +2,7 @@
 // PostgreSQL store: it elects the one that runs the controllers (a lease
 // in the store, renewed while it lives, with a fencing token on every
 // controller write), passes agents' wake-ups and "something changed"
-// signals between replicas (PostgreSQL LISTEN/NOTIFY), and writes the
+// signals between replicas (the store's Notify and Listen), and writes the
 // heartbeats each replica hears to the store so the leader sees agents
 // that poll other replicas.
 package replica
@@ -17,8 +17,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/cumulus-ml/cumulus/internal/clock"
 	"github.com/cumulus-ml/cumulus/internal/hub"
@@ -297,7 +295,7 @@ func (r *Replica) notify(ctx context.Context) {
 }
 
 func (r *Replica) pgNotify(ctx context.Context, channel, payload string) {
-	if _, err := r.o.DB.W().ExecContext(ctx, `SELECT pg_notify(?, ?)`, channel, payload); err != nil && ctx.Err() == nil {
+	if err := r.o.DB.Notify(ctx, channel, payload); err != nil && ctx.Err() == nil {
 		r.o.Log.Warn("signal the other replicas", "channel", channel, "err", err)
 	}
 }
@@ -324,30 +322,16 @@ func (r *Replica) listen(ctx context.Context) {
 }
 
 func (r *Replica) listenOnce(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.o.DSN)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{wakeChannel, changedChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
-			return err
-		}
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		switch n.Channel {
+	return store.Listen(ctx, r.o.DSN, []string{wakeChannel, changedChannel}, func(channel, payload string) {
+		switch channel {
 		case wakeChannel:
-			for _, node := range strings.Split(n.Payload, ",") {
+			for _, node := range strings.Split(payload, ",") {
 				r.o.Hub.WakeLocal(node)
 			}
 		case changedChannel:
 			if r.o.OnChanged != nil {
-				r.o.OnChanged(n.Payload)
+				r.o.OnChanged(payload)
 			}
 		}
-	}
+	})
 }

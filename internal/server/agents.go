@@ -143,6 +143,11 @@ func (s *Server) agentEvent(w http.ResponseWriter, r *http.Request, p params) er
 	if err := s.dispatch.Report(r.Context(), node.ID, ev); err != nil {
 		return err
 	}
+	if ev.Phase == agentapi.PhaseExited {
+		if err := s.fileParallelRows(r.Context(), ev.UID); err != nil {
+			s.log.Warn("the rows of a parallel step were not filed at its output's datastore path", "job", ev.UID, "err", err)
+		}
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

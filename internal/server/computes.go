@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -65,6 +66,11 @@ func (s *Server) putCompute(w http.ResponseWriter, r *http.Request, p params) er
 				return err
 			}
 			if err := s.checkLocation("properties.computeLocation", c.Properties.ComputeLocation); err != nil {
+				return err
+			}
+		}
+		if s.cfg.CheckCompute != nil && (existing == nil || !reflect.DeepEqual(c.Aml().Slurm, existing.Aml().Slurm)) {
+			if err := s.cfg.CheckCompute(r.Context(), c); err != nil {
 				return err
 			}
 		}

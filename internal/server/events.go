@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -103,7 +104,11 @@ func (s *Server) jobEvents(w http.ResponseWriter, r *http.Request, p params) err
 		return err
 	}
 	_, compute, _ := api.ParseComputeID(j.Doc.Properties.ComputeID, api.Scope{})
-	all := api.JobEvents(j.Doc, compute)
+	doc := j.Doc
+	if err := dispatch.ParallelView(r.Context(), s.db.Q(), &doc, j.UID, s.clock.Now().UTC()); err != nil {
+		return err
+	}
+	all := api.JobEvents(doc, compute)
 	var match []api.Event
 	for i := len(all) - 1; i >= 0; i-- { // newest first
 		e := all[i]

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -107,25 +109,20 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
+	if j.IsParallel() {
+		return api.BadRequest(api.CodeValidationError, "a parallel job runs only as a step of a pipeline job: put it in a pipeline's jobs (type: parallel)")
+	}
+	if j.IsPipeline() {
+		if err := s.resolveComponents(r.Context(), sc, &j); err != nil {
+			return err
+		}
+	}
 	if err := api.PrepareJob(&j, name); err != nil {
 		return err
 	}
-	if err := s.resolveJobData(r.Context(), sc, wsd.Value, name, &j.Properties); err != nil {
+	if err := s.prepareRuns(r.Context(), sc, wsd.Value, &j, name); err != nil {
 		return err
 	}
-	runs := j.Properties // what runs: the job itself, or a sweep's trials
-	if j.IsSweep() {
-		runs = j.Trial(api.TrialName(name, 0), nil).Properties
-		j.Properties.Sweep = &api.SweepStatus{Seed: sweepSeed(j)}
-	}
-	if err := s.checkJobBlobs(r.Context(), sc, runs); err != nil {
-		return err
-	}
-	image, note, err := s.jobImage(r.Context(), sc, runs.EnvironmentID)
-	if err != nil {
-		return err
-	}
-	j.Properties.Image, j.Properties.EnvironmentNote = image, note
 	now := s.clock.Now().UTC()
 	var out store.Job
 	created := false
@@ -146,6 +143,62 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	return nil
 }
 
+// prepareRuns checks what a job runs against what only the server knows
+// (code snapshots and input folders uploaded to the workspace) and
+// resolves its environment to an image: the job's own, a sweep's trials',
+// or each step's of a pipeline (whose inputs are checked too).
+func (s *Server) prepareRuns(ctx context.Context, sc api.Scope, ws api.Workspace, j *api.Job, name string) error {
+	if j.IsPipeline() {
+		if err := s.resolveJobData(ctx, sc, ws, name, &api.JobProperties{Inputs: j.Properties.Inputs}); err != nil {
+			return err
+		}
+		if err := s.checkJobBlobs(ctx, sc, api.JobProperties{Inputs: j.Properties.Inputs}); err != nil {
+			return err
+		}
+		for _, sn := range slices.Sorted(maps.Keys(j.Properties.Jobs)) {
+			// The step as its job will be (other steps' outputs standing
+			// in): its code, data, blobs and image checked.
+			step, err := j.StepJob(sn, api.StepJobName(name, sn), func(string, string) (api.JobInput, error) {
+				return api.JobInput{JobInputType: "uri_folder"}, nil
+			})
+			if err == nil {
+				err = s.prepareRuns(ctx, sc, ws, &step, step.Name)
+			}
+			if err != nil {
+				var ae *api.Error
+				if errors.As(err, &ae) {
+					ae.Message = "step " + sn + ": " + ae.Message
+				}
+				return err
+			}
+			// Where its data is is resolved when its job is made (its
+			// inputs may be other steps' outputs): keep the step as given.
+			j.Properties.Jobs[sn].Image, j.Properties.Jobs[sn].EnvironmentNote = step.Properties.Image, step.Properties.EnvironmentNote
+			if step.Properties.Sweep != nil {
+				j.Properties.Jobs[sn].Sweep = step.Properties.Sweep
+			}
+		}
+		return nil
+	}
+	if err := s.resolveJobData(ctx, sc, ws, name, &j.Properties); err != nil {
+		return err
+	}
+	runs := j.Properties // what runs: the job itself, or a sweep's trials
+	if j.IsSweep() {
+		runs = j.Trial(api.TrialName(name, 0), nil).Properties
+		j.Properties.Sweep = &api.SweepStatus{Seed: sweepSeed(*j)}
+	}
+	if err := s.checkJobBlobs(ctx, sc, runs); err != nil {
+		return err
+	}
+	image, note, err := s.jobImage(ctx, sc, runs.EnvironmentID)
+	if err != nil {
+		return err
+	}
+	j.Properties.Image, j.Properties.EnvironmentNote = image, note
+	return nil
+}
+
 func (s *Server) job(r *http.Request, q store.Querier, p params) (store.Job, error) {
 	sc := scopeOf(p)
 	if _, err := s.workspace(r, q, sc); err != nil {
@@ -163,8 +216,8 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	v := s.jobView(r, j, nil)
-	if v.Properties.Metrics, err = s.latestMetrics(r.Context(), j.UID); err != nil {
+	v, err := s.fullJobView(r, j, nil)
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, v)
@@ -177,7 +230,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, p params) erro
 		return err
 	}
 	if parent := r.URL.Query().Get("parentJobName"); parent != "" {
-		return s.listTrials(w, r, sc, parent)
+		return s.listChildren(w, r, sc, parent)
 	}
 	status := r.URL.Query().Get("status")
 	if status != "" {
@@ -326,9 +379,18 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 	if err != nil {
 		return err
 	}
-	f, err := s.outputs.Open(j.UID, p["output"])
+	name := p["output"]
+	if j.Doc.IsPipeline() { // a pipeline's output is the output of the step that binds it
+		if j, name, err = s.pipelineOutput(r.Context(), j, name); err != nil {
+			return err
+		}
+	}
+	if err := s.fileParallelRows(r.Context(), j.UID); err != nil {
+		return err
+	}
+	f, err := s.outputs.Open(j.UID, name)
 	if errors.Is(err, files.ErrNotFound) {
-		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, p["output"], strings.Join(s.outputs.Names(j.UID), ", "))
+		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, name, strings.Join(s.outputs.Names(j.UID), ", "))
 	}
 	if err != nil {
 		return err

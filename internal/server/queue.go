@@ -51,7 +51,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, p params) erro
 	if err != nil {
 		return err
 	}
-	cl := st.Cluster(comp, nodes, now)
+	cl := st.Cluster(comp, nodes, false, now)
 	view := api.QueueView{Compute: comp.Name, Policy: api.QueuePolicy{Kind: api.QueuePolicyFifo, Preemption: api.PreemptNone}, Jobs: []api.QueueEntry{}}
 	if qp := comp.Aml().QueuePolicy; qp != nil {
 		view.Policy = *qp

@@ -81,6 +81,11 @@ type Config struct {
 	// Network says which isolation settings the provider enforces; the
 	// others are refused at create.
 	Network NetworkEnforcement
+	// CheckCompute, when set, refuses a compute whose nodes the provider
+	// could never make (no machine of its Slurm partition is that large),
+	// with the provider's words; it is asked when a compute is created and
+	// when its placement changes. Its errors are ARM errors.
+	CheckCompute func(ctx context.Context, c api.Compute) error
 	// UsageInterval is how often agents sample utilization (0:
 	// dispatch.DefaultUsageInterval); see usage.go.
 	UsageInterval time.Duration
@@ -260,6 +265,7 @@ func (s *Server) routes() {
 	r.handle("GET", loc+"/operationResults/{id}", s.getOperationResult)
 	s.jobRoutes()
 	s.environmentRoutes()
+	s.componentRoutes()
 	s.eventRoutes()
 	s.costRoutes()
 	s.usageRoutes()

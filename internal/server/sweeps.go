@@ -23,15 +23,9 @@ func sweepSeed(j api.Job) uint64 {
 
 // listTrials answers GET …/jobs?parentJobName=NAME: the trials of sweep
 // NAME, in the order they were created.
-func (s *Server) listTrials(w http.ResponseWriter, r *http.Request, sc api.Scope, parent string) error {
+func (s *Server) listTrials(w http.ResponseWriter, r *http.Request, sc api.Scope, sw store.Job) error {
 	ctx := r.Context()
-	sw, err := store.GetJob(ctx, s.db.Q(), sc.WorkspaceID(), parent)
-	if isNotFound(err) {
-		return api.NotFound("job %s was not found in workspace %s", parent, sc.Workspace)
-	}
-	if err != nil {
-		return err
-	}
+	parent := sw.Doc.Name
 	page := api.Page[api.Job]{Value: []api.Job{}}
 	if !sw.Doc.IsSweep() || sw.Doc.Properties.Sweep == nil {
 		writeJSON(w, http.StatusOK, page)

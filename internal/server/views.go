@@ -31,7 +31,7 @@ func (s *Server) computeView(ctx context.Context, c api.Compute) (api.Compute, e
 		if err != nil {
 			return v, err
 		}
-		if v.Aml().FairShare, err = s.fairShare(ctx, s.db.Q(), c, st.Cluster(c, nodes, now), now); err != nil {
+		if v.Aml().FairShare, err = s.fairShare(ctx, s.db.Q(), c, st.Cluster(c, nodes, false, now), now); err != nil {
 			return v, err
 		}
 	}

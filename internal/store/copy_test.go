@@ -52,6 +52,7 @@ func fill(t *testing.T, db *DB) {
 	must(err)
 	must(PutMetrics(ctx, db.W(), "uj1", []Metric{{Name: "loss", Value: 0.5, Step: 1, Time: now}}))
 	must(PutParams(ctx, db.W(), "uj1", []RunValue{{Name: "lr", Value: "0.1"}}))
+	must(PlanBatches(ctx, db.W(), "uj1", []int{3}))
 	must(PutShareUsage(ctx, db.W(), "/c", "team-a", ShareUsage{Value: 3600.5, At: now, Held: 2}))
 }
 

@@ -33,7 +33,10 @@ type Node struct {
 	TokenHash  string    `json:"tokenHash,omitempty"` // the agent's token, hashed
 	JoinHash   string    `json:"joinHash,omitempty"`  // the one-time join token, hashed
 	Reason     string    `json:"reason,omitempty"`    // why it is unusable/leaving
-	GPUs       []int     `json:"gpus,omitempty"`      // device indexes the agent reported
+	// Wait is why a preparing node's machine is not there yet, as a value
+	// of the scheduler the provider hands nodes to (Slurm's reason).
+	Wait *api.NodeWait `json:"wait,omitempty"`
+	GPUs []int         `json:"gpus,omitempty"` // device indexes the agent reported
 	// GPUDevices are the devices of the machine the provider's nodes
 	// share that this node holds, by gpu.ID, given when it was created
 	// (local and docker providers); freed when the record goes.
@@ -44,6 +47,10 @@ type Node struct {
 	Image      string    `json:"image,omitempty"`       // the job image the node runs in (image-bound providers); "" the node image
 	Allocated  time.Time `json:"allocated,omitzero"`    // when the provider had made its machine
 	Changed    time.Time `json:"changed,omitzero"`      // when it last became leaving, preempted or unusable
+	// LostJob is the job that ran on the node when it was lost (preempted,
+	// unusable): the provider's later word on the loss goes to that job's
+	// attempt (lifecycle.ExplainLoss).
+	LostJob string `json:"lostJob,omitempty"`
 }
 
 // PutNode inserts or replaces a node record.

@@ -292,6 +292,28 @@ var migrations = []string{
 		held    INTEGER NOT NULL,
 		PRIMARY KEY (compute, grp)
 	)`,
+	// 18: the mini-batches of parallel steps (see parallel.go): a row each,
+	// with its state, its lease while a node runs it and the rows it
+	// returned. They go with their job.
+	`CREATE TABLE parallel_batches (
+		job          TEXT NOT NULL,
+		idx          INTEGER NOT NULL,
+		state        TEXT NOT NULL,
+		tries        INTEGER NOT NULL,
+		retries      INTEGER NOT NULL,
+		node         TEXT NOT NULL,
+		attempt      INTEGER NOT NULL,
+		lease        INTEGER NOT NULL,
+		items        INTEGER NOT NULL,
+		failed_items INTEGER NOT NULL,
+		rows         TEXT NOT NULL,
+		error        TEXT NOT NULL,
+		item_names   TEXT NOT NULL,
+		ended        INTEGER NOT NULL,
+		PRIMARY KEY (job, idx)
+	);
+	CREATE INDEX parallel_batches_state ON parallel_batches (job, state, idx);
+	CREATE TRIGGER parallel_batches_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM parallel_batches WHERE job = OLD.uid; END`,
 }
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their

@@ -268,4 +268,25 @@ var pgMigrations = []string{
 		held    BIGINT NOT NULL,
 		PRIMARY KEY (compute, grp)
 	)`,
+	// SQLite's 18: parallel steps' mini-batches, removed with their job.
+	`CREATE TABLE parallel_batches (
+		job          TEXT COLLATE "C" NOT NULL,
+		idx          BIGINT NOT NULL,
+		state        TEXT NOT NULL,
+		tries        BIGINT NOT NULL,
+		retries      BIGINT NOT NULL,
+		node         TEXT NOT NULL,
+		attempt      BIGINT NOT NULL,
+		lease        BIGINT NOT NULL,
+		items        BIGINT NOT NULL,
+		failed_items BIGINT NOT NULL,
+		rows         TEXT NOT NULL,
+		error        TEXT NOT NULL,
+		item_names   TEXT NOT NULL,
+		ended        BIGINT NOT NULL,
+		PRIMARY KEY (job, idx)
+	);
+	CREATE INDEX parallel_batches_state ON parallel_batches (job, state, idx);
+	CREATE FUNCTION delete_parallel_batches() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM parallel_batches WHERE job = OLD.uid; RETURN NULL; END $$;
+	CREATE TRIGGER parallel_batches_job_deleted AFTER DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION delete_parallel_batches()`,
 }

@@ -54,6 +54,7 @@ type env struct {
 	sizes    *ml.VirtualMachineSizesClient
 	quotas   *ml.QuotasClient
 	jobs     *ml.JobsClient
+	factory  *ml.ClientFactory
 }
 
 var poll = &runtime.PollUntilDoneOptions{Frequency: time.Second}
@@ -107,7 +108,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{d: d, http: hc, computes: f.NewComputeClient(), ws: f.NewWorkspacesClient(), usages: f.NewUsagesClient(),
-		sizes: f.NewVirtualMachineSizesClient(), quotas: f.NewQuotasClient(), jobs: f.NewJobsClient()}
+		sizes: f.NewVirtualMachineSizesClient(), quotas: f.NewQuotasClient(), jobs: f.NewJobsClient(), factory: f}
 }
 
 func amlOf(t *testing.T, r ml.ComputeResource) *ml.AmlCompute {

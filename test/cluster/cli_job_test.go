@@ -42,7 +42,7 @@ func (s *server) cliAs(dir, token string, args ...string) (stdout, stderr string
 	return o.String(), e.String(), 0
 }
 
-func write(t *testing.T, path, content string) {
+func write(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -55,7 +55,11 @@ func (s *server) waitJob(name string, want string, timeout time.Duration) api.Jo
 		return api.JobTerminal(j.Properties.Status)
 	})
 	if j.Properties.Status != want {
-		s.t.Fatalf("job %s ended %s (%s), want %s", name, j.Properties.Status, j.Properties.StatusMessage, want)
+		var logs strings.Builder
+		for rank := range j.InstanceCount() {
+			fmt.Fprintf(&logs, "\n--- node rank %d:\n%s", rank, s.rankLog(name, rank))
+		}
+		s.t.Fatalf("job %s ended %s (%s), want %s%s", name, j.Properties.Status, j.Properties.StatusMessage, want, logs.String())
 	}
 	return j
 }

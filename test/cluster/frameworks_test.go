@@ -28,7 +28,7 @@ func needPython(t *testing.T, modules ...string) {
 	}
 }
 
-func frameworkScript(t *testing.T, name string) string {
+func frameworkScript(t testing.TB, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("testdata", "frameworks", name))
 	if err != nil {

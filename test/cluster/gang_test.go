@@ -56,8 +56,8 @@ func TestGangSequenceOnABusyMachine(t *testing.T) {
 			s.createCompute("ds3", 0, 3, "PT5S")
 			for round := range 3 {
 				pt, mpi := fmt.Sprint("ddp-", round), fmt.Sprint("allreduce-", round)
-				s.submitJob(distributedJob(pt, "ds3", "/usr/bin/python3 "+frameworkScript(t, "ddp.py"), 3, "PyTorch", 1))
-				s.submitJob(distributedJob(mpi, "ds3", "/usr/bin/python3 "+frameworkScript(t, "allreduce.py"), 2, "Mpi", 2))
+				s.submitWithCode(pt, "ds3", "ddp.py", 3, 1, "pytorch")
+				s.submitWithCode(mpi, "ds3", "allreduce.py", 2, 2, "mpi")
 				s.waitJob(pt, api.JobCompleted, 4*time.Minute)
 				j := s.waitJob(mpi, api.JobCompleted, 4*time.Minute)
 				if n := len(j.Properties.Attempts); n != 1 {
@@ -246,4 +246,31 @@ func launcherOf(t *testing.T, s *server, node string) int {
 		return false
 	})
 	return pid
+}
+
+// submitWithCode submits a distributed job that runs a framework script
+// shipped as the job's code, as a user's job would: an isolated job sees
+// its own folder, not the test's files (its /tmp is the node's own).
+func (s *server) submitWithCode(name, compute, script string, instances, ppn int, dist string) {
+	s.t.Helper()
+	dir := s.t.TempDir()
+	b, err := os.ReadFile(frameworkScript(s.t, script))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	write(s.t, filepath.Join(dir, "src", script), string(b))
+	write(s.t, filepath.Join(dir, "job.yml"), fmt.Sprintf(`type: command
+name: %s
+command: /usr/bin/python3 %s
+code: ./src
+compute: azureml:%s
+resources:
+  instance_count: %d
+distribution:
+  type: %s
+  process_count_per_instance: %d
+`, name, script, compute, instances, dist, ppn))
+	if out, errOut, code := s.cli(dir, "job", "create", "--file", "job.yml"); code != 0 {
+		s.t.Fatalf("job create %s exited %d\n%s%s", name, code, out, errOut)
+	}
 }

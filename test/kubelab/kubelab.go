@@ -48,6 +48,39 @@ func ToolsDir() string {
 // ErrNoTools is returned when the tools are not built.
 var ErrNoTools = errors.New("Kubernetes test tools not built (run scripts/kube-tools.sh)")
 
+// BuildWait bounds how long Start waits for a build of the tools under way.
+var BuildWait = 25 * time.Minute
+
+// waitForBuild waits while scripts/kube-tools.sh builds the tools into dir:
+// it holds an exclusive flock on build.lock there for the whole build, and
+// scripts/test.sh runs it in the background from its start, so that only
+// the tests that need the tools wait for them. No lock file: no build was
+// ever started here.
+func waitForBuild(dir string) error {
+	f, err := os.Open(filepath.Join(dir, "build.lock"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	deadline := time.Now().Add(BuildWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("wait for the Kubernetes test tools' build: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Kubernetes test tools were still building after %s; see %s", BuildWait, filepath.Join(dir, "build.log"))
+		}
+		time.Sleep(time.Second) // the build takes minutes
+	}
+}
+
 // Lab is a running control plane and the fake nodes added to it.
 type Lab struct {
 	Dir        string
@@ -60,10 +93,19 @@ type Lab struct {
 	stopBeat context.CancelFunc
 }
 
-// Start brings up the control plane in dir; Close stops it.
+// Start brings up the control plane in dir; Close stops it. It first
+// waits for a build of the tools under way (up to BuildWait, outside ctx,
+// which bounds the control plane's start).
 func Start(ctx context.Context, dir string) (*Lab, error) {
-	kubetest := filepath.Join(ToolsDir(), "kubetest")
+	tools := ToolsDir()
+	if err := waitForBuild(tools); err != nil {
+		return nil, err
+	}
+	kubetest := filepath.Join(tools, "kubetest")
 	if _, err := os.Stat(kubetest); err != nil {
+		if log := filepath.Join(tools, "build.log"); fileExists(log) {
+			return nil, fmt.Errorf("%w: %s missing; the last build's log is %s", ErrNoTools, kubetest, log)
+		}
 		return nil, fmt.Errorf("%w: %s missing", ErrNoTools, kubetest)
 	}
 	l := &Lab{Dir: dir}
@@ -121,6 +163,11 @@ func Start(ctx context.Context, dir string) (*Lab, error) {
 	l.stopBeat = stop
 	go l.heartbeat(hctx)
 	return l, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Close stops the nodes' heartbeat and the control plane.

@@ -1246,6 +1246,85 @@ console.log('trained with lr', lr);
     await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
   });
 
+  await step(t, 'a pipeline shows its steps as a graph with their status; its parallel step its mini-batches and the failed one', async () => {
+    const dir = path.join(dataDir, 'pipe');
+    for (const d of ['make', 'score']) fs.mkdirSync(path.join(dir, d), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'make', 'make.py'), `import os, sys
+for i in range(12):
+    open(os.path.join(sys.argv[1], "doc_%02d.txt" % i), "w").write("%d\\n" % i)
+`);
+    fs.writeFileSync(path.join(dir, 'score', 'score.py'), `import os
+def init():
+    pass
+def run(mini_batch):
+    if any(p.endswith("doc_07.txt") for p in mini_batch):
+        raise ValueError("doc_07 is unreadable")
+    return [os.path.basename(p) + " ok" for p in mini_batch]
+`);
+    fs.writeFileSync(path.join(dir, 'pipeline.yml'), `type: pipeline
+name: ui-pipeline
+settings:
+  default_compute: azureml:pipe-cpu
+jobs:
+  make_docs:
+    code: ./make
+    command: python3 make.py \${{outputs.docs}}
+    outputs:
+      docs: {type: uri_folder}
+  score_docs:
+    type: parallel
+    inputs:
+      docs:
+        type: uri_folder
+        path: \${{parent.jobs.make_docs.outputs.docs}}
+    outputs:
+      scores: {type: uri_folder}
+    input_data: \${{inputs.docs}}
+    mini_batch_size: "2"
+    mini_batch_error_threshold: 1
+    retry_settings: {max_retries: 1, timeout: 30}
+    resources: {instance_count: 2}
+    max_concurrency_per_instance: 2
+    task:
+      type: run_function
+      code: ./score
+      entry_script: score.py
+      append_row_to: \${{outputs.scores}}
+  report:
+    command: wc -l \${{inputs.scores}}/parallel_run_step.txt
+    inputs:
+      scores: \${{parent.jobs.score_docs.outputs.scores}}
+`);
+    await cli('compute', 'create', '-n', 'pipe-cpu', '--max-instances', '2', '--idle-time-before-scale-down', '5');
+    await cli('job', 'create', '--file', path.join(dir, 'pipeline.yml'));
+    await page.goto(base + '/#/jobs/ui-pipeline');
+    await page.getByRole('heading', { name: 'Steps' }).waitFor();
+    const graph = page.locator('#pipeline-graph');
+    await graph.waitFor();
+    assert.equal(await graph.locator('g.pipeline-step').count(), 3);
+    assert.equal(await graph.locator('path.pipeline-edge').count(), 2);
+    await page.locator('#pipeline-graph g.step-ok').nth(2).waitFor({ timeout: 120000 });
+    await page.locator('#job-status-text', { hasText: 'Completed' }).waitFor({ timeout: 30000 });
+    assert.match(await graph.getAttribute('aria-label'), /make_docs Completed, score_docs Completed, report Completed/);
+    assert.match(await page.locator('table.steps tbody').textContent(), /score_docs\s*parallel\s*Completed\s*ui-pipeline_score_docs/);
+    await shot('pipeline', { fullPage: true, doc: true });
+    // The parallel step's page, through its box in the graph.
+    await graph.locator('g[data-step="score_docs"]').click();
+    await page.getByRole('heading', { name: 'Mini-batches', exact: true }).waitFor();
+    await page.locator('#parallel-summary', { hasText: '5 of 6 mini-batches done, 1 failed' }).waitFor();
+    assert.equal(await page.locator('#parallel-progress').getAttribute('aria-valuenow'), '6');
+    assert.match(await page.locator('table.failures tbody').textContent(), /doc_06\.txt, doc_07\.txt.*ValueError: doc_07 is unreadable/);
+    assert.match(await page.locator('dl.facts').first().textContent(), /Entry script\s*score\.py/);
+    await page.locator('table.job-data').getByText('azureml://datastores/workspaceblobstore/paths/azureml/ui-pipeline_make_docs/docs', { exact: false }).first().waitFor();
+    await page.locator('#sec-parallel').evaluate((el) => { el.scrollIntoView({ block: 'start' }); window.scrollBy(0, -90); });
+    await shot('parallel', { doc: true });
+    await cli('compute', 'delete', '-n', 'pipe-cpu', '--yes', '--no-wait').catch(() => {});
+    // The jobs list of later steps shows the first page: these go.
+    for (const j of ['ui-pipeline', 'ui-pipeline_make_docs', 'ui-pipeline_score_docs', 'ui-pipeline_report']) await cli('job', 'delete', '-n', j);
+    await page.goto(base + '/#/computes');
+    await page.getByRole('heading', { level: 1, name: 'Compute clusters' }).waitFor();
+  });
+
   await step(t, 'switches workspaces', async () => {
     await cli('workspace', 'create', '-n', 'team-b');
     await cli('compute', 'create', '-n', 'team-b-cpu', '-w', 'team-b', '--max-instances', '1');

@@ -188,7 +188,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	name := ContainerName(spec.NodeID)
 	if c, err := p.inspect(ctx, name); err == nil {
 		return c.ID, nil
-	} else if !errors.Is(err, provider.ErrNotFound) {
+	} else if err = provider.IgnoreNotFound(err); err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 	}
 	host, err := p.hostInfo(ctx)
@@ -222,7 +222,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 		}
 		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
-			return "", fmt.Errorf("create node %s: the node image %s is missing: build it with 'cumulus node-image build --tag %s'",
+			return "", provider.Configurationf("create node %s: the node image %s is missing: build it with 'cumulus node-image build --tag %s'",
 				spec.NodeID, p.o.Image, p.o.Image)
 		}
 		// docker run may leave a created container behind when the start

@@ -414,8 +414,8 @@ func TestCreateWithoutImageSaysHowToBuildIt(t *testing.T) {
 	requireDocker(t)
 	p := New(Options{Image: "cumulus-node:never-built", BaseDir: t.TempDir()})
 	_, err := p.Create(context.Background(), provider.NodeSpec{NodeID: "dtest-noimage", ServerURL: "http://127.0.0.1:1"})
-	if err == nil || !strings.Contains(err.Error(), "cumulus node-image build") {
-		t.Errorf("Create with a missing image = %v; want a hint to build it", err)
+	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "cumulus node-image build") {
+		t.Errorf("Create with a missing image = %v; want a configuration error with a hint to build it", err)
 	}
 	if out, err := exec.Command("docker", "container", "inspect", ContainerName("dtest-noimage")).CombinedOutput(); err == nil {
 		t.Errorf("a container was left behind: %s", out)

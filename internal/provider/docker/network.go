@@ -131,7 +131,7 @@ type nodeNetwork struct {
 // holds p.netMu.
 func (p *Provider) joinNetwork(ctx context.Context, spec provider.NodeSpec) (*nodeNetwork, error) {
 	if p.o.ControlPlane == nil || os.Geteuid() != 0 {
-		return nil, errors.New("the docker provider cannot place nodes in networks here (see the server's log at start)")
+		return nil, provider.Configurationf("the docker provider cannot place nodes in networks here (see the server's log at start)")
 	}
 	n := &nodeNetwork{plan: planNetwork(spec.Subnet, spec.ComputeID), public: !spec.NoPublicIP}
 	if err := p.ensureNetwork(ctx, n.plan.name(), n.plan.bridge(), n.plan.Plan, true); err != nil {
@@ -143,11 +143,11 @@ func (p *Provider) joinNetwork(ctx context.Context, spec provider.NodeSpec) (*no
 	}
 	pu, err := url.Parse(cp.URL)
 	if err != nil {
-		return nil, fmt.Errorf("control plane URL %q: %w", cp.URL, err)
+		return nil, provider.Configurationf("control plane URL %q: %w", cp.URL, err)
 	}
 	port, err := strconv.Atoi(pu.Port())
 	if err != nil {
-		return nil, fmt.Errorf("control plane URL %q has no port", cp.URL)
+		return nil, provider.Configurationf("control plane URL %q has no port", cp.URL)
 	}
 	// Docker drops what would be forwarded into or out of an internal
 	// network; the host itself answers it only on the control plane's port.
@@ -187,7 +187,7 @@ func (p *Provider) ensureNetwork(ctx context.Context, name, bridge string, r sub
 	case strings.Contains(err.Error(), "already exists"):
 		return nil
 	case strings.Contains(err.Error(), "overlap"):
-		return fmt.Errorf("range %s of network %s overlaps another network on this machine: remove that one or use another subnet: %w", r.CIDR(), name, err)
+		return provider.Configurationf("range %s of network %s overlaps another network on this machine: remove that one or use another subnet: %w", r.CIDR(), name, err)
 	}
 	return fmt.Errorf("create network %s: %w", name, err)
 }

@@ -201,6 +201,10 @@ func statusError(resp *http.Response) *StatusError {
 			se.Reason = "Unauthorized"
 		case http.StatusForbidden:
 			se.Reason = "Forbidden"
+		case http.StatusBadRequest:
+			se.Reason = "BadRequest"
+		case http.StatusUnprocessableEntity:
+			se.Reason = "Invalid"
 		}
 	}
 	return se

@@ -194,10 +194,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	secretPath := p.secretsPath() + "/" + url.PathEscape(secret.Name)
 	if err := p.api.do(cctx, "POST", p.secretsPath(), "", secret, nil); isAlreadyExists(err) {
 		if err := p.api.do(cctx, "PUT", secretPath, "", secret, nil); err != nil {
-			return "", fmt.Errorf("update secret %s: %w", secret.Name, err)
+			return "", fmt.Errorf("update secret %s: %w", secret.Name, typed(err))
 		}
 	} else if err != nil {
-		return "", fmt.Errorf("create secret %s: %w", secret.Name, err)
+		return "", fmt.Errorf("create secret %s: %w", secret.Name, typed(err))
 	}
 	made := &Pod{}
 	err := p.api.do(cctx, "POST", p.podsPath(), "", pod, made)
@@ -210,7 +210,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	}
 	if err != nil {
 		_ = p.api.do(cctx, "DELETE", secretPath, "", nil, nil)
-		return "", fmt.Errorf("create pod %s: %w", pod.Name, err)
+		return "", fmt.Errorf("create pod %s: %w", pod.Name, typed(err))
 	}
 	// The pod owns its secret: Kubernetes' garbage collector removes the
 	// secret with the pod even if this control plane never gets to.
@@ -247,7 +247,7 @@ func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("PriorityClass %s for low-priority nodes (create it, or let this identity create priorityclasses): %w",
-			p.o.LowPriorityClass, err)
+			p.o.LowPriorityClass, typed(err))
 	}
 	p.mu.Lock()
 	p.classDone = true

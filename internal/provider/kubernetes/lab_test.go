@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -310,5 +312,48 @@ func TestListAfterRestartSeesOnlyItsOwnPods(t *testing.T) {
 	defer other.Close()
 	if ins, _ := other.List(ctx); len(ins) != 0 {
 		t.Errorf("another owner lists %+v", ins)
+	}
+}
+
+// TestRefusalsAreTyped: the API server's refusals come back as the kinds
+// the controller acts on — a namespace's resource quota spent is a want of
+// capacity, a pod the API server finds invalid (its placement) a
+// configuration error in the API server's words — and no secret is left
+// behind.
+func TestRefusalsAreTyped(t *testing.T) {
+	e := newEnv(t)
+	p := e.provider(t)
+	ctx := context.Background()
+	quotas := lab.Client.CoreV1().ResourceQuotas(e.ns)
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	made, err := quotas.Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The quota admits nothing until its usage is counted; the lab runs no
+	// quota controller, so the test counts it: no pods, none used.
+	made.Status = corev1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}
+	if _, err := quotas.UpdateStatus(ctx, made, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Create(ctx, e.spec("kt-quota"))
+	if !provider.IsInsufficientCapacity(err) || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Errorf("Create beyond the namespace's pod quota = %v; want an insufficient-capacity error saying the quota is exceeded", err)
+	}
+	if err := quotas.Delete(ctx, q.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	spec := e.spec("kt-invalid")
+	spec.Kubernetes = &api.KubernetesPlacement{NodeSelector: map[string]string{"pool": "not a label value"}, Tolerations: fakeNodes.Tolerations}
+	_, err = p.Create(ctx, spec)
+	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "not a label value") {
+		t.Errorf("Create of a pod with an invalid node selector = %v; want a configuration error in the API server's words", err)
+	}
+	for _, id := range []string{"kt-quota", "kt-invalid"} {
+		if _, err := lab.Client.CoreV1().Secrets(e.ns).Get(ctx, PodName(id), metav1.GetOptions{}); err == nil {
+			t.Errorf("node %s's secret is left behind after a refused Create", id)
+		}
 	}
 }

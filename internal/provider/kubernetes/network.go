@@ -199,7 +199,7 @@ func (p *Provider) ensurePolicies(ctx context.Context, spec provider.NodeSpec) e
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("NetworkPolicy %s: %w", np.Name, err)
+			return fmt.Errorf("NetworkPolicy %s: %w", np.Name, typed(err))
 		}
 	}
 	return nil

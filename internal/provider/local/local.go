@@ -130,7 +130,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 	if len(argv) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
-			return "", fmt.Errorf("local provider: find the cumulus executable: %w", err)
+			return "", provider.Configurationf("local provider: find the cumulus executable: %w", err)
 		}
 		argv = []string{exe, "agent"}
 	}
@@ -450,5 +450,5 @@ func (p *Provider) jobUID(nodeID string) (int, error) {
 			return uid, nil
 		}
 	}
-	return 0, fmt.Errorf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
+	return 0, provider.InsufficientCapacityf("job user: all %d users of %s are taken", jobUIDBlock, p.o.BaseDir)
 }

@@ -298,3 +298,17 @@ func TestNodesOfAComputeShareAHost(t *testing.T) {
 		t.Errorf("a3 runs %v in pid %d; want a new host", ok, pid)
 	}
 }
+
+// A node in a subnet, where the provider cannot make networks (no control
+// plane served on the subnets' bridges here), is a configuration error in
+// the provider's words.
+func TestSubnetWithoutNetworksIsAConfigurationError(t *testing.T) {
+	p := newTestProvider(t)
+	srv := providertest.NewStubServer(t)
+	s := spec(srv, "subnet")
+	s.Subnet, s.NoPublicIP = "/subscriptions/s/resourceGroups/r/providers/Microsoft.Network/virtualNetworks/v/subnets/a", true
+	_, err := p.Create(context.Background(), s)
+	if !provider.IsConfiguration(err) || !strings.Contains(err.Error(), "cannot place nodes in networks here") {
+		t.Errorf("Create in a subnet without networks = %v; want a configuration error saying so", err)
+	}
+}

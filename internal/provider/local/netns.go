@@ -163,7 +163,7 @@ func readNet(path string) (nodeNet, bool) {
 // prefix, its address and the server URL it uses. The caller holds p.mu.
 func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string, public bool) (prefix []string, addr string, cp provider.Endpoint, err error) {
 	if os.Geteuid() != 0 || p.o.ControlPlane == nil {
-		return nil, "", cp, errors.New("the local provider cannot place nodes in networks here (see the server's log at start)")
+		return nil, "", cp, provider.Configurationf("the local provider cannot place nodes in networks here (see the server's log at start)")
 	}
 	plan := PlanSubnet(sub, computeID)
 	n, ok := readNet(filepath.Join(dir, netFile))
@@ -182,7 +182,7 @@ func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string, public bool)
 			}
 		}
 		if n.K == 0 {
-			return nil, "", cp, fmt.Errorf("subnet %s (%s) is full: 253 nodes", sub, plan.CIDR())
+			return nil, "", cp, provider.InsufficientCapacityf("subnet %s (%s) is full: 253 nodes", sub, plan.CIDR())
 		}
 	}
 	if err := ensureBridge(plan); err != nil {
@@ -193,10 +193,10 @@ func (p *Provider) setupNetwork(nodeID, dir, sub, computeID string, public bool)
 	}
 	u, err := url.Parse(cp.URL)
 	if err != nil {
-		return nil, "", cp, fmt.Errorf("control plane URL %q: %w", cp.URL, err)
+		return nil, "", cp, provider.Configurationf("control plane URL %q: %w", cp.URL, err)
 	}
 	if n.Port, err = strconv.Atoi(u.Port()); err != nil {
-		return nil, "", cp, fmt.Errorf("control plane URL %q has no port", cp.URL)
+		return nil, "", cp, provider.Configurationf("control plane URL %q has no port", cp.URL)
 	}
 	if err := subnet.Fence(subnet.Rules(n.Bridge, n.Port)); err != nil {
 		return nil, "", cp, err
@@ -267,7 +267,7 @@ func ensureBridge(plan NetPlan) error {
 		return fmt.Errorf("ip addr show: %w", err)
 	}
 	if dev, addr := clash(string(out), want, plan.Bridge); dev != "" {
-		return fmt.Errorf("subnet range %s of bridge %s clashes with %s on interface %s: remove that address or use another subnet", plan.CIDR(), plan.Bridge, addr, dev)
+		return provider.Configurationf("subnet range %s of bridge %s clashes with %s on interface %s: remove that address or use another subnet", plan.CIDR(), plan.Bridge, addr, dev)
 	}
 	if !linkExists(plan.Bridge) {
 		if err := subnet.Run("ip", "link", "add", plan.Bridge, "type", "bridge"); err != nil {

@@ -1,14 +1,14 @@
 // Package providertest is the conformance suite every node provider
-// passes: local now, docker and kubernetes later. A provider's test calls
-// Run with a constructor and a node spec that reaches a live control plane
-// (or a stand-in that keeps agents alive).
+// passes (local, docker, kubernetes, sim): a provider's test calls Run with
+// a constructor and a node spec that reaches a live control plane or a
+// StubServer that keeps agents alive. It also holds Fake, the recording
+// provider for the unit tests of the code that calls providers.
 package providertest
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"testing"
 	"time"
 
@@ -126,7 +126,7 @@ func cleanup(t *testing.T, p provider.Provider, ids ...string) {
 	t.Cleanup(func() {
 		for _, id := range ids {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			if err := p.Delete(ctx, id); err != nil && !errors.Is(err, provider.ErrNotFound) {
+			if err := provider.IgnoreNotFound(p.Delete(ctx, id)); err != nil {
 				t.Errorf("cleanup: Delete(%s) = %v", id, err)
 			}
 			cancel()

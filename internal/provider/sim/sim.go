@@ -96,7 +96,7 @@ func (p *Provider) Name() string { return "sim" }
 func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, error) {
 	servers, err := endpoints.New(spec.ServerURL)
 	if err != nil {
-		return "", fmt.Errorf("sim: %w", err)
+		return "", provider.Configurationf("sim: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -124,3 +124,16 @@ func TestZeroLengthJobRidesOnTheNextPoll(t *testing.T) {
 		t.Errorf("j1's end carried by %d polls; want exactly 1", carried)
 	}
 }
+
+// A node told to reach a control plane at a URL it cannot use is a
+// configuration error, and no node is left behind.
+func TestBadServerURLIsAConfigurationError(t *testing.T) {
+	p := newTestProvider(t, 0)
+	_, err := p.Create(context.Background(), provider.NodeSpec{NodeID: "n1", ServerURL: "ftp://nowhere"})
+	if !provider.IsConfiguration(err) {
+		t.Errorf("Create with an ftp:// server = %v; want a configuration error", err)
+	}
+	if ins, _ := p.List(context.Background()); len(ins) != 0 {
+		t.Errorf("List after a refused Create = %+v; want no node", ins)
+	}
+}

@@ -7,6 +7,7 @@ import { timeline } from './events.js';
 import { usagePanel, jobUsage } from './usage.js';
 import { metricsPanel, sweepPanel } from './sweep.js';
 import { filesPanel } from './files.js';
+import { pipelinePanel, parallelPanel } from './pipeline.js';
 import { dataPanel } from './jobdata.js';
 
 const MAX_LOG = 2 << 20; // characters kept in the page
@@ -25,6 +26,8 @@ export function render(main, [name]) {
   const outputsBox = h('div', { id: 'job-outputs' });
   const usage = usagePanel('job', name);
   const sweep = sweepPanel(name);
+  const steps = pipelinePanel(name);
+  const batches = parallelPanel(name);
   const metrics = metricsPanel(name);
   const files = filesPanel(name);
   const data = dataPanel();
@@ -45,7 +48,7 @@ export function render(main, [name]) {
       h('section', { class: 'card', 'aria-labelledby': 'sec-params' }, h('h2', { id: 'sec-params' }, 'Parameters'), params, envBox),
       h('section', { class: 'card', 'aria-labelledby': 'sec-history' }, h('h2', { id: 'sec-history' }, 'Status history'), history.el,
         h('h2', { id: 'sec-outputs' }, 'Outputs'), outputsBox)),
-    data.el, sweep.el, metrics.el,
+    steps.el, batches.el, data.el, sweep.el, metrics.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-attempts' }, h('h2', { id: 'sec-attempts' }, 'Attempts'), attemptsT.el),
     usage.el, files.el,
     h('section', { class: 'card', 'aria-labelledby': 'sec-log' }, h('div', { class: 'section-header' }, h('h2', { id: 'sec-log' }, 'Log'), logControls), logState, pre));
@@ -150,9 +153,11 @@ export function render(main, [name]) {
     renderAttempts(p);
     renderOutputs(j);
     await sweep.update(j).catch((e) => banner.set(e.message));
-    // A sweep runs no command of its own: its trials have the attempts,
-    // utilization and logs.
-    const isSweep = (p.jobType || '').toLowerCase() === 'sweep';
+    steps.update(j);
+    batches.update(j);
+    // A sweep or a pipeline runs no command of its own: its trials or
+    // steps have the attempts, utilization and logs.
+    const isSweep = ['sweep', 'pipeline'].includes((p.jobType || '').toLowerCase());
     main.querySelectorAll('section[aria-labelledby="sec-attempts"], section[aria-labelledby="sec-log"], section[aria-labelledby="sec-files"]').forEach((el) => { el.hidden = isSweep; });
     if (!isSweep) files.update(j);
     if (isSweep) usage.el.hidden = true;
@@ -175,13 +180,17 @@ export function render(main, [name]) {
     const compute = nameFromId(p.computeId);
     const timeout = p.limits && p.limits.timeout ? duration((isoSeconds(p.limits.timeout) || 0) * 1000) : null;
     const dist = p.distribution ? `${p.distribution.distributionType}${p.distribution.processCountPerInstance ? ', ' + plural('process', p.distribution.processCountPerInstance, 'processes') + ' per node' : ''}` : null;
+    const kind = (p.jobType || '').toLowerCase();
+    const task = p.task || {};
     replace(params,
       fact('Display name', p.displayName),
-      fact('Compute', h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute)),
-      fact(p.trial ? 'Trial command' : 'Command', h('pre', { class: 'command' }, p.command || (p.trial || {}).command)),
+      fact('Compute', compute ? h('a', { href: '#/computes/' + encodeURIComponent(compute) }, compute) : null),
+      kind === 'pipeline' ? null : kind === 'parallel'
+        ? [fact('Entry script', h('code', {}, task.entry_script)), fact('Arguments', task.program_arguments ? h('pre', { class: 'command' }, task.program_arguments) : null)]
+        : fact(p.trial ? 'Trial command' : 'Command', h('pre', { class: 'command' }, p.command || (p.trial || {}).command)),
       fact('Environment', p.environmentId),
       fact('Code', p.codeId ? h('code', { title: p.codeId }, nameFromId(p.codeId).slice(0, 12) + '…') : null),
-      fact('Nodes', String((p.resources || {}).instanceCount || 1)),
+      kind === 'pipeline' ? fact('Steps', String(Object.keys(p.jobs || {}).length)) : fact('Nodes', String((p.resources || {}).instanceCount || 1)),
       fact('Distribution', dist),
       fact('Timeout', timeout),
       fact('Priority', p.priority ? String(p.priority) : null),
@@ -236,7 +245,12 @@ export function render(main, [name]) {
       replace(outputsBox, h('p', { class: 'muted' }, 'Outputs are uploaded when the job ends.'));
       return;
     }
-    const names = ['default', ...Object.keys(p.outputs || {}).filter((n) => n !== 'default')];
+    const isPipeline = (p.jobType || '').toLowerCase() === 'pipeline'; // its outputs are its steps'
+    const names = [...(isPipeline ? [] : ['default']), ...Object.keys(p.outputs || {}).filter((n) => n !== 'default')];
+    if (!names.length) {
+      replace(outputsBox, h('p', { class: 'muted' }, 'No outputs: its steps have theirs.'));
+      return;
+    }
     if (outputsBox.dataset.names === names.join(',')) return;
     outputsBox.dataset.names = names.join(',');
     replace(outputsBox, h('ul', { class: 'outputs' }, names.map((n) => h('li', {},

@@ -15,7 +15,10 @@ function source(uri, description) {
   }
   if ((uri || '').startsWith('cumulus://blobs/')) {
     const from = /^uploaded from (.+)$/.exec(description || '');
-    return h('code', {}, from ? `${from[1]} (uploaded)` : 'an uploaded folder');
+    if (from) return h('code', {}, `${from[1]} (uploaded)`);
+    // A pipeline step's input that another step's output became.
+    if (/^output .+ of step .+$/.test(description || '')) return h('code', {}, description);
+    return h('code', {}, 'an uploaded folder');
   }
   return h('code', { class: 'path' }, uri || '—');
 }
