@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
 
@@ -119,7 +120,7 @@ func (j *job) containerCommand(p distrib.Process, env []string) *exec.Cmd {
 	cmd := exec.Command(j.a.cfg.Docker, args...)
 	// The docker client needs the agent's environment (DOCKER_HOST, …);
 	// the container gets only the job's variables named above.
-	cmd.Env = append(append(agentEnvWithoutSecrets(), own...), envJobContainer+"="+name)
+	cmd.Env = append(append(agentEnvWithoutSecrets(), own...), jobinit.EnvContainer+"="+name)
 	return cmd
 }
 
@@ -138,7 +139,7 @@ func (j *job) removeContainers() {
 		a.prepWG.Add(1)
 		go func() {
 			defer a.prepWG.Done()
-			removeContainer(a.cfg.Docker, pc.name)
+			jobinit.RemoveContainer(a.cfg.Docker, pc.name)
 		}()
 		return
 	}

@@ -24,7 +24,7 @@ import (
 
 // fakeServer is the control plane's side of the agent protocol, in memory.
 type fakeServer struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 
 	mu          sync.Mutex
@@ -50,7 +50,7 @@ type fakeServer struct {
 	logsDown    bool                         // log calls answer 503
 }
 
-func newFakeServer(t *testing.T) *fakeServer {
+func newFakeServer(t testing.TB) *fakeServer {
 	f := &fakeServer{
 		t:         t,
 		changed:   make(chan struct{}),
@@ -397,11 +397,11 @@ func (g *gate) pass() {
 }
 
 // testLogger writes the agent's log to the test log.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
@@ -429,7 +429,7 @@ func (ra *runningAgent) wait(t *testing.T, within time.Duration) error {
 }
 
 // startAgent runs the agent in-process against f until the test ends.
-func startAgent(t *testing.T, f *fakeServer, mod func(*Config)) *runningAgent {
+func startAgent(t testing.TB, f *fakeServer, mod func(*Config)) *runningAgent {
 	t.Helper()
 	cfg := Config{
 		ServerURL:   f.srv.URL,

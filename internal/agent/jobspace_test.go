@@ -8,32 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
-
-func TestIdentityFiles(t *testing.T) {
-	passwd := []byte("root:x:0:0:root:/root:/bin/bash\n# a comment\nalice:x:1000:1000::/home/alice:/bin/sh")
-	group := []byte("root:x:0:\nstaff:x:50:\n")
-	pw, gr, name := identityFiles(passwd, group, jobUserSpec{UID: 2000420000, GID: 2000420000, Home: "/w/jobs/j"})
-	if name != "cumulus-job" {
-		t.Errorf("name %q, want cumulus-job", name)
-	}
-	if want := string(passwd) + "\ncumulus-job:x:2000420000:2000420000:Cumulus job:/w/jobs/j:/bin/sh\n"; string(pw) != want {
-		t.Errorf("passwd:\n%s\nwant\n%s", pw, want)
-	}
-	if want := string(group) + "cumulus-job:x:2000420000:\n"; string(gr) != want {
-		t.Errorf("group:\n%s\nwant\n%s", gr, want)
-	}
-	// A uid or gid the machine names keeps its name; a taken name gets the id.
-	pw, gr, name = identityFiles(passwd, group, jobUserSpec{UID: 1000, GID: 50, Home: "/h"})
-	if name != "alice" || string(pw) != string(passwd) || string(gr) != string(group) {
-		t.Errorf("a known uid and gid: %q\n%s\n%s", name, pw, gr)
-	}
-	taken := append(passwd, "\ncumulus-job:x:7:7::/:/bin/sh\n"...)
-	if _, _, name = identityFiles(taken, group, jobUserSpec{UID: 9, GID: 9}); name != "cumulus-job-9" {
-		t.Errorf("name beside a taken cumulus-job: %q", name)
-	}
-}
 
 // needRoot skips a test of isolation, which needs root, unless CI is set
 // (CI runs as root, and there a skip would hide a failure).
@@ -128,14 +105,14 @@ if test -e /dev/shm/` + marker + `; then echo found; else echo gone; fi > "$CUMU
 	// A running job's command is not on its init's command line.
 	const secret = "--api-key=SECRET-B-4242"
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "sleeper", Name: "sleeper", Attempt: 1, Grace: time.Second,
-		Owner: "bob", Command: `touch "$CUMULUS_OUTPUT_DIR/started"; sleep 300 ` + secret}})
+		Owner: "bob", Command: `touch "$CUMULUS_OUTPUT_DIR/started"; sleep 300; echo ` + secret}})
 	var inits []string
 	f.waitFor(30*time.Second, "the sleeper's init", func() bool {
 		inits = inits[:0]
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
 			b, err := os.ReadFile(p)
-			if err == nil && strings.HasPrefix(string(b), jobInitName+"\x00") {
+			if err == nil && strings.HasPrefix(string(b), jobinit.Name+"\x00") {
 				inits = append(inits, string(b))
 			}
 		}
@@ -157,4 +134,44 @@ func atoi(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A process an isolated job leaves behind, out of its process group
+// (setsid), ends with the job: the job's init ends every process of the
+// job user once the job's command has ended.
+func TestIsolatedJobLeavesNothingRunning(t *testing.T) {
+	needRoot(t)
+	const uid = 2000999002
+	f := newFakeServer(t)
+	startAgent(t, f, func(c *Config) { c.JobUser = strconv.Itoa(uid) })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "leaver", Name: "leaver", Attempt: 1, Grace: time.Second,
+		Command: `setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > "$CUMULUS_OUTPUT_DIR/pid"; exit 0`}})
+	if ev := f.exited("leaver", 30*time.Second); ev.ExitCode != 0 {
+		t.Fatalf("leaver exited %+v; log:\n%s", ev, f.logOf("leaver"))
+	}
+	pid := strings.TrimSpace(tarFiles(t, f.output("leaver", "default"))["pid"])
+	if pid == "" {
+		t.Fatal("the job did not say which process it left")
+	}
+	if left := processesOf(uid); len(left) > 0 {
+		t.Errorf("processes of the job user left after the job ended: %v (the job left %s)", left, pid)
+	}
+}
+
+// processesOf lists the live processes of a user.
+func processesOf(uid int) []string {
+	var pids []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/status")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" && f[1] == strconv.Itoa(uid) && !strings.Contains(string(b), "State:\tZ") {
+				pids = append(pids, filepath.Base(filepath.Dir(p)))
+			}
+		}
+	}
+	return pids
 }

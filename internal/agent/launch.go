@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 )
 
 // The launcher and its client: how a job's process starts in a container
@@ -52,7 +54,7 @@ const (
 	// containerExecName is argv[0] of the client: the job init runs it
 	// with the connection to a launcher as descriptor 3:
 	// cumulus-container-exec 3 COMMAND ARGS...
-	containerExecName = "cumulus-container-exec"
+	containerExecName = jobinit.ContainerExecName
 	// launcherKillAll, before the socket path, tells the launcher it is in
 	// a container of its own: when the job's process ends, every other
 	// process it can signal is killed too (kill(-1); PID 1, the

@@ -20,6 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
 
@@ -131,7 +134,7 @@ func mpiLaunchd() int {
 		fmt.Fprintln(os.Stderr, "cumulus-mpi-launchd: no launch token or address")
 		return 255
 	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, unix.PR_SET_CHILD_SUBREAPER, 1, 0); errno != 0 {
 		fmt.Fprintf(os.Stderr, "cumulus-mpi-launchd: not a subreaper (%v)\n", errno)
 		return 255
 	}
@@ -305,7 +308,7 @@ func serveCaller(conn net.Conn, argv, env []string) int {
 		if err != nil { // ECHILD: nothing left
 			break
 		}
-		c := waitCode(ws)
+		c := jobinit.WaitCode(ws)
 		if pid != cmd.Process.Pid {
 			if left == 0 {
 				left = c

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
@@ -337,13 +338,13 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 	// The docker client runs under a job init (sandbox.go), which removes
 	// the container if the agent dies while the engine makes it: nothing
 	// else would (a job's own container is its job init's to remove).
-	cmd, err := initProcess(ctx, initSpec{Dir: work, Path: a.cfg.Docker, Args: args})
+	cmd, err := initProcess(ctx, jobinit.Spec{Dir: work, Path: a.cfg.Docker, Args: args})
 	if err != nil {
 		return err
 	}
 	defer closeSpec(cmd)
-	cmd.Env = append(agentEnvWithoutSecrets(), envJobContainer+"="+pc.name)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Setpgid: true}
+	cmd.Env = append(agentEnvWithoutSecrets(), jobinit.EnvContainer+"="+pc.name)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: jobinit.DeathSignal, Setpgid: true}
 	runtime.LockOSThread() // the init's parent-death signal follows this thread
 	out, err := cmd.CombinedOutput()
 	runtime.UnlockOSThread()
@@ -394,7 +395,7 @@ func (a *agent) removePrepared(pc *preparedContainer) {
 		pc.conn.Close() // the launcher exits, and the container with it
 	}
 	if pc.name != "" {
-		removeContainer(a.cfg.Docker, pc.name)
+		jobinit.RemoveContainer(a.cfg.Docker, pc.name)
 	}
 	for _, d := range []string{pc.dir, pc.sockDir} {
 		if d != "" {

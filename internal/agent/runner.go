@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
 )
@@ -44,8 +45,11 @@ type job struct {
 
 	stopCh   chan struct{} // closed by stop
 	stopOnce sync.Once
-	procDone chan struct{} // closed when the job's process is gone (or never ran)
-	procOnce sync.Once
+	// initKillsAll: the job's one process runs under an init that ends
+	// every process of the job user when it is through (jobinit.Spec.KillAll).
+	initKillsAll bool
+	procDone     chan struct{} // closed when the job's process is gone (or never ran)
+	procOnce     sync.Once
 	// done is closed when the runner is through with the job's folder
 	// (its exit reported, or left for the next agent start); prev is the
 	// job's earlier attempt on this node, whose runner the next attempt
@@ -431,7 +435,7 @@ func (j *job) start(env []string, procs []distrib.Process, logf *os.File) (*proc
 		} else {
 			cmd.Stdout, cmd.Stderr = logf, logf
 		}
-		cmd, err := j.initCommand(cmd, j.image == "")
+		cmd, err := j.initCommand(cmd, j.image == "", len(procs) == 1)
 		if err != nil {
 			return nil, err
 		}
@@ -516,10 +520,10 @@ func (j *job) wait(g *procGroup) int {
 			}
 			if left == 0 {
 				signalGroup(g.pgid, syscall.SIGKILL)
-				if cred := j.a.jobCred; cred != nil && j.image == "" {
+				if cred := j.a.jobCred; cred != nil && j.image == "" && !(j.initKillsAll && g.initExited()) {
 					// Processes that left the group end too, before the
 					// agent reads the job's outputs.
-					if err := killAllOf(cred); err != nil {
+					if err := jobinit.KillAllOf(cred); err != nil {
 						j.log.Warn("could not end the job user's processes", "err", err)
 					}
 				}
@@ -538,6 +542,16 @@ func (j *job) wait(g *procGroup) int {
 			kill = nil
 		}
 	}
+}
+
+// initExited says whether the job's one init exited rather than being
+// killed: one that was to end the job user's processes then has.
+func (g *procGroup) initExited() bool {
+	if len(g.cmds) != 1 {
+		return false
+	}
+	ps := g.cmds[0].ProcessState
+	return ps != nil && ps.Exited()
 }
 
 func signalGroup(pgid int, sig syscall.Signal) {

@@ -75,7 +75,7 @@ func TestHelperFakeAgent(t *testing.T) {
 	j := &job{a: &agent{}, dir: dir}
 	sh := exec.Command("/bin/sh", "-c", `sleep 300 & echo $! > pid.tmp; mv pid.tmp pid; wait`)
 	sh.Dir = dir
-	cmd, err := j.initCommand(sh, false)
+	cmd, err := j.initCommand(sh, false, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
 
@@ -196,7 +197,7 @@ func (a *agent) sshRun(ch ssh.Channel, command string) int {
 			dir, _ = filepath.Abs(a.current.dir) // the job running now
 		}
 		a.mu.Unlock()
-		spec := initSpec{Stdin: true, Dir: dir, Path: "/bin/sh", Args: args}
+		spec := jobinit.Spec{Stdin: true, Dir: dir, Path: "/bin/sh", Args: args}
 		a.asJobUser(&spec)
 		c, err := initProcess(context.Background(), spec)
 		if err != nil {
@@ -205,7 +206,7 @@ func (a *agent) sshRun(ch ssh.Channel, command string) int {
 		}
 		defer closeSpec(c)
 		c.Dir, c.Env = dir, append(jobBaseEnv(dir), "CUMULUS_NODE_ID="+a.node())
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: initDeathSignal, Cloneflags: syscall.CLONE_NEWNS}
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: jobinit.DeathSignal, Cloneflags: syscall.CLONE_NEWNS}
 		cmd = c
 		runtime.LockOSThread() // the init's parent-death signal follows this thread
 		defer runtime.UnlockOSThread()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The grammar of a Docker image reference (github.com/distribution/reference):
@@ -19,8 +20,9 @@ import (
 //	separator        := /[_.]|__|[-]+/
 //	tag              := /[\w][\w.-]{0,127}/
 //
-// Cumulus takes sha256 digests only (64 lower-case hex digits).
-var imageRef = func() *regexp.Regexp {
+// Cumulus takes sha256 digests only (64 lower-case hex digits). It is
+// compiled at its first use, not at every start of the binary.
+var imageRef = sync.OnceValue(func() *regexp.Regexp {
 	const (
 		alnum           = `[a-z0-9]+`
 		separator       = `(?:[._]|__|-+)`
@@ -33,7 +35,7 @@ var imageRef = func() *regexp.Regexp {
 		digest          = `sha256:[a-f0-9]{64}`
 	)
 	return regexp.MustCompile(`^(` + name + `)(?::` + tag + `)?(?:@` + digest + `)?$`)
-}()
+})
 
 // Bounds of an image reference: its name (distribution's limit) and all
 // of it.
@@ -50,7 +52,7 @@ func CheckImageRef(ref string) error {
 	if len(ref) > maxImageRef {
 		return fmt.Errorf("image reference %.40q… is longer than %d characters", ref, maxImageRef)
 	}
-	m := imageRef.FindStringSubmatch(ref)
+	m := imageRef().FindStringSubmatch(ref)
 	if m == nil {
 		return fmt.Errorf("%q is not an image reference: [registry[:port]/]name[:tag][@sha256:digest], the name in lower case letters, digits and '.', '_', '-' separators (e.g. python:3.11 or ghcr.io/org/image:tag)", ref)
 	}

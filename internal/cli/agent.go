@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 
 func newAgentCmd(g *globals) *cobra.Command {
 	cfg := agent.DefaultConfig()
-	var server, logLevel, logFormat string
+	var server, logLevel, logFormat, hostDir string
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: join the control plane and run the jobs it assigns",
@@ -27,6 +28,9 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 		Example: `  cumulus agent --server https://10.0.0.4:8787 --join-token "$TOKEN" --ca-file ca.pem`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if hostDir != "" {
+				return runNodeHost(cmd, g, cfg, hostDir, logLevel, logFormat)
+			}
 			fl := cmd.Flags()
 			pick := func(dst *string, flag, env string) {
 				if !fl.Changed(flag) {
@@ -88,7 +92,29 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&cfg.Docker, "container-runtime", cfg.Docker, "docker CLI for jobs that name an image; none runs every job as plain processes")
 	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (env CUMULUS_LOG_LEVEL)")
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&hostDir, "host", "", "run as the node host of this folder: the agents of the nodes a local provider asks for over the folder's socket, in this one process (the local provider starts it)")
+	_ = fl.MarkHidden("host")
 	return cmd
+}
+
+// runNodeHost runs `cumulus agent --host DIR`: the agents of several local
+// nodes in one process (agent.Host). Each node's settings come over the
+// host's socket; the container runtime and the log level and format are
+// the host's.
+func runNodeHost(cmd *cobra.Command, g *globals, base agent.Config, dir, level, format string) error {
+	log, err := newLogger(g, level, format)
+	if err != nil {
+		return err
+	}
+	var l slog.Level
+	if v := os.Getenv("CUMULUS_LOG_LEVEL"); v != "" {
+		level = v
+	}
+	_ = l.UnmarshalText([]byte(level)) // newLogger checked it
+	base.Version = Version
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return agent.Host(ctx, agent.HostConfig{Dir: dir, Base: base, Level: l, JSON: format == "json", Log: log})
 }
 
 // writeCA keeps a CA given as text in the work directory, for the agent's

@@ -34,8 +34,9 @@ type globals struct {
 
 // Main runs the CLI with args and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := NewRoot(stdout, stderr)
-	root.SetArgs(spreadValues(args))
+	args = spreadValues(args)
+	root := newRoot(stdout, stderr, args)
+	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "error:", oneLine(err))
 		return 1
@@ -92,8 +93,28 @@ func oneLine(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", " ")
 }
 
+// commands are the top-level commands, each with the name it answers to.
+var commands = []struct {
+	name string
+	make func(*globals) *cobra.Command
+}{
+	{"serve", newServeCmd}, {"agent", newAgentCmd}, {"compute", newComputeCmd}, {"computetarget", newComputeTargetCmd},
+	{"identity", newIdentityCmd}, {"job", newJobCmd}, {"workspace", newWorkspaceCmd}, {"quota", newQuotaCmd},
+	{"environment", newEnvironmentCmd}, {"data", newDataCmd}, {"datastore", newDatastoreCmd}, {"node-image", newNodeImageCmd},
+	{"ui", newUICmd}, {"sim", newSimCmd}, {"queue", newQueueCmd}, {"auth", newAuthCmd}, {"audit", newAuditCmd}, {"store", newStoreCmd},
+	{"cost", newCostCmd}, {"budget", newBudgetCmd}, {"lock", newLockCmd}, {"apply", newApplyCmd}, {"sdk", newSDKCmd},
+	{"version", newVersionCmd},
+}
+
 // NewRoot builds the command tree.
-func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+func NewRoot(stdout, stderr io.Writer) *cobra.Command { return newRoot(stdout, stderr, nil) }
+
+// newRoot builds the tree a run of args needs: when args name a top-level
+// command first, that command alone (its flags and subcommands are all
+// cobra looks at; a job create then builds no other command's flags), else
+// every command, for the help, the suggestions and the completions that
+// list them.
+func newRoot(stdout, stderr io.Writer, args []string) *cobra.Command {
 	g := &globals{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "cumulus",
@@ -111,7 +132,22 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 	pf.StringVarP(&g.workspace, "workspace-name", "w", "", "workspace (env CUMULUS_WORKSPACE; default from the config file)")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: table, json, jsonc (colored), yaml, tsv or none (lists default to table, single resources to json)")
 	pf.StringVar(&g.queryExpr, "query", "", "JMESPath query applied to what -o json prints, as az's --query (e.g. \"[?status=='Running'].name\")")
-	root.AddCommand(newServeCmd(g), newAgentCmd(g), newComputeCmd(g), newComputeTargetCmd(g), newIdentityCmd(g), newJobCmd(g), newWorkspaceCmd(g), newQuotaCmd(g), newEnvironmentCmd(g), newDataCmd(g), newDatastoreCmd(g), newNodeImageCmd(g), newUICmd(g), newSimCmd(g), newQueueCmd(g), newAuthCmd(g), newAuditCmd(g), newStoreCmd(g), newCostCmd(g), newBudgetCmd(g), newLockCmd(g), newApplyCmd(g), newSDKCmd(g), newVersionCmd(g))
+	only := ""
+	if len(args) > 0 {
+		only = args[0]
+	}
+	named := false
+	for _, c := range commands {
+		if c.name == only {
+			root.AddCommand(c.make(g))
+			named = true
+		}
+	}
+	if !named {
+		for _, c := range commands {
+			root.AddCommand(c.make(g))
+		}
+	}
 	strictGroups(root)
 	root.SetFlagErrorFunc(flagError)
 	return root

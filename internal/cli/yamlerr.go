@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 
 	"gopkg.in/yaml.v3"
@@ -76,9 +77,15 @@ func (k yamlKeys) fields(name string, t reflect.Type, at string) {
 	}
 }
 
+// yaml.v3's messages, compiled when an error is explained (not at every
+// start of the binary).
 var (
-	unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
-	cannotDecode = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
+	unknownField = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^line (\d+): field (\S+) not found in type (\S+)$`)
+	})
+	cannotDecode = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+) `(.*)` into (\\S+)$")
+	})
 )
 
 // explain rewrites yaml.v3's errors for file in the schema's words: an
@@ -93,7 +100,7 @@ func (k yamlKeys) explain(file string, content []byte, err error) error {
 	}
 	var out []string
 	for _, e := range te.Errors {
-		if m := unknownField.FindStringSubmatch(e); m != nil {
+		if m := unknownField().FindStringSubmatch(e); m != nil {
 			line, key, typ := m[1], m[2], m[3]
 			where := ""
 			if at := k.where[typ]; at != "" {
@@ -108,7 +115,7 @@ func (k yamlKeys) explain(file string, content []byte, err error) error {
 			out = append(out, msg)
 			continue
 		}
-		if m := cannotDecode.FindStringSubmatch(e); m != nil {
+		if m := cannotDecode().FindStringSubmatch(e); m != nil {
 			key := ""
 			var doc yaml.Node
 			if yaml.Unmarshal(content, &doc) == nil {
@@ -196,7 +203,9 @@ func closest(key string, known []string) string {
 	return best
 }
 
-var apiPath = regexp.MustCompile(`\bproperties\.[A-Za-z0-9_.\[\]]*[A-Za-z0-9\]]`)
+var apiPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\bproperties\.[A-Za-z0-9_.\[\]]*[A-Za-z0-9\]]`)
+})
 
 // apiPathKeys are the REST paths whose YAML key is not the path's tail in
 // snake_case.
@@ -222,7 +231,7 @@ var apiPathKeys = map[string]string{
 // keys: properties.properties.vmSize is size, properties.limits.maxCost
 // limits.max_cost.
 func yamlWords(msg string) string {
-	return apiPath.ReplaceAllStringFunc(msg, func(p string) string {
+	return apiPath().ReplaceAllStringFunc(msg, func(p string) string {
 		if k, ok := apiPathKeys[p]; ok {
 			return k
 		}

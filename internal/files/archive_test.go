@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -118,5 +119,41 @@ func TestUnpackDoesNotWriteThroughSymlinks(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "target")); string(b) != "keep" {
 		t.Errorf("target = %q; the write went through the symlink", b)
+	}
+}
+
+// An empty tree packs to the same bytes a gzip-compressed empty tar is
+// (without making a compressor), and unpacks to nothing.
+func TestPackEmptyTree(t *testing.T) {
+	var want bytes.Buffer
+	gz := gzip.NewWriter(&want)
+	if err := tar.NewWriter(gz).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var got bytes.Buffer
+	if err := Pack(&got, dir); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Errorf("empty tree packed to %x; a gzip-compressed empty tar is %x", got.Bytes(), want.Bytes())
+	}
+	out := t.TempDir()
+	if err := Unpack(&got, out); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Errorf("the empty archive unpacked to %d entries", len(ents))
+	}
+	// A tree whose only entry is skipped is empty too.
+	if err := os.WriteFile(filepath.Join(dir, "skipped"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got.Reset()
+	if err := PackFunc(&got, dir, func(string, fs.DirEntry) bool { return true }); err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Errorf("a tree of skipped entries packed to %x, %v", got.Bytes(), err)
 	}
 }

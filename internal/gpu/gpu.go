@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
@@ -138,9 +139,12 @@ type MIGInstance struct {
 	UUID    string
 }
 
+// The lines of `nvidia-smi -L`, compiled at their first use.
 var (
-	listGPU = regexp.MustCompile(`^GPU (\d+):`)
-	listMIG = regexp.MustCompile(`^MIG\s+(\S+)\s+Device\s+(\d+):\s*\(UUID:\s*([^)\s]+)\)`)
+	listGPU = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^GPU (\d+):`) })
+	listMIG = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^MIG\s+(\S+)\s+Device\s+(\d+):\s*\(UUID:\s*([^)\s]+)\)`)
+	})
 )
 
 // ParseList reads the MIG instances from the output of `nvidia-smi -L`:
@@ -156,11 +160,11 @@ func ParseList(out []byte) ([]MIGInstance, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
-		if m := listGPU.FindStringSubmatch(line); m != nil {
+		if m := listGPU().FindStringSubmatch(line); m != nil {
 			gpu, _ = strconv.Atoi(m[1])
 			continue
 		}
-		m := listMIG.FindStringSubmatch(line)
+		m := listMIG().FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}

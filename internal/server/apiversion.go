@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 )
@@ -74,7 +75,9 @@ var apiFamilies = []apiFamily{
 
 // apiVersionShape is how ARM recognizes an api-version: a date, optionally
 // with a suffix such as -preview. Anything else is not a version at all.
-var apiVersionShape = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-[A-Za-z0-9]+)?$`)
+var apiVersionShape = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\d{4}-\d{2}-\d{2}(-[A-Za-z0-9]+)?$`)
+})
 
 // familyOf returns the family of an api-version, or nil.
 func familyOf(v string) *apiFamily {
@@ -162,7 +165,7 @@ func (s *Server) checkAPIVersion(pattern, v, location string) error {
 		supported = managedIdentityVersions
 		published = func() bool { return slices.Contains(managedIdentityVersions, v) }
 	}
-	if !apiVersionShape.MatchString(v) {
+	if !apiVersionShape().MatchString(v) {
 		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeInvalidAPIVersion,
 			Message: "The api-version '" + v + "' is invalid. The supported versions are '" + strings.Join(supported, ", ") + "'."}
 	}

@@ -17,4 +17,4 @@ func APIFamilies() []APIFamily {
 }
 
 // IsAPIVersionShape reports whether v looks like an api-version to ARM.
-func IsAPIVersionShape(v string) bool { return apiVersionShape.MatchString(v) }
+func IsAPIVersionShape(v string) bool { return apiVersionShape().MatchString(v) }

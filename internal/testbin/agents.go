@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/cumulus-ml/cumulus/internal/agent"
 	"github.com/cumulus-ml/cumulus/internal/config"
 )
 
@@ -46,4 +48,49 @@ func KillAgents(dataDir string) int {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return len(pids)
+}
+
+// NodePID is the pid of the process that runs a local node's agent: its
+// own (agent.pid in its folder) or, for a node of a node host, the host's
+// (agent.host names the host's folder, which holds host.pid). Killing it
+// kills the node (and, for a host, every node of its compute).
+func NodePID(dataDir, node string) (int, error) {
+	dir := filepath.Join(config.NodesDir(dataDir), node)
+	pidFile := filepath.Join(dir, "agent.pid")
+	if host, err := os.ReadFile(filepath.Join(dir, "agent.host")); err == nil {
+		pidFile = filepath.Join(strings.TrimSpace(string(host)), "host.pid")
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, fmt.Errorf("node %s: %w", node, err)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &pid); err != nil {
+		return 0, fmt.Errorf("node %s: pid %q: %w", node, b, err)
+	}
+	return pid, nil
+}
+
+// RunningNodes lists the local nodes of a server whose agents run: a node
+// of a node host while the host holds its lock, another while its agent
+// process lives.
+func RunningNodes(dataDir string) []string {
+	var out []string
+	ents, _ := os.ReadDir(config.NodesDir(dataDir))
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		dir := filepath.Join(config.NodesDir(dataDir), e.Name())
+		if _, err := os.Stat(filepath.Join(dir, "agent.host")); err == nil {
+			if agent.HostedNodeRuns(dir) {
+				out = append(out, e.Name())
+			}
+			continue
+		}
+		if pid, err := NodePID(dataDir, e.Name()); err == nil && syscall.Kill(pid, 0) == nil && slices.Contains(Agents(dataDir), pid) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

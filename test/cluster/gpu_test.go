@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,8 +12,8 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
-	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // createSized creates a compute of a VM size, min 0.
@@ -230,14 +229,11 @@ func sameHeld(a, b map[string][]string) bool {
 	return true
 }
 
-// agentPID is the pid of a node's agent.
+// agentPID is the pid of the process that runs a node's agent (its
+// compute's node host: killing it kills the compute's nodes).
 func agentPID(t *testing.T, s *server, node string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(config.NodesDir(s.dataDir), node, "agent.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	pid, err := testbin.NodePID(s.dataDir, node)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,7 +406,11 @@ func TestKubernetesRestartReconcilesPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner, _ := filepath.Abs(s.dataDir)
-	p, err := kubernetes.New(bctx, kubernetes.Options{Config: s.lab.Config, Namespace: s.ns, Image: "cumulus-node:test", Owner: owner})
+	cfg, _, err := kubernetes.LoadConfig(s.lab.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kubernetes.New(bctx, kubernetes.Options{Config: cfg, Namespace: s.ns, Image: "cumulus-node:test", Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}

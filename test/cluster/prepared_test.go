@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,9 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/files"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // After a container job, a node prepares the containers of the next jobs
@@ -167,33 +168,16 @@ func TestPreparedContainersDieWithTheirAgent(t *testing.T) {
 // again on the same work dir, found by its label.
 func TestLeftoverPreparedContainerRemovedAtAgentStart(t *testing.T) {
 	s, node := warmImageNode(t, "prepl")
-	pids := agents(s.dataDir)
-	if len(pids) != 1 {
-		t.Fatalf("%d agents, want 1", len(pids))
-	}
-	proc := filepath.Join("/proc", strconv.Itoa(pids[0]))
-	cmdline, err1 := os.ReadFile(filepath.Join(proc, "cmdline"))
-	environ, err2 := os.ReadFile(filepath.Join(proc, "environ"))
-	cwd, err3 := os.Readlink(filepath.Join(proc, "cwd"))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	pid, err := testbin.NodePID(s.dataDir, node)
+	if err != nil {
 		t.Fatal(err)
 	}
-	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	work := ""
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--work-dir="); ok {
-			work = v
-		} else if a == "--work-dir" && i+1 < len(args) {
-			work = args[i+1]
-		}
+	work := filepath.Join(config.NodesDir(s.dataDir), node, "work")
+	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if work == "" {
-		t.Fatalf("no --work-dir in the agent's command line %q", args)
-	}
-	if !filepath.IsAbs(work) {
-		work = filepath.Join(cwd, work)
-	}
-	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the prepared containers to go with their agent", 30*time.Second, func() bool { return len(preparedOf(node)) == 0 })
@@ -209,9 +193,9 @@ func TestLeftoverPreparedContainerRemovedAtAgentStart(t *testing.T) {
 	id := strings.TrimSpace(string(out))
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", id).Run() })
 
-	agent := exec.Command(args[0], args[1:]...)
-	agent.Env = strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00")
-	agent.Dir = cwd
+	// An agent of the node's own on its work dir (the node's host is gone).
+	agent := exec.Command(binary, "agent", "--server", "http://"+s.addr, "--node-id", node, "--work-dir", work, "--address", "127.0.0.1")
+	agent.Env = append(strings.Split(strings.TrimRight(string(environ), "\x00"), "\x00"), "CUMULUS_JOIN_TOKEN=none")
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}

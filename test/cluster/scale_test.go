@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
 // A cluster of min 0, max 2, idle 5 s runs three jobs on at most two nodes
@@ -115,8 +116,8 @@ func TestServerKill9WhileJobsRun(t *testing.T) {
 		t.Fatalf("third job %s, want Queued at max 2", st)
 	}
 	s.kill9()
-	if got := len(agents(s.dataDir)); got < 2 {
-		t.Fatalf("%d agent processes after the server died, want the 2 running ones alive", got)
+	if got := testbin.RunningNodes(s.dataDir); len(got) < 2 {
+		t.Fatalf("nodes %v run after the server died, want the 2 running ones alive", got)
 	}
 	waitFor(t, "the running jobs to finish without the server", 30*time.Second, func() bool {
 		for _, n := range []string{"run-1", "run-2"} {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -290,6 +291,15 @@ func BenchmarkAPILatencyUnderLoad(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// processCPU is the user and system time this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // rssKiB is this process's resident set (VmRSS).
 func rssKiB() int {
 	raw, err := os.ReadFile("/proc/self/status")
@@ -303,4 +313,69 @@ func rssKiB() int {
 		}
 	}
 	return 0
+}
+
+// BenchmarkSubmitRate: SCALE_NODES (64) simulated nodes, idle, and
+// SCALE_SUBMITTERS (8) clients that each submit jobs of 0 s over REST,
+// one after the other, for SCALE_LOAD_FOR (10 s): the jobs are placed and
+// end as fast as they come, so this is the submit path with the
+// scheduler and the agents behind it. Reports submits a second, each
+// submit's latency, and jobs ended a second over the same time.
+//
+//	go test ./test/scale/ -run '^$' -bench SubmitRate -benchtime 1x -timeout 30m
+func BenchmarkSubmitRate(b *testing.B) {
+	nodes, submitters := env("SCALE_NODES", 64), env("SCALE_SUBMITTERS", 8)
+	dur := 10 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("SCALE_LOAD_FOR")); err == nil {
+		dur = v
+	}
+	p := start(b, 0)
+	id := p.compute(b, "rate", int32(nodes), int32(nodes), "PT1H")
+	waitFor(b, "the nodes idle", 10*time.Minute, func() bool {
+		return count(b, p.d.DB, `SELECT count(*) FROM nodes WHERE state = ?`, api.NodeIdle) >= nodes
+	})
+	ended := func() int {
+		return count(b, p.d.DB, `SELECT count(*) FROM jobs WHERE compute = ? AND status = ?`, store.Key(id), api.JobCompleted)
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	errs := 0
+	b.ResetTimer()
+	cpu0 := processCPU()
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	for c := range submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				t := time.Now()
+				_, err := p.c.PutJob(bctx, api.Job{Name: fmt.Sprintf("rate-%d-%d", c, i),
+					Properties: api.JobProperties{Command: "true", ComputeID: "rate"}})
+				d := time.Since(t)
+				mu.Lock()
+				if err != nil {
+					errs++
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	done := ended()
+	cpu := processCPU() - cpu0
+	b.StopTimer()
+	if errs > 0 {
+		b.Errorf("%d submits failed", errs)
+	}
+	b.ReportMetric(float64(len(lat))/dur.Seconds(), "submits/s")
+	// On a loaded machine the rate is the share of the CPU this process
+	// got; the CPU each job took (the control plane, the simulated agents
+	// and the clients together) is the figure that moves with the code.
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(max(done, 1)), "cpu-ms/job")
+	b.ReportMetric(float64(done)/dur.Seconds(), "ended/s")
+	reportLatency(b, "submit-", lat)
+	b.ReportMetric(0, "ns/op")
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -18,7 +16,7 @@ var waitingProblems = map[string]bool{
 
 // eventOf is what a pod's state means for its node (ok false: nothing to
 // report). deleted is true when the pod is gone from the API server.
-func eventOf(pod *corev1.Pod, deleted bool) (provider.Event, bool) {
+func eventOf(pod *Pod, deleted bool) (provider.Event, bool) {
 	if pod == nil || pod.Annotations[AnnotationNode] == "" {
 		return provider.Event{}, false
 	}
@@ -26,13 +24,13 @@ func eventOf(pod *corev1.Pod, deleted bool) (provider.Event, bool) {
 	switch {
 	case deleted:
 		ev.Kind, ev.Reason = provider.EventGone, "pod "+pod.Name+" was deleted"+disruption(pod)
-	case pod.Status.Phase == corev1.PodFailed:
+	case pod.Status.Phase == PodFailed:
 		ev.Kind, ev.Reason = provider.EventGone, "pod "+pod.Name+" failed"+failure(pod)
-	case pod.Status.Phase == corev1.PodSucceeded:
+	case pod.Status.Phase == PodSucceeded:
 		ev.Kind, ev.Reason = provider.EventGone, "pod "+pod.Name+" ended: its agent exited"
 	case pod.DeletionTimestamp != nil:
 		ev.Kind, ev.Reason = provider.EventTerminating, "pod "+pod.Name+" is being deleted"+disruption(pod)
-	case pod.Status.Phase == corev1.PodPending || pod.Status.Phase == "":
+	case pod.Status.Phase == PodPending || pod.Status.Phase == "":
 		ev.Kind, ev.Reason = provider.EventPending, pending(pod)
 	default:
 		return provider.Event{}, false
@@ -42,9 +40,9 @@ func eventOf(pod *corev1.Pod, deleted bool) (provider.Event, bool) {
 
 // pending says why a pending pod waits: unscheduled (the scheduler's
 // message), or a container that cannot start; "" when it just waits.
-func pending(pod *corev1.Pod) string {
+func pending(pod *Pod) string {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
+		if c.Type == PodScheduled && c.Status == ConditionFalse && c.Reason != "" {
 			return "pod " + pod.Name + " " + c.Reason + ": " + strings.TrimSpace(c.Message)
 		}
 	}
@@ -58,9 +56,9 @@ func pending(pod *corev1.Pod) string {
 
 // disruption is why Kubernetes removes a pod, when it says (eviction,
 // preemption by the scheduler, a node drain or taint).
-func disruption(pod *corev1.Pod) string {
+func disruption(pod *Pod) string {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+		if c.Type == DisruptionTarget && c.Status == ConditionTrue {
 			return fmt.Sprintf(" (%s: %s)", c.Reason, strings.TrimSpace(c.Message))
 		}
 	}
@@ -72,7 +70,7 @@ func disruption(pod *corev1.Pod) string {
 
 // failure describes a failed pod: the kubelet's reason (e.g. Evicted) or
 // the agent container's exit.
-func failure(pod *corev1.Pod) string {
+func failure(pod *Pod) string {
 	if pod.Status.Reason != "" {
 		return fmt.Sprintf(": %s: %s", pod.Status.Reason, strings.TrimSpace(pod.Status.Message))
 	}

@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -13,7 +11,7 @@ import (
 // default and the image asks for all.
 func TestPodGPUDevices(t *testing.T) {
 	p := testProvider()
-	env := func(pod *corev1.Pod) map[string]string {
+	env := func(pod *Pod) map[string]string {
 		m := map[string]string{}
 		for _, e := range pod.Spec.Containers[0].Env {
 			m[e.Name] = e.Value
@@ -24,8 +22,8 @@ func TestPodGPUDevices(t *testing.T) {
 	if e := env(gpuPod); e[provider.GPUDevicesEnv] != "env:NVIDIA_VISIBLE_DEVICES" || e["NVIDIA_VISIBLE_DEVICES"] != "" {
 		t.Errorf("GPU pod env %v", e)
 	}
-	if q := gpuPod.Spec.Containers[0].Resources.Limits[GPUResource]; q.String() != "2" {
-		t.Errorf("GPU pod limit %s", q.String())
+	if q := gpuPod.Spec.Containers[0].Resources.Limits[GPUResource]; q != "2" {
+		t.Errorf("GPU pod limit %s", q)
 	}
 	cpuPod, _ := p.podFor(provider.NodeSpec{NodeID: "c", ComputeID: "c", VMSize: "Standard_DS3_v2", VCPUs: 4, MemoryGB: 14, JoinToken: "j"})
 	if e := env(cpuPod); e[provider.GPUDevicesEnv] != "none" || e["NVIDIA_VISIBLE_DEVICES"] != "void" {

@@ -4,7 +4,8 @@
 // cluster's own autoscaler (cluster-autoscaler, Karpenter) adds machines
 // under the pods. The provider watches its pods through an informer and
 // reports what it sees (unschedulable, deleted from outside, failed) as
-// provider events; it acts, it never decides.
+// provider events; it acts, it never decides. It speaks to the API server
+// with a client of its own (apiclient.go), not Kubernetes' Go client.
 package kubernetes
 
 import (
@@ -12,20 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
 	"sync"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	k8s "k8s.io/client-go/kubernetes"
-	listersv1 "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
@@ -37,13 +29,13 @@ const DefaultLowPriorityClass = "cumulus-low-priority"
 
 // Options configure the provider.
 type Options struct {
-	Config    *rest.Config // the API server (see LoadConfig)
-	Namespace string       // where node pods live
+	Config    *Config // the API server (see LoadConfig)
+	Namespace string  // where node pods live
 	// Image is the node image: it must hold the cumulus binary at
 	// nodeimage.BinaryPath (`cumulus node-image build`, pushed to a
 	// registry the cluster pulls from).
 	Image      string
-	PullPolicy corev1.PullPolicy // default IfNotPresent
+	PullPolicy string // default IfNotPresent
 	// Owner tells this control plane's pods from others' in the same
 	// namespace; List and so Reconcile see only these.
 	Owner string
@@ -60,10 +52,9 @@ type Options struct {
 // Provider runs nodes as pods.
 type Provider struct {
 	o          Options
-	client     k8s.Interface
+	api        *apiClient
 	ownerLabel string
-	pods       listersv1.PodLister
-	informer   cache.SharedIndexInformer
+	pods       *podCache // this owner's pods, as the watch shows them
 	stop       context.CancelFunc
 
 	mu        sync.Mutex
@@ -93,7 +84,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		o.Image = nodeimage.DefaultTag
 	}
 	if o.PullPolicy == "" {
-		o.PullPolicy = corev1.PullIfNotPresent
+		o.PullPolicy = "IfNotPresent"
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 40 * time.Second
@@ -104,42 +95,24 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	cfg := rest.CopyConfig(o.Config)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = "cumulus"
-	}
-	// client-go's default (5 requests/s, bursts of 10) would make a scale-up
-	// of a few dozen nodes take seconds per node; the API server's own
-	// priority and fairness protects it.
-	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 100, 200
-	}
-	client, err := k8s.NewForConfig(cfg)
+	client, err := newAPIClient(o.Config)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes provider: %w", err)
 	}
-	p := &Provider{o: o, client: client, ownerLabel: labelValue(shortHash(o.Owner) + shortHash("owner:"+o.Owner)),
+	p := &Provider{o: o, api: client, ownerLabel: labelValue(shortHash(o.Owner) + shortHash("owner:"+o.Owner)),
 		last: map[string]provider.Event{}}
-	sel := labels.SelectorFromSet(labels.Set{LabelManagedBy: managedBy, LabelOwner: p.ownerLabel}).String()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.Namespace),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sel }))
-	podInformer := factory.Core().V1().Pods()
-	p.informer, p.pods = podInformer.Informer(), podInformer.Lister()
+	sel := selector(map[string]string{LabelManagedBy: managedBy, LabelOwner: p.ownerLabel})
+	p.pods = newPodCache(client, o.Namespace, sel, o.Log)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.stop = cancel
-	factory.Start(runCtx.Done())
+	go p.pods.run(runCtx)
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	defer syncCancel()
-	if !cache.WaitForCacheSync(syncCtx.Done(), p.informer.HasSynced) {
+	if !p.pods.waitSynced(syncCtx) {
 		cancel()
-		factory.Shutdown()
 		return nil, fmt.Errorf("kubernetes provider: could not list pods in namespace %s of %s within a minute (is the API server reachable, and may this identity list pods there?)",
-			o.Namespace, cfg.Host)
+			o.Namespace, o.Config.Host)
 	}
-	go func() {
-		<-runCtx.Done()
-		factory.Shutdown()
-	}()
 	return p, nil
 }
 
@@ -162,6 +135,27 @@ const (
 	waitMargin  = 30 * time.Second // beyond a pod's grace period, for the kubelet to report
 )
 
+// Paths of the collections the provider uses.
+func (p *Provider) podsPath() string {
+	return "/api/v1/namespaces/" + url.PathEscape(p.o.Namespace) + "/pods"
+}
+
+func (p *Provider) secretsPath() string {
+	return "/api/v1/namespaces/" + url.PathEscape(p.o.Namespace) + "/secrets"
+}
+
+const priorityClassesPath = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+// selector is a label selector of exact values ("a=b,c=d", sorted).
+func selector(set map[string]string) string {
+	parts := make([]string, 0, len(set))
+	for k, v := range set {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
 // Create makes the node's secret and pod. A pod of that node that is
 // still terminating is waited out first.
 func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, error) {
@@ -174,14 +168,12 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		}
 	}
 	pod, secret := p.podFor(spec)
-	pods := p.client.CoreV1().Pods(p.o.Namespace)
-	secrets := p.client.CoreV1().Secrets(p.o.Namespace)
 
 	// The watch cache answers whether the pod exists; a pod it has not
 	// seen yet makes the create below fail with AlreadyExists, handled there.
-	if cur, err := p.pods.Pods(p.o.Namespace).Get(pod.Name); err == nil {
+	if cur, ok := p.pods.get(pod.Name); ok {
 		if cur.DeletionTimestamp == nil {
-			return string(cur.UID), nil // created before: Create is idempotent
+			return cur.UID, nil // created before: Create is idempotent
 		}
 		if err := p.waitGone(ctx, pod.Name, graceOf(cur)+waitMargin); err != nil {
 			return "", err
@@ -199,33 +191,35 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 			return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
 		}
 	}
-	if _, err := secrets.Create(cctx, secret, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		_, err = secrets.Update(cctx, secret, metav1.UpdateOptions{})
-		if err != nil {
+	secretPath := p.secretsPath() + "/" + url.PathEscape(secret.Name)
+	if err := p.api.do(cctx, "POST", p.secretsPath(), "", secret, nil); isAlreadyExists(err) {
+		if err := p.api.do(cctx, "PUT", secretPath, "", secret, nil); err != nil {
 			return "", fmt.Errorf("update secret %s: %w", secret.Name, typed(err))
 		}
 	} else if err != nil {
 		return "", fmt.Errorf("create secret %s: %w", secret.Name, typed(err))
 	}
-	made, err := pods.Create(cctx, pod, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		made, err = pods.Get(cctx, pod.Name, metav1.GetOptions{})
+	made := &Pod{}
+	err := p.api.do(cctx, "POST", p.podsPath(), "", pod, made)
+	if isAlreadyExists(err) {
+		made = &Pod{}
+		err = p.api.do(cctx, "GET", p.podsPath()+"/"+url.PathEscape(pod.Name), "", nil, made)
 		if err == nil && made.DeletionTimestamp != nil {
 			err = fmt.Errorf("an earlier pod of this node is still terminating")
 		}
 	}
 	if err != nil {
-		_ = secrets.Delete(cctx, secret.Name, metav1.DeleteOptions{})
+		_ = p.api.do(cctx, "DELETE", secretPath, "", nil, nil)
 		return "", fmt.Errorf("create pod %s: %w", pod.Name, typed(err))
 	}
 	// The pod owns its secret: Kubernetes' garbage collector removes the
 	// secret with the pod even if this control plane never gets to.
 	owner := fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":%q,"uid":%q}]}}`, made.Name, made.UID)
-	if _, err := secrets.Patch(cctx, secret.Name, types.MergePatchType, []byte(owner), metav1.PatchOptions{}); err != nil {
+	if err := p.api.do(cctx, "PATCH", secretPath, "application/merge-patch+json", []byte(owner), nil); err != nil {
 		p.o.Log.Warn("could not make the node pod own its secret", "secret", secret.Name, "err", err)
 	}
 	p.o.Log.Info("node pod created", "node", spec.NodeID, "pod", made.Name, "namespace", p.o.Namespace, "uid", made.UID)
-	return string(made.UID), nil
+	return made.UID, nil
 }
 
 // ensureLowPriorityClass creates the low-priority PriorityClass once.
@@ -238,17 +232,16 @@ func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	classes := p.client.SchedulingV1().PriorityClasses()
-	_, err := classes.Get(ctx, p.o.LowPriorityClass, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		never := corev1.PreemptNever
-		_, err = classes.Create(ctx, &schedulingv1.PriorityClass{
-			ObjectMeta:       metav1.ObjectMeta{Name: p.o.LowPriorityClass, Labels: map[string]string{LabelManagedBy: managedBy}},
+	err := p.api.do(ctx, "GET", priorityClassesPath+"/"+url.PathEscape(p.o.LowPriorityClass), "", nil, nil)
+	if isNotFound(err) {
+		err = p.api.do(ctx, "POST", priorityClassesPath, "", &PriorityClass{
+			APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass",
+			ObjectMeta:       ObjectMeta{Name: p.o.LowPriorityClass, Labels: map[string]string{LabelManagedBy: managedBy}},
 			Value:            -100,
-			PreemptionPolicy: &never,
+			PreemptionPolicy: "Never",
 			Description:      "Cumulus low-priority cluster nodes: preempted first, never preempt others.",
-		}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
+		}, nil)
+		if isAlreadyExists(err) {
 			err = nil
 		}
 	}
@@ -267,18 +260,18 @@ func (p *Provider) ensureLowPriorityClass(ctx context.Context) error {
 func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	name := PodName(nodeID)
 	hex := ""
-	if cur, err := p.pods.Pods(p.o.Namespace).Get(name); err == nil {
+	if cur, ok := p.pods.get(name); ok {
 		hex = cur.Labels[LabelSubnet]
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	bg := metav1.DeletePropagationBackground
-	err := p.client.CoreV1().Pods(p.o.Namespace).Delete(cctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
-	if err != nil && !apierrors.IsNotFound(err) {
+	background := map[string]string{"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+	err := p.api.do(cctx, "DELETE", p.podsPath()+"/"+url.PathEscape(name), "", background, nil)
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete pod %s: %w", name, err)
 	}
-	err = p.client.CoreV1().Secrets(p.o.Namespace).Delete(cctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	err = p.api.do(cctx, "DELETE", p.secretsPath()+"/"+url.PathEscape(name), "", nil, nil)
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete secret %s: %w", name, err)
 	}
 	if err := p.waitLeftList(ctx, name); err != nil {
@@ -295,8 +288,8 @@ func (p *Provider) waitGone(ctx context.Context, name string, limit time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
-		_, err := p.client.CoreV1().Pods(p.o.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		err := p.api.do(ctx, "GET", p.podsPath()+"/"+url.PathEscape(name), "", nil, nil)
+		if isNotFound(err) {
 			return nil
 		}
 		select {
@@ -313,8 +306,8 @@ func (p *Provider) waitLeftList(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	for {
-		pod, err := p.pods.Pods(p.o.Namespace).Get(name)
-		if apierrors.IsNotFound(err) || (err == nil && pod.DeletionTimestamp != nil) {
+		pod, ok := p.pods.get(name)
+		if !ok || pod.DeletionTimestamp != nil {
 			return nil
 		}
 		select {
@@ -328,18 +321,15 @@ func (p *Provider) waitLeftList(ctx context.Context, name string) error {
 // List reports this owner's node pods from the watch cache. Pods being
 // deleted are left out; a pod still waiting to run is Starting.
 func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
-	pods, err := p.pods.Pods(p.o.Namespace).List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
+	pods := p.pods.list()
 	out := make([]provider.Instance, 0, len(pods))
 	for _, pod := range pods {
 		id := pod.Annotations[AnnotationNode]
 		if id == "" || pod.DeletionTimestamp != nil {
 			continue
 		}
-		out = append(out, provider.Instance{NodeID: id, ProviderID: string(pod.UID),
-			Running: pod.Status.Phase == corev1.PodRunning, Starting: pod.Status.Phase == corev1.PodPending})
+		out = append(out, provider.Instance{NodeID: id, ProviderID: pod.UID,
+			Running: pod.Status.Phase == PodRunning, Starting: pod.Status.Phase == PodPending})
 	}
 	return out, nil
 }
@@ -362,27 +352,8 @@ func (p *Provider) Watch(ctx context.Context, fn func(provider.Event)) error {
 			fn(ev)
 		}
 	}
-	reg, err := p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { report(eventOf(asPod(obj), false)) },
-		UpdateFunc: func(_, obj any) { report(eventOf(asPod(obj), false)) },
-		DeleteFunc: func(obj any) { report(eventOf(asPod(obj), true)) },
-	})
-	if err != nil {
-		return err
-	}
+	remove := p.pods.addHandler(func(pod *Pod, deleted bool) { report(eventOf(pod, deleted)) })
 	<-ctx.Done()
-	return p.informer.RemoveEventHandler(reg)
-}
-
-// asPod unwraps the informer's objects (deleted ones may come as a
-// tombstone when the watch missed the deletion).
-func asPod(obj any) *corev1.Pod {
-	switch o := obj.(type) {
-	case *corev1.Pod:
-		return o
-	case cache.DeletedFinalStateUnknown:
-		pod, _ := o.Obj.(*corev1.Pod)
-		return pod
-	}
+	remove()
 	return nil
 }

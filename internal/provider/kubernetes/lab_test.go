@@ -39,6 +39,17 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
+// labConfig is the lab's API server as the provider reads it: from the
+// lab's kubeconfig, through LoadConfig.
+func labConfig(t *testing.T) *Config {
+	t.Helper()
+	cfg, _, err := LoadConfig(lab.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func testMain(m *testing.M) int {
 	tmp, err := os.MkdirTemp("", "cumulus-kube-test-")
 	if err != nil {
@@ -123,7 +134,7 @@ func tail(b []byte, n int) []byte {
 
 func (e *env) provider(t *testing.T) *Provider {
 	t.Helper()
-	p, err := New(context.Background(), Options{Config: lab.Config, Namespace: e.ns, Image: "cumulus-node:test", Owner: "test-" + e.ns,
+	p, err := New(context.Background(), Options{Config: labConfig(t), Namespace: e.ns, Image: "cumulus-node:test", Owner: "test-" + e.ns,
 		StopGrace: 5 * time.Second, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +305,7 @@ func TestListAfterRestartSeesOnlyItsOwnPods(t *testing.T) {
 	if err != nil || len(ins) != 1 || ins[0].NodeID != "kt-mine" {
 		t.Errorf("after a restart List = %+v, %v; want the one node pod", ins, err)
 	}
-	other, err := New(ctx, Options{Config: lab.Config, Namespace: e.ns, Owner: "someone else"})
+	other, err := New(ctx, Options{Config: labConfig(t), Namespace: e.ns, Owner: "someone else"})
 	if err != nil {
 		t.Fatal(err)
 	}

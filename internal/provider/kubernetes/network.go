@@ -7,13 +7,6 @@ import (
 	"net/url"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/subnet"
@@ -52,7 +45,7 @@ func subnetHex(spec provider.NodeSpec) string {
 func (p *Provider) ProbeNetwork() error {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	if _, err := p.client.NetworkingV1().NetworkPolicies(p.o.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if err := p.api.do(ctx, "GET", p.policiesPath()+"?limit=1", "", nil, nil); err != nil {
 		return fmt.Errorf("cannot list NetworkPolicies in namespace %s (let this identity manage networkpolicies): %w", p.o.Namespace, err)
 	}
 	return nil
@@ -74,6 +67,11 @@ func (p *Provider) DescribeNetwork(sub, computeID string, publicIP bool) string 
 
 // BridgeAddrs is empty: the control plane serves pods where it always does.
 func (p *Provider) BridgeAddrs() []string { return nil }
+
+// policiesPath is the NetworkPolicy collection of the namespace.
+func (p *Provider) policiesPath() string {
+	return "/apis/networking.k8s.io/v1/namespaces/" + url.PathEscape(p.o.Namespace) + "/networkpolicies"
+}
 
 // policyName is the name of a subnet's ingress or egress NetworkPolicy.
 func (p *Provider) policyName(hex string, egress bool) string {
@@ -135,45 +133,46 @@ func controlPlanePeers(serverURL string) ([]peer, error) {
 
 // policiesFor are the NetworkPolicies of a node's subnet (none for a
 // node without one).
-func (p *Provider) policiesFor(spec provider.NodeSpec, controlPlane []peer) []*networkingv1.NetworkPolicy {
+func (p *Provider) policiesFor(spec provider.NodeSpec, controlPlane []peer) []*NetworkPolicy {
 	hex := subnetHex(spec)
 	if hex == "" {
 		return nil
 	}
-	meta := func(name string) metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: p.o.Namespace,
+	meta := func(name string) ObjectMeta {
+		return ObjectMeta{Name: name, Namespace: p.o.Namespace,
 			Labels:      map[string]string{LabelManagedBy: managedBy, LabelOwner: p.ownerLabel, LabelSubnet: hex},
 			Annotations: map[string]string{AnnotationOwner: p.o.Owner, "cumulus.dev/subnet-id": subnet.Key(spec.Subnet, spec.ComputeID)}}
 	}
-	inSubnet := metav1.LabelSelector{MatchLabels: map[string]string{LabelOwner: p.ownerLabel, LabelSubnet: hex}}
-	ingress := &networkingv1.NetworkPolicy{ObjectMeta: meta(p.policyName(hex, false)), Spec: networkingv1.NetworkPolicySpec{
-		PodSelector: inSubnet,
-		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-		Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &inSubnet}}}},
-	}}
+	inSubnet := LabelSelector{MatchLabels: map[string]string{LabelOwner: p.ownerLabel, LabelSubnet: hex}}
+	ingress := &NetworkPolicy{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy",
+		ObjectMeta: meta(p.policyName(hex, false)), Spec: NetworkPolicySpec{
+			PodSelector: inSubnet,
+			PolicyTypes: []string{PolicyTypeIngress},
+			Ingress:     []NetworkPolicyIngressRule{{From: []NetworkPolicyPeer{{PodSelector: &inSubnet}}}},
+		}}
 	if !spec.NoPublicIP {
-		return []*networkingv1.NetworkPolicy{ingress}
+		return []*NetworkPolicy{ingress}
 	}
-	private := metav1.LabelSelector{MatchLabels: map[string]string{LabelOwner: p.ownerLabel, LabelSubnet: hex, LabelPublicIP: "false"}}
-	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dns := intstr.FromInt32(53)
-	rules := []networkingv1.NetworkPolicyEgressRule{
-		{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &inSubnet}}},
-		{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}}},
+	private := LabelSelector{MatchLabels: map[string]string{LabelOwner: p.ownerLabel, LabelSubnet: hex, LabelPublicIP: "false"}}
+	dns := int32(53)
+	rules := []NetworkPolicyEgressRule{
+		{To: []NetworkPolicyPeer{{PodSelector: &inSubnet}}},
+		{Ports: []NetworkPolicyPort{{Protocol: "UDP", Port: &dns}, {Protocol: "TCP", Port: &dns}}},
 	}
 	for _, cp := range controlPlane {
-		port := intstr.FromInt32(int32(cp.port))
-		rules = append(rules, networkingv1.NetworkPolicyEgressRule{
-			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cp.cidr}}},
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+		port := int32(cp.port)
+		rules = append(rules, NetworkPolicyEgressRule{
+			To:    []NetworkPolicyPeer{{IPBlock: &IPBlock{CIDR: cp.cidr}}},
+			Ports: []NetworkPolicyPort{{Protocol: "TCP", Port: &port}},
 		})
 	}
-	egress := &networkingv1.NetworkPolicy{ObjectMeta: meta(p.policyName(hex, true)), Spec: networkingv1.NetworkPolicySpec{
-		PodSelector: private,
-		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
-		Egress:      rules,
-	}}
-	return []*networkingv1.NetworkPolicy{ingress, egress}
+	egress := &NetworkPolicy{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy",
+		ObjectMeta: meta(p.policyName(hex, true)), Spec: NetworkPolicySpec{
+			PodSelector: private,
+			PolicyTypes: []string{PolicyTypeEgress},
+			Egress:      rules,
+		}}
+	return []*NetworkPolicy{ingress, egress}
 }
 
 // ensurePolicies creates (or updates) the NetworkPolicies of a node's
@@ -189,14 +188,14 @@ func (p *Provider) ensurePolicies(ctx context.Context, spec provider.NodeSpec) e
 			return fmt.Errorf("the egress NetworkPolicy of node %s: %w", spec.NodeID, err)
 		}
 	}
-	api := p.client.NetworkingV1().NetworkPolicies(p.o.Namespace)
 	for _, np := range p.policiesFor(spec, cp) {
-		_, err := api.Create(ctx, np, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			var cur *networkingv1.NetworkPolicy
-			if cur, err = api.Get(ctx, np.Name, metav1.GetOptions{}); err == nil {
+		err := p.api.do(ctx, "POST", p.policiesPath(), "", np, nil)
+		if isAlreadyExists(err) {
+			path := p.policiesPath() + "/" + url.PathEscape(np.Name)
+			var cur NetworkPolicy
+			if err = p.api.do(ctx, "GET", path, "", nil, &cur); err == nil {
 				np.ResourceVersion = cur.ResourceVersion
-				_, err = api.Update(ctx, np, metav1.UpdateOptions{})
+				err = p.api.do(ctx, "PUT", path, "", np, nil)
 			}
 		}
 		if err != nil {
@@ -213,9 +212,9 @@ func (p *Provider) ensurePolicies(ctx context.Context, spec provider.NodeSpec) e
 func (p *Provider) releasePolicies(ctx context.Context, hex string) {
 	p.netMu.Lock()
 	defer p.netMu.Unlock()
-	sel := labels.SelectorFromSet(labels.Set{LabelOwner: p.ownerLabel, LabelSubnet: hex}).String()
-	pods, err := p.client.CoreV1().Pods(p.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
+	sel := selector(map[string]string{LabelOwner: p.ownerLabel, LabelSubnet: hex})
+	var pods PodList
+	if err := p.api.do(ctx, "GET", p.podsPath()+"?"+url.Values{"labelSelector": {sel}}.Encode(), "", nil, &pods); err != nil {
 		p.o.Log.Warn("list the pods of a subnet", "subnet", hex, "err", err)
 		return
 	}
@@ -224,9 +223,8 @@ func (p *Provider) releasePolicies(ctx context.Context, hex string) {
 			return
 		}
 	}
-	api := p.client.NetworkingV1().NetworkPolicies(p.o.Namespace)
 	for _, name := range []string{p.policyName(hex, false), p.policyName(hex, true)} {
-		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := p.api.do(ctx, "DELETE", p.policiesPath()+"/"+url.PathEscape(name), "", nil, nil); err != nil && !isNotFound(err) {
 			p.o.Log.Warn("delete NetworkPolicy", "policy", name, "err", err)
 		}
 	}

@@ -41,7 +41,7 @@ func TestSubnetNetworkPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	hex := subnetHex(private)
-	pods := p.client.CoreV1().Pods(e.ns)
+	pods := lab.Client.CoreV1().Pods(e.ns)
 	podLabels := map[string]labels.Set{}
 	for _, id := range []string{private.NodeID, public.NodeID, plain.NodeID} {
 		pod, err := pods.Get(ctx, PodName(id), metav1.GetOptions{})
@@ -57,7 +57,7 @@ func TestSubnetNetworkPolicies(t *testing.T) {
 		t.Errorf("labels of the public pod: %v", l)
 	}
 
-	nps := p.client.NetworkingV1().NetworkPolicies(e.ns)
+	nps := lab.Client.NetworkingV1().NetworkPolicies(e.ns)
 	get := func(name string) *networkingv1.NetworkPolicy {
 		t.Helper()
 		np, err := nps.Get(ctx, name, metav1.GetOptions{})

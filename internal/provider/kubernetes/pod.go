@@ -8,10 +8,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/cumulus-ml/cumulus/internal/nodeimage"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
@@ -33,7 +29,7 @@ const (
 
 	managedBy = "cumulus"
 	// GPUResource is the extended resource NVIDIA's device plugin offers.
-	GPUResource = corev1.ResourceName("nvidia.com/gpu")
+	GPUResource = "nvidia.com/gpu"
 	// WorkDir is where a node pod keeps its agent state and job folders
 	// (an emptyDir volume: the pod's life is the node's life).
 	WorkDir = "/var/lib/cumulus"
@@ -109,7 +105,7 @@ func computeName(id string) string {
 // podSpec is the node pod and the secret it reads its join token (and the
 // control plane's CA) from. The secret is created first; Create then makes
 // the pod its owner so Kubernetes' garbage collector removes it too.
-func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) {
+func (p *Provider) podFor(spec provider.NodeSpec) (*Pod, *Secret) {
 	caPEM := p.o.CAPEM
 	name := PodName(spec.NodeID)
 	labels := map[string]string{
@@ -126,9 +122,9 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 		AnnotationCompute: spec.ComputeID,
 		AnnotationOwner:   p.o.Owner,
 	}
-	meta := metav1.ObjectMeta{Name: name, Namespace: p.o.Namespace, Labels: labels, Annotations: annotations}
+	meta := ObjectMeta{Name: name, Namespace: p.o.Namespace, Labels: labels, Annotations: annotations}
 
-	secret := &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque,
+	secret := &Secret{APIVersion: "v1", Kind: "Secret", ObjectMeta: meta, Type: "Opaque",
 		Data: map[string][]byte{secretTokenKey: []byte(spec.JoinToken)}}
 	if len(caPEM) > 0 {
 		secret.Data[secretCAKey] = caPEM
@@ -140,21 +136,20 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 	}
 	graceSec := int64(math.Ceil(grace.Seconds()))
 	memMiB := int64(math.Round(spec.MemoryGB * 1024))
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(spec.VCPUs), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(memMiB<<20, resource.BinarySI),
+	res := map[string]string{
+		ResourceCPU:    decimalQuantity(int64(spec.VCPUs)),
+		ResourceMemory: binaryQuantity(memMiB << 20),
 	}
 	if spec.GPUs > 0 {
-		res[GPUResource] = *resource.NewQuantity(int64(spec.GPUs), resource.DecimalSI)
+		res[GPUResource] = decimalQuantity(int64(spec.GPUs))
 	}
-	fromSecret := func(key string, optional bool) *corev1.EnvVarSource {
-		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key, Optional: &optional}}
+	fromSecret := func(key string, optional bool) *EnvVarSource {
+		return &EnvVarSource{SecretKeyRef: &SecretKeySelector{Name: name, Key: key, Optional: &optional}}
 	}
-	env := []corev1.EnvVar{
+	env := []EnvVar{
 		{Name: "CUMULUS_JOIN_TOKEN", ValueFrom: fromSecret(secretTokenKey, false)},
-		{Name: "CUMULUS_ADDRESS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
-		{Name: "CUMULUS_NODE_POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "CUMULUS_ADDRESS", ValueFrom: &EnvVarSource{FieldRef: &ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "CUMULUS_NODE_POD", ValueFrom: &EnvVarSource{FieldRef: &ObjectFieldSelector{FieldPath: "metadata.name"}}},
 		{Name: "CUMULUS_WORK_DIR", Value: WorkDir},
 		{Name: "CUMULUS_VCPUS", Value: strconv.Itoa(spec.VCPUs)},
 		{Name: "CUMULUS_MEMORY_MB", Value: strconv.FormatInt(memMiB, 10)},
@@ -163,36 +158,37 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 	if spec.GPUs > 0 {
 		// The agent offers the devices NVIDIA's device plugin gave the pod,
 		// which it names in NVIDIA_VISIBLE_DEVICES.
-		env = append(env, corev1.EnvVar{Name: provider.GPUDevicesEnv, Value: "env:NVIDIA_VISIBLE_DEVICES"})
+		env = append(env, EnvVar{Name: provider.GPUDevicesEnv, Value: "env:NVIDIA_VISIBLE_DEVICES"})
 	} else {
 		// None: not even where NVIDIA's runtime is the node's default and
 		// the image asks for all (CUDA images set NVIDIA_VISIBLE_DEVICES=all).
-		env = append(env, corev1.EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
-			corev1.EnvVar{Name: provider.GPUDevicesEnv, Value: "none"})
+		env = append(env, EnvVar{Name: "NVIDIA_VISIBLE_DEVICES", Value: "void"},
+			EnvVar{Name: provider.GPUDevicesEnv, Value: "none"})
 	}
 	if len(caPEM) > 0 {
-		env = append(env, corev1.EnvVar{Name: "CUMULUS_CA_PEM", ValueFrom: fromSecret(secretCAKey, false)})
+		env = append(env, EnvVar{Name: "CUMULUS_CA_PEM", ValueFrom: fromSecret(secretCAKey, false)})
 	}
 	no := false
-	pod := &corev1.Pod{
+	pod := &Pod{
+		APIVersion: "v1", Kind: "Pod",
 		ObjectMeta: meta,
-		Spec: corev1.PodSpec{
+		Spec: PodSpec{
 			// The pod is the node: when the agent exits, the node is gone.
-			RestartPolicy:                 corev1.RestartPolicyNever,
+			RestartPolicy:                 "Never",
 			TerminationGracePeriodSeconds: &graceSec,
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
-			Containers: []corev1.Container{{
+			Containers: []Container{{
 				Name:            AgentContainer,
 				Image:           p.o.Image,
 				ImagePullPolicy: p.o.PullPolicy,
 				Command:         []string{nodeimage.BinaryPath, "agent"},
 				Args:            []string{"--server", spec.ServerURL, "--node-id", spec.NodeID, "--container-runtime", "none"},
 				Env:             env,
-				Resources:       corev1.ResourceRequirements{Requests: res, Limits: res},
-				VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: WorkDir}},
+				Resources:       ResourceRequirements{Requests: res, Limits: res},
+				VolumeMounts:    []VolumeMount{{Name: "work", MountPath: WorkDir}},
 			}},
-			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes: []Volume{{Name: "work", EmptyDir: &EmptyDir{}}},
 		},
 	}
 	if spec.Image != "" {
@@ -204,16 +200,15 @@ func (p *Provider) podFor(spec provider.NodeSpec) (*corev1.Pod, *corev1.Secret) 
 	if k := spec.Kubernetes; k != nil {
 		pod.Spec.NodeSelector = k.NodeSelector
 		for _, t := range k.Tolerations {
-			pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{Key: t.Key,
-				Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
-				Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds})
+			pod.Spec.Tolerations = append(pod.Spec.Tolerations, Toleration{Key: t.Key,
+				Operator: t.Operator, Value: t.Value, Effect: t.Effect, TolerationSeconds: t.TolerationSeconds})
 		}
 	}
 	return pod, secret
 }
 
 // graceOf is a pod's termination grace period.
-func graceOf(pod *corev1.Pod) time.Duration {
+func graceOf(pod *Pod) time.Duration {
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		return time.Duration(*g) * time.Second
 	}
@@ -224,21 +219,20 @@ func graceOf(pod *corev1.Pod) time.Duration {
 // the node image copies the cumulus binary into a shared volume, and the
 // agent container runs the job image with that binary as its command. The
 // agent then runs the image's jobs as plain processes, inside the image.
-func injectAgent(pod *corev1.Pod, jobImage, nodeImage string, pull corev1.PullPolicy) {
+func injectAgent(pod *Pod, jobImage, nodeImage, pull string) {
 	pod.Annotations[AnnotationImage] = jobImage
-	mount := corev1.VolumeMount{Name: "cumulus-bin", MountPath: injectDir}
-	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cumulus-bin",
-		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	pod.Spec.InitContainers = []corev1.Container{{
+	mount := VolumeMount{Name: "cumulus-bin", MountPath: injectDir}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, Volume{Name: "cumulus-bin", EmptyDir: &EmptyDir{}})
+	pod.Spec.InitContainers = []Container{{
 		Name:            "install-agent",
 		Image:           nodeImage,
 		ImagePullPolicy: pull,
 		Command:         []string{nodeimage.BinaryPath, "node-image", "install-agent", injectDir},
-		VolumeMounts:    []corev1.VolumeMount{mount},
+		VolumeMounts:    []VolumeMount{mount},
 	}}
 	c := &pod.Spec.Containers[0]
 	c.Image = jobImage
 	c.Command = []string{InjectedAgent, "agent"}
 	c.VolumeMounts = append(c.VolumeMounts, mount)
-	c.Env = append(c.Env, corev1.EnvVar{Name: "CUMULUS_NODE_IMAGE", Value: jobImage})
+	c.Env = append(c.Env, EnvVar{Name: "CUMULUS_NODE_IMAGE", Value: jobImage})
 }

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -47,7 +45,7 @@ func TestLabelValueIsValid(t *testing.T) {
 }
 
 func testProvider() *Provider {
-	return &Provider{o: Options{Namespace: "ml", Image: "registry.local/cumulus-node:1", PullPolicy: corev1.PullIfNotPresent,
+	return &Provider{o: Options{Namespace: "ml", Image: "registry.local/cumulus-node:1", PullPolicy: "IfNotPresent",
 		Owner: "/var/lib/cumulus", StopGrace: 40 * time.Second, LowPriorityClass: DefaultLowPriorityClass}, ownerLabel: "o1"}
 }
 
@@ -63,12 +61,12 @@ func TestPodForGPUSizeLowPriority(t *testing.T) {
 	pod, secret := p.podFor(spec)
 
 	c := pod.Spec.Containers[0]
-	for res, want := range map[corev1.ResourceName]string{corev1.ResourceCPU: "6", corev1.ResourceMemory: "112Gi", GPUResource: "1"} {
-		if q := c.Resources.Requests[res]; q.String() != want {
-			t.Errorf("request %s = %s; want %s", res, q.String(), want)
+	for res, want := range map[string]string{ResourceCPU: "6", ResourceMemory: "112Gi", GPUResource: "1"} {
+		if q := c.Resources.Requests[res]; q != want {
+			t.Errorf("request %s = %s; want %s", res, q, want)
 		}
-		if q := c.Resources.Limits[res]; q.String() != want {
-			t.Errorf("limit %s = %s; want %s", res, q.String(), want)
+		if q := c.Resources.Limits[res]; q != want {
+			t.Errorf("limit %s = %s; want %s", res, q, want)
 		}
 	}
 	if pod.Spec.PriorityClassName != DefaultLowPriorityClass {
@@ -78,10 +76,10 @@ func TestPodForGPUSizeLowPriority(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds = %v; want 75 (the node's grace period)", g)
 	}
 	if pod.Spec.NodeSelector["pool"] != "gpu" || len(pod.Spec.Tolerations) != 1 || pod.Spec.Tolerations[0].Key != "nvidia.com/gpu" ||
-		pod.Spec.Tolerations[0].Operator != corev1.TolerationOpExists || *pod.Spec.Tolerations[0].TolerationSeconds != 60 {
+		pod.Spec.Tolerations[0].Operator != "Exists" || *pod.Spec.Tolerations[0].TolerationSeconds != 60 {
 		t.Errorf("placement not applied: selector %v tolerations %+v", pod.Spec.NodeSelector, pod.Spec.Tolerations)
 	}
-	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+	if pod.Spec.RestartPolicy != "Never" {
 		t.Errorf("restart policy %s; a node pod must not restart (the node is gone when its agent exits)", pod.Spec.RestartPolicy)
 	}
 	if pod.Annotations[AnnotationNode] != "tvm-gpu-1" || pod.Annotations[AnnotationCompute] != spec.ComputeID {
@@ -130,48 +128,48 @@ func TestPodForCPUSizeDedicated(t *testing.T) {
 	}
 }
 
-func podWith(mut func(*corev1.Pod)) *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cumulus-n1", Annotations: map[string]string{AnnotationNode: "n1"}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+func podWith(mut func(*Pod)) *Pod {
+	pod := &Pod{ObjectMeta: ObjectMeta{Name: "cumulus-n1", Annotations: map[string]string{AnnotationNode: "n1"}},
+		Status: PodStatus{Phase: PodPending}}
 	mut(pod)
 	return pod
 }
 
 func TestEventOf(t *testing.T) {
-	now := metav1.Now()
+	now := time.Now()
 	cases := []struct {
 		name    string
-		pod     *corev1.Pod
+		pod     *Pod
 		deleted bool
 		kind    provider.EventKind
 		reason  string // substring
 		none    bool
 	}{
-		{name: "unschedulable", pod: podWith(func(p *corev1.Pod) {
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		{name: "unschedulable", pod: podWith(func(p *Pod) {
+			p.Status.Conditions = []PodCondition{{Type: PodScheduled, Status: ConditionFalse, Reason: "Unschedulable",
 				Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}}
 		}), kind: provider.EventPending, reason: "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."},
-		{name: "image pull", pod: podWith(func(p *corev1.Pod) {
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
-				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
+		{name: "image pull", pod: podWith(func(p *Pod) {
+			p.Status.ContainerStatuses = []ContainerStatus{{Name: "agent", State: ContainerState{
+				Waiting: &ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}}
 		}), kind: provider.EventPending, reason: "ImagePullBackOff"},
-		{name: "just pending", pod: podWith(func(*corev1.Pod) {}), kind: provider.EventPending, reason: ""},
-		{name: "running", pod: podWith(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), none: true},
-		{name: "being deleted", pod: podWith(func(p *corev1.Pod) {
-			p.Status.Phase, p.DeletionTimestamp = corev1.PodRunning, &now
-			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+		{name: "just pending", pod: podWith(func(*Pod) {}), kind: provider.EventPending, reason: ""},
+		{name: "running", pod: podWith(func(p *Pod) { p.Status.Phase = PodRunning }), none: true},
+		{name: "being deleted", pod: podWith(func(p *Pod) {
+			p.Status.Phase, p.DeletionTimestamp = PodRunning, &now
+			p.Status.Conditions = []PodCondition{{Type: DisruptionTarget, Status: ConditionTrue,
 				Reason: "PreemptionByScheduler", Message: "preempted by a higher-priority pod"}}
 		}), kind: provider.EventTerminating, reason: "PreemptionByScheduler"},
-		{name: "deleted", pod: podWith(func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }), deleted: true, kind: provider.EventGone, reason: "was deleted"},
-		{name: "evicted by kubelet", pod: podWith(func(p *corev1.Pod) {
-			p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: memory."
+		{name: "deleted", pod: podWith(func(p *Pod) { p.Status.Phase = PodRunning }), deleted: true, kind: provider.EventGone, reason: "was deleted"},
+		{name: "evicted by kubelet", pod: podWith(func(p *Pod) {
+			p.Status.Phase, p.Status.Reason, p.Status.Message = PodFailed, "Evicted", "The node was low on resource: memory."
 		}), kind: provider.EventGone, reason: "Evicted: The node was low on resource: memory."},
-		{name: "agent crashed", pod: podWith(func(p *corev1.Pod) {
-			p.Status.Phase = corev1.PodFailed
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
-				Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}
+		{name: "agent crashed", pod: podWith(func(p *Pod) {
+			p.Status.Phase = PodFailed
+			p.Status.ContainerStatuses = []ContainerStatus{{Name: "agent", State: ContainerState{
+				Terminated: &ContainerStateTerminated{ExitCode: 2, Reason: "Error"}}}}
 		}), kind: provider.EventGone, reason: "exited with 2"},
-		{name: "not ours", pod: &corev1.Pod{}, none: true},
+		{name: "not ours", pod: &Pod{}, none: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -204,7 +202,7 @@ func TestPodForJobImageInjectsTheAgent(t *testing.T) {
 	if ic.Image != p.o.Image || strings.Join(ic.Command, " ") != "/usr/local/bin/cumulus node-image install-agent /opt/cumulus/bin" {
 		t.Errorf("init container %s %v; want the node image installing the agent", ic.Image, ic.Command)
 	}
-	shared := func(ms []corev1.VolumeMount) bool {
+	shared := func(ms []VolumeMount) bool {
 		for _, m := range ms {
 			if m.Name == "cumulus-bin" && m.MountPath == "/opt/cumulus/bin" {
 				return true

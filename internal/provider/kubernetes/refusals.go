@@ -3,8 +3,6 @@ package kubernetes
 import (
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -17,15 +15,17 @@ import (
 // error. Anything else (a timeout, the API server unreachable, a conflict)
 // stays as it is: worth trying again.
 func typed(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota"):
+	}
+	reason, _ := reasonOf(err)
+	forbidden := reason == "Forbidden"
+	switch {
+	case forbidden && strings.Contains(err.Error(), "exceeded quota"):
 		return provider.NewInsufficientCapacityError(err)
-	case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "status unknown for quota"):
+	case forbidden && strings.Contains(err.Error(), "status unknown for quota"):
 		return err
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsForbidden(err),
-		apierrors.IsUnauthorized(err), apierrors.IsNotFound(err):
+	case forbidden, reason == "Invalid", reason == "BadRequest", reason == "Unauthorized", isNotFound(err):
 		return provider.NewConfigurationError(err)
 	}
 	return err

@@ -154,6 +154,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		}
 		jobUser = fmt.Sprintf("%d:%d", uid, uid)
 	}
+	if spec.Subnet == "" && !spec.NoPublicIP {
+		return p.createHosted(ctx, spec, dir, argv, jobUser)
+	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("create node %s: %w", spec.NodeID, err)
@@ -213,11 +216,17 @@ func (p *Provider) List(ctx context.Context) ([]provider.Instance, error) {
 	}
 	var out []provider.Instance
 	for _, e := range ents {
-		if !e.IsDir() || !provider.ValidNodeID(e.Name()) {
+		if !e.IsDir() || !provider.ValidNodeID(e.Name()) || e.Name() == hostsDir {
 			continue
 		}
 		in := provider.Instance{NodeID: e.Name()}
-		if pid, ok := readPID(filepath.Join(p.o.BaseDir, e.Name(), pidFile)); ok {
+		if _, ok := p.hostOf(e.Name()); ok {
+			pid, running := p.running(e.Name())
+			in.Running = running
+			if running {
+				in.ProviderID = idPrefix + strconv.Itoa(pid)
+			}
+		} else if pid, ok := readPID(filepath.Join(p.o.BaseDir, e.Name(), pidFile)); ok {
 			in.ProviderID = idPrefix + strconv.Itoa(pid)
 			in.Running = isAgent(pid, e.Name())
 		}
@@ -240,7 +249,13 @@ func (p *Provider) Delete(ctx context.Context, nodeID string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	if pid, ok := p.running(nodeID); ok {
+	if host, ok := p.hostOf(nodeID); ok {
+		if agent.HostedNodeRuns(dir) {
+			if err := (agent.HostClient{Dir: host}).Stop(ctx, nodeID, p.o.StopGrace); err != nil {
+				p.o.Log.Warn("the node host did not stop the node; ending its jobs", "node", nodeID, "err", err)
+			}
+		}
+	} else if pid, ok := p.running(nodeID); ok {
 		if err := p.stop(ctx, nodeID, pid); err != nil {
 			return err
 		}
@@ -293,8 +308,16 @@ func waitGone(ctx context.Context, pid int, nodeID string, max time.Duration) er
 	return nil
 }
 
-// running returns the pid of the node's agent if it lives.
+// running returns the pid of the node's agent (or of the host that runs
+// it) if it lives.
 func (p *Provider) running(nodeID string) (int, bool) {
+	if host, ok := p.hostOf(nodeID); ok {
+		if !agent.HostedNodeRuns(filepath.Join(p.o.BaseDir, nodeID)) {
+			return 0, false
+		}
+		pid, _ := readPID(filepath.Join(host, hostPIDFile))
+		return pid, true
+	}
 	pid, ok := readPID(filepath.Join(p.o.BaseDir, nodeID, pidFile))
 	if !ok || !isAgent(pid, nodeID) {
 		return 0, false

@@ -231,6 +231,74 @@ func TestNodesRunJobsAsUsersOfTheirOwn(t *testing.T) {
 	}
 }
 
+// The nodes of a compute share one agent process (a node host); another
+// compute's nodes have theirs. Killing a host is the end of each of its
+// nodes: each is reported gone, and is no longer running; the other
+// compute's node runs on. A node of the dead host can be deleted, and a
+// new node of that compute gets a new host.
+func TestNodesOfAComputeShareAHost(t *testing.T) {
+	srv := providertest.NewStubServer(t)
+	p := newTestProvider(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mk := func(id, compute string) {
+		t.Helper()
+		sp := spec(srv, id)
+		sp.ComputeID = compute
+		if _, err := p.Create(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Delete(context.Background(), id) })
+	}
+	mk("a1", "ca")
+	mk("a2", "ca")
+	mk("b1", "cb")
+	pids := map[string]int{}
+	for _, id := range []string{"a1", "a2", "b1"} {
+		pid, ok := p.running(id)
+		if !ok {
+			t.Fatalf("%s does not run", id)
+		}
+		pids[id] = pid
+	}
+	if pids["a1"] != pids["a2"] || pids["a1"] == pids["b1"] {
+		t.Fatalf("agent processes %v: want a1 and a2 in one, b1 in another", pids)
+	}
+	events := make(chan provider.Event, 10)
+	go p.Watch(ctx, func(ev provider.Event) { events <- ev })
+	if err := syscall.Kill(pids["a1"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	gone := map[string]bool{}
+	for len(gone) < 2 {
+		select {
+		case ev := <-events:
+			if ev.Kind != provider.EventGone || (ev.NodeID != "a1" && ev.NodeID != "a2") {
+				t.Errorf("event %+v; want a1 and a2 gone", ev)
+			}
+			gone[ev.NodeID] = true
+		case <-time.After(15 * time.Second):
+			t.Fatalf("only %v reported gone within 15s of their host's death", gone)
+		}
+	}
+	ins, err := p.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		if want := in.NodeID == "b1"; in.Running != want {
+			t.Errorf("%s running = %v after ca's host died; want %v", in.NodeID, in.Running, want)
+		}
+	}
+	if err := p.Delete(ctx, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	mk("a3", "ca")
+	if pid, ok := p.running("a3"); !ok || pid == pids["a1"] {
+		t.Errorf("a3 runs %v in pid %d; want a new host", ok, pid)
+	}
+}
+
 // A node in a subnet, where the provider cannot make networks (no control
 // plane served on the subnets' bridges here), is a configuration error in
 // the provider's words.

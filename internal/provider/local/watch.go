@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -36,7 +37,7 @@ func (p *Provider) Watch(ctx context.Context, fn func(provider.Event)) error {
 }
 
 // deadAgents are the nodes whose folder names an agent pid that no longer
-// runs, not reported before.
+// runs, or a host that no longer runs them, not reported before.
 func (p *Provider) deadAgents(reported map[string]int) []provider.Event {
 	p.mu.Lock() // not while Create or Delete is under way
 	defer p.mu.Unlock()
@@ -48,7 +49,22 @@ func (p *Provider) deadAgents(reported map[string]int) []provider.Event {
 	seen := map[string]bool{}
 	for _, e := range ents {
 		id := e.Name()
-		if !e.IsDir() || !provider.ValidNodeID(id) {
+		if !e.IsDir() || !provider.ValidNodeID(id) || id == hostsDir {
+			continue
+		}
+		if host, ok := p.hostOf(id); ok {
+			seen[id] = true
+			if agent.HostedNodeRuns(filepath.Join(p.o.BaseDir, id)) {
+				delete(reported, id) // it runs (again): its next end is news
+				continue
+			}
+			pid, _ := readPID(filepath.Join(host, hostPIDFile))
+			if reported[id] == pid {
+				continue
+			}
+			reported[id] = pid
+			out = append(out, provider.Event{NodeID: id, Kind: provider.EventGone,
+				Reason: "the node's agent (in node host pid " + strconv.Itoa(pid) + ") ended"})
 			continue
 		}
 		pid, ok := readPID(filepath.Join(p.o.BaseDir, id, pidFile))

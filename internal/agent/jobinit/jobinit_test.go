@@ -1,0 +1,75 @@
+package jobinit_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
+	"github.com/cumulus-ml/cumulus/internal/testbin"
+)
+
+func TestIdentityFiles(t *testing.T) {
+	passwd := []byte("root:x:0:0:root:/root:/bin/bash\n# a comment\nalice:x:1000:1000::/home/alice:/bin/sh")
+	group := []byte("root:x:0:\nstaff:x:50:\n")
+	pw, gr, name := jobinit.IdentityFiles(passwd, group, jobinit.User{UID: 2000420000, GID: 2000420000, Home: "/w/jobs/j"})
+	if name != "cumulus-job" {
+		t.Errorf("name %q, want cumulus-job", name)
+	}
+	if want := string(passwd) + "\ncumulus-job:x:2000420000:2000420000:Cumulus job:/w/jobs/j:/bin/sh\n"; string(pw) != want {
+		t.Errorf("passwd:\n%s\nwant\n%s", pw, want)
+	}
+	if want := string(group) + "cumulus-job:x:2000420000:\n"; string(gr) != want {
+		t.Errorf("group:\n%s\nwant\n%s", gr, want)
+	}
+	// A uid or gid the machine names keeps its name; a taken name gets the id.
+	pw, gr, name = jobinit.IdentityFiles(passwd, group, jobinit.User{UID: 1000, GID: 50, Home: "/h"})
+	if name != "alice" || string(pw) != string(passwd) || string(gr) != string(group) {
+		t.Errorf("a known uid and gid: %q\n%s\n%s", name, pw, gr)
+	}
+	taken := append(passwd, "\ncumulus-job:x:7:7::/:/bin/sh\n"...)
+	if _, _, name = jobinit.IdentityFiles(taken, group, jobinit.User{UID: 9, GID: 9}); name != "cumulus-job-9" {
+		t.Errorf("name beside a taken cumulus-job: %q", name)
+	}
+}
+
+// A job init starts before the control plane's packages are initialized:
+// none of this module's other packages, and none of the costly ones
+// (Prometheus' client, SQLite, the SSH server, YAML…), runs its package
+// init first (two of these per job each paid for the whole program's
+// before). Go initializes, of the packages whose imports are done, the
+// one whose path sorts first: what runs before this package is what its
+// own imports (os, strconv, syscall, time…) wait for, cheap packages of
+// the standard library and a few small ones. The init here has no spec
+// and fails at once, which is enough to see what ran before it.
+func TestJobInitStartsAlone(t *testing.T) {
+	dir := t.TempDir()
+	bin, built, err := testbin.Cumulus(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if built {
+		t.Logf("built %s", bin)
+	}
+	cmd := &exec.Cmd{Path: bin, Args: []string{jobinit.Name}, Env: append(os.Environ(), "GODEBUG=inittrace=1")}
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 127 || !strings.Contains(string(out), "no spec on descriptor") {
+		t.Fatalf("a job init without a spec: exit %d (%v), output:\n%s", code, err, out)
+	}
+	var before []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "init" {
+			before = append(before, f[1])
+		}
+	}
+	t.Logf("initialized before the job init: %v", before)
+	costly := map[string]bool{"modernc.org/libc": true, "modernc.org/sqlite": true, "modernc.org/sqlite/lib": true,
+		"golang.org/x/crypto/ssh": true, "net/http": true, "html/template": true}
+	for _, p := range before {
+		if costly[p] || strings.HasPrefix(p, "github.com/cumulus-ml/") || strings.HasPrefix(p, "github.com/prometheus/") ||
+			strings.HasPrefix(p, "gopkg.in/") || strings.HasPrefix(p, "github.com/spf13/") {
+			t.Errorf("package %s was initialized before the job init ran", p)
+		}
+	}
+}
