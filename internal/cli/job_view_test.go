@@ -184,7 +184,9 @@ func TestStreamSaysWhyAttemptRepeats(t *testing.T) {
 	cli("compute", "simulate-eviction", "-n", "spot")
 	errOut := &watchedBuffer{want: "--- attempt 2 (attempt 1 ended: ", seen: make(chan struct{})}
 	done := make(chan int, 1)
-	go func() { done <- Main(context.Background(), []string{"--config", cfg, "job", "stream", "-n", "j"}, io.Discard, errOut) }()
+	go func() {
+		done <- Main(context.Background(), []string{"--config", cfg, "job", "stream", "-n", "j"}, io.Discard, errOut)
+	}()
 	select {
 	case <-errOut.seen:
 	case code := <-done:
