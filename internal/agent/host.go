@@ -112,12 +112,18 @@ func Host(ctx context.Context, hc HostConfig) error {
 		return fmt.Errorf("node host: %w", err)
 	}
 	sock := filepath.Join(hc.Dir, hostSocketName)
-	if c, err := net.Dial("unix", sock); err == nil {
+	addr, release, err := socketAddr(sock)
+	if err != nil {
+		return fmt.Errorf("node host: %w", err)
+	}
+	if c, err := net.Dial("unix", addr); err == nil {
 		c.Close()
+		release()
 		return fmt.Errorf("node host: %s is served already", sock)
 	}
 	os.Remove(sock) // a dead host's
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: addr, Net: "unix"})
+	release()
 	if err != nil {
 		return fmt.Errorf("node host: %w", err)
 	}
@@ -384,8 +390,13 @@ func (c HostClient) Socket() string { return filepath.Join(c.Dir, hostSocketName
 // call sends one request and reads its reply; the host's pid comes back
 // with every reply.
 func (c HostClient) call(ctx context.Context, req hostRequest) (hostReply, error) {
+	addr, release, err := socketAddr(c.Socket())
+	if err != nil {
+		return hostReply{}, err
+	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Socket())
+	conn, err := d.DialContext(ctx, "unix", addr)
+	release()
 	if err != nil {
 		return hostReply{}, err
 	}

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,5 +84,34 @@ func TestHostRunsAndStopsNodes(t *testing.T) {
 	}
 	if _, err := (HostClient{Dir: filepath.Join(dir, "none")}).Start(ctx, node("n3")); !errors.Is(err, ErrNoHost) {
 		t.Errorf("start on a folder no host serves: %v; want ErrNoHost", err)
+	}
+}
+
+// A host whose folder's path is longer than a unix socket's address takes
+// (a data dir under a long temporary folder) still serves its socket, and
+// a second host of the folder still finds it served.
+func TestHostServesALongFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("a-long-folder-name/", 6), "host")
+	if len(filepath.Join(dir, hostSocketName)) <= 108 {
+		t.Fatalf("the socket's path %q is not longer than a socket address", dir)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Host(ctx, HostConfig{Dir: dir, Base: DefaultConfig(), Log: testLogger(t)}) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := HostClient{Dir: dir}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, pid, err := c.Nodes(ctx)
+		if err == nil && pid == os.Getpid() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host does not serve its socket: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := Host(ctx, HostConfig{Dir: dir, Base: DefaultConfig()}); err == nil || !strings.Contains(err.Error(), "served already") {
+		t.Errorf("a second host of the folder: %v; want it refused as served already", err)
 	}
 }

@@ -352,15 +352,12 @@ func (a *agent) startPrepared(pc *preparedContainer, image string) error {
 		return fmt.Errorf("docker run: %v: %s", err, lastLine(string(out)))
 	}
 	// The launcher listens a few milliseconds after the container starts,
-	// for launcherAcceptTimeout. A socket's path is limited to 108 bytes,
-	// which a work dir's may pass: it is reached through a descriptor of
-	// its directory.
-	d, err := os.Open(pc.sockDir)
+	// for launcherAcceptTimeout.
+	sock, release, err := socketAddr(filepath.Join(pc.sockDir, "s"))
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	sock := fmt.Sprintf("/proc/self/fd/%d/s", d.Fd())
+	defer release()
 	deadline := time.After(launcherAcceptTimeout)
 	for {
 		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
