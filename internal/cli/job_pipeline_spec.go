@@ -138,25 +138,9 @@ func (s JobSpec) pipelineToARM(ctx context.Context, c *client.Client, baseDir st
 			p.Limits = &api.JobLimits{JobLimitsType: "Command", Timeout: fmt.Sprintf("PT%dS", l.Timeout)}
 		}
 	}
-	for k, n := range s.Inputs {
-		in, err := inputOf(ctx, c, baseDir, k, n)
-		if err != nil {
-			return j, err
-		}
-		if p.Inputs == nil {
-			p.Inputs = map[string]api.JobInput{}
-		}
-		p.Inputs[k] = in
-	}
-	for k, o := range s.Outputs {
-		if p.Outputs == nil {
-			p.Outputs = map[string]api.JobOutput{}
-		}
-		t := o.Type
-		if t == "" {
-			t = "uri_folder"
-		}
-		p.Outputs[k] = api.JobOutput{JobOutputType: t, URI: o.Path, Mode: o.Mode}
+	var err error
+	if p.Inputs, p.Outputs, err = jobIO(ctx, c, baseDir, s.Inputs, s.Outputs); err != nil {
+		return j, err
 	}
 	p.Jobs = map[string]*api.PipelineStep{}
 	for _, sn := range slices.Sorted(maps.Keys(s.Jobs)) {

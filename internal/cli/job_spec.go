@@ -180,25 +180,8 @@ func (s JobSpec) commandToARM(ctx context.Context, c *client.Client, baseDir str
 		}
 		p.CodeID = sc.WorkspaceID() + "/codes/" + name + "/versions/" + digest
 	}
-	for k, n := range s.Inputs {
-		in, err := inputOf(ctx, c, baseDir, k, n)
-		if err != nil {
-			return j, err
-		}
-		if p.Inputs == nil {
-			p.Inputs = map[string]api.JobInput{}
-		}
-		p.Inputs[k] = in
-	}
-	for k, o := range s.Outputs {
-		if p.Outputs == nil {
-			p.Outputs = map[string]api.JobOutput{}
-		}
-		t := o.Type
-		if t == "" {
-			t = "uri_folder"
-		}
-		p.Outputs[k] = api.JobOutput{JobOutputType: t, URI: o.Path, Mode: o.Mode}
+	if p.Inputs, p.Outputs, err = jobIO(ctx, c, baseDir, s.Inputs, s.Outputs); err != nil {
+		return j, err
 	}
 	return j, nil
 }
@@ -258,6 +241,34 @@ func environmentID(n yaml.Node) (string, error) {
 
 // inputOf reads one input: a literal (number, string, bool) or
 // {type, path}; a local folder path is packed and uploaded.
+// jobIO are a job's inputs (each as inputOf makes it) and outputs as ARM
+// has them; nil for none.
+func jobIO(ctx context.Context, c *client.Client, baseDir string, ins map[string]yaml.Node, outs map[string]OutputSpec) (map[string]api.JobInput, map[string]api.JobOutput, error) {
+	var inputs map[string]api.JobInput
+	for k, n := range ins {
+		in, err := inputOf(ctx, c, baseDir, k, n)
+		if err != nil {
+			return nil, nil, err
+		}
+		if inputs == nil {
+			inputs = map[string]api.JobInput{}
+		}
+		inputs[k] = in
+	}
+	var outputs map[string]api.JobOutput
+	for k, o := range outs {
+		if outputs == nil {
+			outputs = map[string]api.JobOutput{}
+		}
+		t := o.Type
+		if t == "" {
+			t = "uri_folder"
+		}
+		outputs[k] = api.JobOutput{JobOutputType: t, URI: o.Path, Mode: o.Mode}
+	}
+	return inputs, outputs, nil
+}
+
 func inputOf(ctx context.Context, c *client.Client, baseDir, name string, n yaml.Node) (api.JobInput, error) {
 	if n.Kind == yaml.ScalarNode {
 		return api.JobInput{JobInputType: "literal", Value: n.Value}, nil

@@ -35,8 +35,7 @@ type Budgets struct {
 	// Changed is told when an action starts or ends, to wake the clusters.
 	Changed func()
 
-	wakeOnce   sync.Once
-	wake       chan struct{}
+	wake       wakeup
 	clientOnce sync.Once
 	client     *http.Client
 }
@@ -45,20 +44,10 @@ type Budgets struct {
 // Notify (a burst of changes makes one).
 const budgetWakeGap = 2 * time.Second
 
-func (b *Budgets) wakeCh() chan struct{} {
-	b.wakeOnce.Do(func() { b.wake = make(chan struct{}, 1) })
-	return b.wake
-}
-
 // Notify asks for a judgement soon of the budgets created or changed
 // since they were last judged (the others wait for the next interval, so
 // a busy server's changes cost a list of budgets, not a ledger read).
-func (b *Budgets) Notify() {
-	select {
-	case b.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (b *Budgets) Notify() { b.wake.notify() }
 
 // Run judges the budgets every BudgetInterval, and soon after Notify,
 // until ctx ends.
@@ -77,7 +66,7 @@ func (b *Budgets) Run(ctx context.Context) {
 			return
 		case <-b.Clock.After(next.Sub(b.Clock.Now())):
 			all = true
-		case <-b.wakeCh():
+		case <-b.wake.c():
 			all = false
 			select { // at most one judgement per gap
 			case <-ctx.Done():

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -50,42 +49,16 @@ type Pipelines struct {
 	Changed func()
 	Wake    func(node string)
 
-	wakeOnce sync.Once
-	wake     chan struct{}
-}
-
-func (c *Pipelines) wakeCh() chan struct{} {
-	c.wakeOnce.Do(func() { c.wake = make(chan struct{}, 1) })
-	return c.wake
+	wake wakeup
 }
 
 // Notify asks for a pass soon (jobs changed).
-func (c *Pipelines) Notify() {
-	select {
-	case c.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (c *Pipelines) Notify() { c.wake.notify() }
 
 // Run drives the pipelines every PipelineInterval and soon after Notify,
 // until ctx ends.
 func (c *Pipelines) Run(ctx context.Context) {
-	for {
-		if err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			c.Log.Error("drive pipelines", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.Clock.After(PipelineInterval):
-		case <-c.wakeCh():
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.Clock.After(sweepWakeGap):
-			}
-		}
-	}
+	runPasses(ctx, c.Clock, PipelineInterval, sweepWakeGap, &c.wake, c.Log, "drive pipelines", c.RunOnce)
 }
 
 // RunOnce drives every pipeline that is not over once.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -41,43 +40,17 @@ type Sweeps struct {
 	Changed func()
 	Wake    func(node string)
 
-	wakeOnce sync.Once
-	wake     chan struct{}
-	next     func(sweep.Request) []sweep.Params // sweep.Next; tests watch it
-}
-
-func (c *Sweeps) wakeCh() chan struct{} {
-	c.wakeOnce.Do(func() { c.wake = make(chan struct{}, 1) })
-	return c.wake
+	wake wakeup
+	next func(sweep.Request) []sweep.Params // sweep.Next; tests watch it
 }
 
 // Notify asks for a pass soon (jobs changed).
-func (c *Sweeps) Notify() {
-	select {
-	case c.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (c *Sweeps) Notify() { c.wake.notify() }
 
 // Run drives the sweeps every SweepInterval and soon after Notify, until
 // ctx ends.
 func (c *Sweeps) Run(ctx context.Context) {
-	for {
-		if err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			c.Log.Error("drive sweeps", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.Clock.After(SweepInterval):
-		case <-c.wakeCh():
-			select {
-			case <-ctx.Done():
-				return
-			case <-c.Clock.After(sweepWakeGap):
-			}
-		}
-	}
+	runPasses(ctx, c.Clock, SweepInterval, sweepWakeGap, &c.wake, c.Log, "drive sweeps", c.RunOnce)
 }
 
 // activeSweep lists the statuses of a sweep that is not over.

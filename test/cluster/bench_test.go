@@ -142,3 +142,39 @@ func benchFromZero(b *testing.B, s *server, compute string, gone func() bool) {
 	b.StopTimer()
 	report(b, ds)
 }
+
+// benchBurst submits n jobs at once to an empty cluster of max n and idle
+// time 0, b.N times, waiting each time for the cluster to be empty again
+// (no nodes, and gone() for what the provider leaves); it reports each
+// job's Queued→Running and the time until the last one ran ("all-ms").
+func benchBurst(b *testing.B, s *server, compute string, n int, timeout time.Duration, gone func() bool) {
+	var ds, all []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		for k := 0; k < n; k++ {
+			s.submit(fmt.Sprintf("%s-%d-%d", compute, i, k), compute, "sleep 1")
+		}
+		var last time.Time
+		for k := 0; k < n; k++ {
+			name := fmt.Sprintf("%s-%d-%d", compute, i, k)
+			waitFor(b, name, timeout, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
+			j := s.job(name)
+			ds = append(ds, latency(b, j))
+			for _, h := range j.Properties.History {
+				if h.Status == api.JobRunning && h.Time.After(last) {
+					last = h.Time
+				}
+			}
+		}
+		all = append(all, last.Sub(start))
+		waitFor(b, "the cluster empty again", timeout, func() bool {
+			nodes, err := s.c.ListNodes(bctx, compute)
+			return err == nil && len(nodes) == 0 && gone()
+		})
+	}
+	b.StopTimer()
+	report(b, ds)
+	slices.Sort(all)
+	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -351,38 +350,9 @@ func BenchmarkKubernetesScaleFromZero(b *testing.B) {
 //
 //	go test ./test/cluster/ -run '^$' -bench KubernetesBurst -benchtime 3x
 func BenchmarkKubernetesBurst(b *testing.B) {
-	const n = 30
 	s := startKubeServer(b, "--log-level", "warn")
-	s.createKubeCompute("kburst", "Standard_DS2_v2", api.PriorityDedicated, n, "PT0S")
-	var ds, all []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		for k := 0; k < n; k++ {
-			s.submit(fmt.Sprintf("kb-%d-%d", i, k), "kburst", "sleep 1")
-		}
-		var last time.Time
-		for k := 0; k < n; k++ {
-			name := fmt.Sprintf("kb-%d-%d", i, k)
-			waitFor(b, name, 120*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
-			j := s.job(name)
-			ds = append(ds, latency(b, j))
-			for _, h := range j.Properties.History {
-				if h.Status == api.JobRunning && h.Time.After(last) {
-					last = h.Time
-				}
-			}
-		}
-		all = append(all, last.Sub(start))
-		waitFor(b, "no pods again", 120*time.Second, func() bool {
-			nodes, err := s.c.ListNodes(bctx, "kburst")
-			return err == nil && len(nodes) == 0 && len(s.pods()) == 0
-		})
-	}
-	b.StopTimer()
-	report(b, ds)
-	slices.Sort(all)
-	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
+	s.createKubeCompute("kburst", "Standard_DS2_v2", api.PriorityDedicated, 30, "PT0S")
+	benchBurst(b, s.server, "kburst", 30, 120*time.Second, func() bool { return len(s.pods()) == 0 })
 }
 
 // After a control-plane crash: a node pod deleted while the server was down

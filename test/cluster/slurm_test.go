@@ -398,38 +398,9 @@ func BenchmarkSlurmScaleFromZero(b *testing.B) {
 //
 //	go test ./test/cluster/ -run '^$' -bench SlurmBurst -benchtime 3x
 func BenchmarkSlurmBurst(b *testing.B) {
-	const n = 30
 	s := startSlurmServer(b, "--log-level", "warn")
-	s.createSlurmCompute("sburst", "Standard_DS2_v2", api.PriorityDedicated, n, "PT0S")
-	var ds, all []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		for k := 0; k < n; k++ {
-			s.submit(fmt.Sprintf("sb-%d-%d", i, k), "sburst", "sleep 1")
-		}
-		var last time.Time
-		for k := 0; k < n; k++ {
-			name := fmt.Sprintf("sb-%d-%d", i, k)
-			waitFor(b, name, 180*time.Second, func() bool { return api.JobTerminal(s.job(name).Properties.Status) })
-			j := s.job(name)
-			ds = append(ds, latency(b, j))
-			for _, h := range j.Properties.History {
-				if h.Status == api.JobRunning && h.Time.After(last) {
-					last = h.Time
-				}
-			}
-		}
-		all = append(all, last.Sub(start))
-		waitFor(b, "no node jobs again", 180*time.Second, func() bool {
-			nodes, err := s.c.ListNodes(bctx, "sburst")
-			return err == nil && len(nodes) == 0 && len(s.liveNodeJobs()) == 0
-		})
-	}
-	b.StopTimer()
-	report(b, ds)
-	slices.Sort(all)
-	b.ReportMetric(float64(all[len(all)/2].Milliseconds()), "all-ms")
+	s.createSlurmCompute("sburst", "Standard_DS2_v2", api.PriorityDedicated, 30, "PT0S")
+	benchBurst(b, s.server, "sburst", 30, 180*time.Second, func() bool { return len(s.liveNodeJobs()) == 0 })
 }
 
 // With the control plane's own certificate (--tls-self-signed), node jobs

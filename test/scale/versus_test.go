@@ -358,21 +358,6 @@ var devNull = func() *os.File {
 	return f
 }()
 
-// sbatch submits one job of `true` with sbatch, from the submit folder
-// (where its output file goes, as by default).
-func (s *slurm) sbatch(tag string, i int) (time.Duration, error) {
-	cmd := exec.Command("sbatch", "--job-name", fmt.Sprintf("%s-%d", tag, i), "--wrap", "true")
-	cmd.Env = s.env()
-	cmd.Dir = filepath.Join(s.dir, "jobs")
-	cmd.Stdout = devNull
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("sbatch: %w: %s", err, stderr.String())
-	}
-	return rusageCPU(cmd.ProcessState), nil
-}
-
 // cumulus is a `cumulus serve` process with the local provider.
 type cumulus struct {
 	bin, dataDir, config, metrics string

@@ -33,11 +33,26 @@ const (
 	Urgent = "urgent" // priority tier 100, never preempted
 )
 
-// Machine is the one machine's size.
+// Machine is the one machine's size, and how its Slurm is set up.
 type Machine struct {
-	CPUs     int // default 64
-	MemoryMB int // default 1000000 (Slurm lets slurmd claim more than there is)
-	GPUs     int // default 4
+	CPUs     int  // default 64
+	MemoryMB int  // default 1000000 (Slurm lets slurmd claim more than there is)
+	GPUs     int  // default 4
+	NoGPUs   bool // no GPUs (GPUs is then ignored)
+
+	// Throughput sets Slurm up as its high-throughput guide says: the
+	// builtin scheduler with defer (no attempt to schedule each job as it
+	// is submitted) and no delay for batch jobs (batch_sched_delay=0: with
+	// its default of 3 s, deferred jobs start in waves every 3 s), or the
+	// SchedulerParameters given; no accounting and no job accounting
+	// gatherer, little logging, finished jobs purged after 2 s. A job of
+	// one CPU then takes one CPU of the machine (CR_Core).
+	Throughput          bool
+	SchedulerParameters string // with Throughput; default "defer,batch_sched_delay=0"
+
+	// Start makes the command that runs a daemon (e.g. one that first
+	// moves itself into a cgroup of the caller's); default exec.Command.
+	Start func(name string, args ...string) *exec.Cmd
 }
 
 // Cluster is a running private Slurm.
@@ -45,6 +60,7 @@ type Cluster struct {
 	Dir   string // its folder: configuration, state, logs, device files
 	Conf  string // its slurm.conf: SLURM_CONF for commands
 	t     testing.TB
+	start func(name string, args ...string) *exec.Cmd
 	procs []*exec.Cmd
 }
 
@@ -68,16 +84,25 @@ func Start(t testing.TB, m Machine) *Cluster {
 	if m.MemoryMB == 0 {
 		m.MemoryMB = 1000000
 	}
-	if m.GPUs == 0 {
+	switch {
+	case m.NoGPUs:
+		m.GPUs = 0
+	case m.GPUs == 0:
 		m.GPUs = 4
+	}
+	if m.SchedulerParameters == "" {
+		m.SchedulerParameters = "defer,batch_sched_delay=0"
+	}
+	if m.Start == nil {
+		m.Start = exec.Command
 	}
 	dir, err := os.MkdirTemp("", "cumulus-slurm-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), t: t}
+	c := &Cluster{Dir: dir, Conf: filepath.Join(dir, "slurm.conf"), t: t, start: m.Start}
 	t.Cleanup(c.stop)
-	for _, sub := range []string{"run", "state", "spool", "log", "dev"} {
+	for _, sub := range []string{"run", "state", "spool", "log", "dev", "jobs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -139,9 +164,32 @@ func missing() string {
 }
 
 func conf(dir string, ctld, slurmd int, m Machine) string {
-	gres := ""
+	gres, gresTypes := "", ""
 	if m.GPUs > 0 {
-		gres = fmt.Sprintf(" Gres=gpu:%d", m.GPUs)
+		gres, gresTypes = fmt.Sprintf(" Gres=gpu:%d", m.GPUs), "GresTypes=gpu\n"
+	}
+	sched := fmt.Sprintf(`SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=1,bf_interval=1
+SelectTypeParameters=CR_Core_Memory
+MinJobAge=60
+KillWait=30
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=%[1]s Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+PartitionName=%[2]s Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+PartitionName=%[3]s Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=100 PreemptMode=OFF`, Batch, Spot, Urgent)
+	if m.Throughput {
+		sched = fmt.Sprintf(`SlurmctldDebug=error
+SlurmdDebug=error
+SchedulerType=sched/builtin
+SchedulerParameters=%s
+SelectTypeParameters=CR_Core
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MinJobAge=2
+MaxJobCount=100000
+PartitionName=%s Nodes=localhost Default=YES MaxTime=INFINITE State=UP`, m.SchedulerParameters, Batch)
 	}
 	return fmt.Sprintf(`ClusterName=cumulus-test
 SlurmctldHost=localhost
@@ -160,22 +208,12 @@ SlurmctldLogFile=%[1]s/log/slurmctld.log
 SlurmdLogFile=%[1]s/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=1,bf_interval=1
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
 SlurmdParameters=config_overrides
-MinJobAge=60
-KillWait=30
-GresTypes=gpu
-PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-NodeName=localhost CPUs=%[4]d RealMemory=%[5]d%[6]s State=UNKNOWN
-PartitionName=%[7]s Nodes=localhost Default=YES MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
-PartitionName=%[8]s Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
-PartitionName=%[9]s Nodes=localhost MaxTime=INFINITE State=UP PriorityTier=100 PreemptMode=OFF
-`, dir, ctld, slurmd, m.CPUs, m.MemoryMB, gres, Batch, Spot, Urgent)
+%[8]sNodeName=localhost CPUs=%[4]d RealMemory=%[5]d%[6]s State=UNKNOWN
+%[7]s
+`, dir, ctld, slurmd, m.CPUs, m.MemoryMB, gres, sched, gresTypes)
 }
 
 // daemon starts one of the cluster's daemons in the foreground, its
@@ -187,8 +225,11 @@ func (c *Cluster) daemon(name string, args ...string) {
 		c.t.Fatal(err)
 	}
 	defer log.Close()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), c.Env())
+	cmd := c.start(name, args...)
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append(cmd.Env, c.Env())
 	cmd.Stdout, cmd.Stderr = log, log
 	// Its own process group, stopped by stop; and stopped with the test's
 	// process if that dies first (killed, or a test binary's pipe closed).
@@ -301,6 +342,15 @@ func (c *Cluster) GPUIndexes(id string) []int {
 		}
 	}
 	return idx
+}
+
+// Pids are the daemons' process ids.
+func (c *Cluster) Pids() []int {
+	var pids []int
+	for _, p := range c.procs {
+		pids = append(pids, p.Process.Pid)
+	}
+	return pids
 }
 
 // Logs are the tails of the daemons' logs, for a failing test.
