@@ -68,3 +68,18 @@ func TestServeCutsTheDefaultPollTimeoutToAShortHeartbeat(t *testing.T) {
 		t.Fatalf("serve refused the default hold: %q", errb.String())
 	}
 }
+
+// CUMULUS_NODE_HOST that is not a boolean is refused in one line naming
+// it, before serve writes anything.
+func TestServeRefusesANodeHostThatIsNotABoolean(t *testing.T) {
+	t.Setenv("CUMULUS_NODE_HOST", "sometimes")
+	var out, errb strings.Builder
+	dir := t.TempDir()
+	code := Main(t.Context(), []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "CUMULUS_NODE_HOST") || strings.Count(strings.TrimSpace(errb.String()), "\n") > 0 {
+		t.Errorf("serve with CUMULUS_NODE_HOST=sometimes: exit %d, %q; want one line naming it", code, errb.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("serve wrote %d files in its data dir before refusing", len(ents))
+	}
+}

@@ -108,6 +108,7 @@ type Options struct {
 	AgentCommand     []string
 	NodesDir         string        // local: node folders, outside DataDir ("" = config.NodesDir(DataDir))
 	JobsAsServerUser bool          // local: jobs run as the server's user, not isolated (see local.Options)
+	ProcessPerNode   bool          // local: an agent process per node, not one node host per compute (see local.Options)
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
@@ -675,7 +676,7 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 			return nil, err
 		}
 		prov := local.New(local.Options{BaseDir: o.NodesDir, AgentCommand: o.AgentCommand,
-			JobsAsServerUser: o.JobsAsServerUser, Log: log, ControlPlane: controlPlane})
+			JobsAsServerUser: o.JobsAsServerUser, ProcessPerNode: o.ProcessPerNode, Log: log, ControlPlane: controlPlane})
 		if ok, why := prov.Isolation(); !ok {
 			log.Warn("jobs are not isolated from the control plane: " + why)
 		}

@@ -297,7 +297,9 @@ func (s *server) rowsOf(dir, job string) (total int, byNode map[string]int) {
 // had already returned are kept, and no item is scored twice.
 func TestParallelStepLosesOnlyTheKilledNodesMiniBatches(t *testing.T) {
 	localProcesses(t)
-	s := startServer(t, "--heartbeat-timeout", "4s", "--poll-timeout", "1s")
+	// A process per node, so that one node dies and the other lives (a
+	// compute's node host is one process for both).
+	s := startServer(t, "--heartbeat-timeout", "4s", "--poll-timeout", "1s", "--node-host=false")
 	s.createCompute("cpu-cluster", 0, 2, "PT60S")
 	dir := t.TempDir()
 	writeScoringPipeline(t, dir, "killnode", 0, 0.4) // 2s a mini-batch

@@ -46,6 +46,10 @@ type Options struct {
 	// their own in a mount namespace that hides the data dir, the other
 	// node folders and the agent's files (see Isolation).
 	JobsAsServerUser bool
+	// ProcessPerNode gives each node an agent process of its own instead
+	// of running a compute's nodes in one node host (see host.go): a crash
+	// then costs one node, for the memory of a process per node.
+	ProcessPerNode bool
 	// ControlPlane, when set, serves the control plane on a subnet
 	// bridge's address; with it (and root) the provider places nodes of a
 	// subnet, or of a cluster without public IPs, in network namespaces
@@ -154,7 +158,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.NodeSpec) (string, 
 		}
 		jobUser = fmt.Sprintf("%d:%d", uid, uid)
 	}
-	if spec.Subnet == "" && !spec.NoPublicIP {
+	if spec.Subnet == "" && !spec.NoPublicIP && !p.o.ProcessPerNode {
 		return p.createHosted(ctx, spec, dir, argv, jobUser)
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)

@@ -41,22 +41,29 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newTestProvider(t *testing.T) *Provider {
-	return New(Options{
-		BaseDir:      t.TempDir(),
-		AgentCommand: []string{cumulusBin, "agent", "--log-level", "debug"},
-		Log:          slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		StopGrace:    5 * time.Second,
-	})
+func newTestProvider(t *testing.T) *Provider { return newTestProviderWith(t, Options{}) }
+
+// newTestProviderWith is a provider of the test's agent binary with o's
+// other settings.
+func newTestProviderWith(t *testing.T, o Options) *Provider {
+	o.BaseDir = t.TempDir()
+	o.AgentCommand = []string{cumulusBin, "agent", "--log-level", "debug"}
+	o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o.StopGrace = 5 * time.Second
+	return New(o)
 }
 
 func TestConformance(t *testing.T) {
 	srv := providertest.NewStubServer(t)
-	providertest.Run(t,
-		func(t *testing.T) provider.Provider { return newTestProvider(t) },
-		func(id string) provider.NodeSpec {
-			return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
+	for name, o := range map[string]Options{"node host": {}, "process per node": {ProcessPerNode: true}} {
+		t.Run(name, func(t *testing.T) {
+			providertest.Run(t,
+				func(t *testing.T) provider.Provider { return newTestProviderWith(t, o) },
+				func(id string) provider.NodeSpec {
+					return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
+				})
 		})
+	}
 }
 
 func spec(srv *providertest.StubServer, id string) provider.NodeSpec {
@@ -296,6 +303,48 @@ func TestNodesOfAComputeShareAHost(t *testing.T) {
 	mk("a3", "ca")
 	if pid, ok := p.running("a3"); !ok || pid == pids["a1"] {
 		t.Errorf("a3 runs %v in pid %d; want a new host", ok, pid)
+	}
+}
+
+// With a process per node, the nodes of one compute run in agent
+// processes of their own, and killing one costs that node alone.
+func TestProcessPerNodeLosesOneNode(t *testing.T) {
+	srv := providertest.NewStubServer(t)
+	p := newTestProviderWith(t, Options{ProcessPerNode: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pids := map[string]int{}
+	for _, id := range []string{"a1", "a2"} {
+		sp := spec(srv, id)
+		sp.ComputeID = "ca"
+		if _, err := p.Create(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Delete(context.Background(), id) })
+		pid, ok := p.running(id)
+		if !ok {
+			t.Fatalf("%s does not run", id)
+		}
+		pids[id] = pid
+	}
+	if pids["a1"] == pids["a2"] {
+		t.Fatalf("a1 and a2 share agent process %d; want one each", pids["a1"])
+	}
+	events := make(chan provider.Event, 10)
+	go p.Watch(ctx, func(ev provider.Event) { events <- ev })
+	if err := syscall.Kill(pids["a1"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Kind != provider.EventGone || ev.NodeID != "a1" {
+			t.Errorf("event %+v; want a1 gone", ev)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a1 not reported gone within 15s of its agent's death")
+	}
+	if _, ok := p.running("a2"); !ok {
+		t.Error("a2 stopped with a1's agent")
 	}
 }
 
