@@ -289,7 +289,11 @@ func (h *host) start(n *HostNode) error {
 		hn.lock.Close() // the node is no longer run: its lock goes
 		hn.logf.Close()
 		close(hn.done)
-		h.cfg.Log.Info("node stopped", "node", n.NodeID, "nodes", left)
+		if hn.err != nil { // its own log goes with its folder; the host's stays
+			h.cfg.Log.Warn("node stopped", "node", n.NodeID, "nodes", left, "err", hn.err)
+		} else {
+			h.cfg.Log.Info("node stopped", "node", n.NodeID, "nodes", left)
+		}
 		if left == 0 {
 			select {
 			case h.empty <- struct{}{}:

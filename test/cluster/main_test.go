@@ -76,6 +76,7 @@ func startServerTB(t testing.TB, args ...string) *server {
 				}
 			}
 			t.Logf("server log (without debug lines):\n%s", tail(strings.Join(keep, "\n"), 8000))
+			t.Logf("node logs:\n%s", nodeLogs(s.dataDir))
 		}
 	})
 	return s
@@ -250,4 +251,18 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// nodeLogs are the tails of the node hosts' and node agents' logs of a
+// server's local nodes (those still there), for a failing test.
+func nodeLogs(dataDir string) string {
+	var b strings.Builder
+	nodes := config.NodesDir(dataDir)
+	hosts, _ := filepath.Glob(filepath.Join(nodes, ".hosts", "*", "host.log"))
+	agents, _ := filepath.Glob(filepath.Join(nodes, "*", "agent.log"))
+	for _, f := range append(hosts, agents...) {
+		out, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "--- %s\n%s\n", strings.TrimPrefix(f, nodes+"/"), tail(string(out), 3000))
+	}
+	return b.String()
 }
