@@ -210,7 +210,9 @@ type agent struct {
 	// life outlives the caller's ctx by up to StopTimeout, so that a
 	// stopping agent can still report how its jobs ended.
 	life context.Context
-	wg   sync.WaitGroup // job runners
+	// stopping is the caller's ctx's end: the agent was told to stop.
+	stopping <-chan struct{}
+	wg       sync.WaitGroup // job runners
 
 	limitsOnce sync.Once
 	noCgroups  atomic.Bool // cgroups failed once: do not try again
@@ -295,7 +297,7 @@ func (a *agent) run(ctx context.Context) error {
 
 	life, cancelLife := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelLife()
-	a.life = life
+	a.life, a.stopping = life, ctx.Done()
 	defer a.stopPreparing() // after the jobs: none takes a prepared container then
 
 	a.removeLeftoverPrepared(ctx)

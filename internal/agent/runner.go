@@ -185,6 +185,9 @@ func (j *job) save(acked bool) {
 func (j *job) run() {
 	ctx := j.a.life
 	code, reason := j.execute(ctx)
+	if reason == "" && code == 128+int(syscall.SIGTERM) && j.a.toldToStop() {
+		reason = agentapi.ReasonNodeStopped
+	}
 	end := j.a.clk.Now()
 	j.setState(func(s *agentapi.JobState) {
 		s.Phase, s.ExitCode, s.Reason, s.Ended = agentapi.PhaseExited, code, reason, end
@@ -570,4 +573,26 @@ func exitCode(ps *os.ProcessState) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
+}
+
+// leaveWait is how long a job that ended by a SIGTERM the agent did not
+// send waits for the agent's own: see toldToStop.
+const leaveWait = time.Second
+
+// toldToStop reports whether the agent is told to stop now or within
+// leaveWait. A node stopped from outside as a whole (Slurm cancelling its
+// job, a container or machine stopped) sends SIGTERM to the job's
+// processes and to the agent at once, and the job may end before the
+// agent sees its own signal: its end is then the node's stop (the job is
+// requeued), not the job's failure with exit code 143.
+func (a *agent) toldToStop() bool {
+	if a.stopping == nil {
+		return false
+	}
+	select {
+	case <-a.stopping:
+		return true
+	case <-a.clk.After(leaveWait):
+		return false
+	}
 }
