@@ -126,10 +126,10 @@ func sameCents(a, b float64) bool { return math.Abs(a-b) < 0.005 }
 
 // compute simulate of a cluster's own history, with the delays its nodes
 // had (read from its history), costs what the cluster really cost: within
-// 1 %, or, when the real run was less regular than the model (a busy
-// machine), within what the model leaves out — each node's own provision
-// and deletion delays against the median the simulation uses, the spread
-// it draws, and how late the controller took an idle node away.
+// 1 % beyond what the model leaves out, which a busy machine makes larger —
+// each node's own provision and deletion delays against the median the
+// simulation uses, the spread it draws, how late the controller took an
+// idle node away, and how long nodes were held around their jobs' runs.
 func TestSimulateReproducesRealCost(t *testing.T) {
 	_, cfg := startDaemon(t, func(o *daemon.Options) {
 		o.Provider, o.SimJobDuration = "sim", time.Second
@@ -141,6 +141,7 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	var evs []api.Event
+	var jobs []JobView
 	for {
 		evs = nil
 		json.Unmarshal([]byte(cli("compute", "events", "-n", "cpu", "--top", "0", "-o", "json")), &evs)
@@ -149,7 +150,7 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 			req += btoi(e.Type == api.EventNodeRequested)
 			rem += btoi(e.Type == api.EventNodeRemoved)
 		}
-		var jobs []JobView
+		jobs = nil
 		json.Unmarshal([]byte(cli("job", "list", "-o", "json")), &jobs)
 		done := 0
 		for _, j := range jobs {
@@ -177,10 +178,10 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 	if real.Total.Cost <= 0 || real.Total.NodeHours <= 0 {
 		t.Fatalf("real cost %+v", real.Total)
 	}
-	slack := irregularity(evs, 2*time.Second) / 3600 * real.Total.Cost / real.Total.NodeHours
-	bound := max(0.01*real.Total.Cost, slack)
+	slack := (irregularity(evs, 2*time.Second) + heldBeyondRuns(evs, jobs)) / 3600 * real.Total.Cost / real.Total.NodeHours
+	bound := 0.01*real.Total.Cost + slack
 	if diff := math.Abs(simulated.Total.CostUSD - real.Total.Cost); diff > bound {
-		t.Errorf("simulated %.6f USD, real %.6f USD: %.6f apart, more than 1 %% and than the run's irregularity (%.6f USD)",
+		t.Errorf("simulated %.6f USD, real %.6f USD: %.6f apart, more than 1 %% beyond the run's irregularity (%.6f USD)",
 			simulated.Total.CostUSD, real.Total.Cost, diff, slack)
 	}
 }
@@ -231,6 +232,68 @@ func irregularity(evs []api.Event, idle time.Duration) float64 {
 	total := r + spread*float64(len(ready)) + g
 	for _, l := range late {
 		total += l
+	}
+	return total
+}
+
+// heldBeyondRuns is the node-seconds the jobs held their nodes beyond
+// what a simulation replays: the simulation gives a queued job a free node
+// at once, holds it for the job's run (started to ended) and frees it at
+// the run's end. A real node also waits for the controller to give it the
+// next queued job, is held from the assignment until the job starts, and
+// from the job's end until the server has recorded it — each a few
+// milliseconds on a quiet machine, much more on a busy one.
+func heldBeyondRuns(evs []api.Event, jobs []JobView) float64 {
+	free := map[string]time.Time{} // when each node was ready or last freed
+	for _, e := range evs {
+		if e.Type == api.EventNodeReady {
+			free[e.Node] = e.Time
+		}
+	}
+	type use struct {
+		node                                    string
+		queued, assigned, started, ended, freed time.Time
+	}
+	var uses []use
+	for _, j := range jobs {
+		if len(j.Attempts) == 0 || len(j.StatusHistory) == 0 {
+			continue
+		}
+		a := j.Attempts[len(j.Attempts)-1]
+		if a.Assigned == nil || a.Started == nil || a.Ended == nil {
+			continue
+		}
+		freed := j.StatusHistory[len(j.StatusHistory)-1].Time // its end recorded
+		for _, n := range a.Nodes {
+			uses = append(uses, use{n, j.StatusHistory[0].Time, *a.Assigned, *a.Started, *a.Ended, freed})
+		}
+	}
+	slices.SortFunc(uses, func(x, y use) int { return x.assigned.Compare(y.assigned) })
+	total := 0.0
+	for _, u := range uses {
+		if at, ok := free[u.node]; ok {
+			since := u.queued
+			if at.After(since) {
+				since = at
+			}
+			total += max(u.assigned.Sub(since).Seconds(), 0) // the node free, the job queued
+		}
+		total += max(u.started.Sub(u.assigned).Seconds(), 0) + max(u.freed.Sub(u.ended).Seconds(), 0)
+		free[u.node] = u.freed
+		total += 0.001 // the trace gives its submit time and duration to the millisecond
+	}
+	// A node's idle time counts from its last job's end in the simulation,
+	// from its NodeIdle event in irregularity's lateness.
+	lastIdle := map[string]time.Time{}
+	for _, e := range evs {
+		if e.Type == api.EventNodeIdle && e.Time.After(lastIdle[e.Node]) {
+			lastIdle[e.Node] = e.Time
+		}
+	}
+	for n, at := range lastIdle {
+		if f, ok := free[n]; ok {
+			total += max(at.Sub(f).Seconds(), 0)
+		}
 	}
 	return total
 }
