@@ -659,8 +659,59 @@ func TestKillJobsInAPreparedDir(t *testing.T) {
 	if n := KillJobs(dir); n != 1 {
 		t.Errorf("KillJobs = %d, want 1", n)
 	}
-	if exitCode(waitState(cmd)) != 128+int(syscall.SIGKILL) {
-		t.Error("the job's process was not killed")
+	if st := waitState(cmd); st.Exited() {
+		t.Errorf("the job's process was not killed: %v", st)
+	}
+}
+
+// KillJobs lets a job's init end its job its own way (on the agent's
+// death signal it removes the job's container, which the engine would
+// keep running) rather than killing it in the middle of that; a group
+// that does not end is killed after leftJobsCleanup.
+func TestKillJobsLetsTheInitCleanUp(t *testing.T) {
+	defer func(d time.Duration) { leftJobsCleanup = d }(leftJobsCleanup)
+	leftJobsCleanup = time.Second
+	dir := t.TempDir()
+	start := func(uid, script string) *exec.Cmd {
+		jobDir := filepath.Join(dir, "jobs", uid)
+		os.MkdirAll(jobDir, 0o755)
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = jobDir
+		cmd.Env = []string{"CUMULUS_JOB_UID=" + uid, "PATH=" + os.Getenv("PATH")}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(jobDir, "ready")); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the job never set its signal handler")
+			}
+		}
+		os.WriteFile(filepath.Join(jobDir, pgidFile), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+		return cmd
+	}
+	// The cleanup takes a while, as a container's removal does, in a child.
+	cleans := start("cleans", `trap 'sh -c "sleep 0.3; echo done > cleaned"; kill -9 0' USR1; touch ready; while :; do sleep 0.05; done`)
+	stuck := start("stuck", `trap '' USR1; touch ready; while :; do sleep 0.05; done`)
+	if n := KillJobs(dir); n != 2 {
+		t.Errorf("KillJobs = %d, want 2", n)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "jobs", "cleans", "cleaned")); string(b) != "done\n" {
+		t.Error("the job's init was killed before it cleaned up")
+	}
+	for _, c := range []*exec.Cmd{cleans, stuck} {
+		waitState(c)
+		deadline := time.Now().Add(5 * time.Second) // SIGKILL takes effect asynchronously
+		for groupRuns(c.Process.Pid) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if groupRuns(c.Process.Pid) {
+			t.Errorf("a process of group %d outlived KillJobs", c.Process.Pid)
+		}
 	}
 }
 

@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
 
@@ -81,13 +84,21 @@ func dirUID(name string, s savedJob) string {
 	return name
 }
 
-// KillJobs kills the process groups of jobs that an agent with workDir left
+// KillJobs ends the process groups of jobs that an agent with workDir left
 // running (from their job.pgid files) and returns how many it signaled. A
-// group is killed only if its leader is gone or still carries the job's
+// group is ended only if its leader is gone or still carries the job's
 // CUMULUS_JOB_UID, so a reused process id is left alone. Providers call it
 // after stopping an agent.
+//
+// A group whose job init still runs is given the init's own way out
+// first: the agent's death signal, on which the init removes the job's
+// container from the engine (which would keep it running) and kills its
+// group. Killing the group at once could kill the init in the middle of
+// that, leaving the container to run on. What is left after
+// leftJobsCleanup is killed.
 func KillJobs(workDir string) int {
 	files, _ := filepath.Glob(filepath.Join(workDir, "jobs", "*", pgidFile))
+	var groups []int
 	n := 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -108,18 +119,60 @@ func KillJobs(workDir string) int {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// The leader is gone; members of its group may not be.
+			if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
+				n++
+			}
 		case err != nil:
 			continue // not ours to read, so not ours to kill
 		case !bytes.Contains(env, []byte("\x00CUMULUS_JOB_UID="+uid+"\x00")) &&
 			!bytes.HasPrefix(env, []byte("CUMULUS_JOB_UID="+uid+"\x00")):
 			continue
-		}
-		if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
-			n++
+		default:
+			if syscall.Kill(pgid, jobinit.DeathSignal) == nil {
+				groups = append(groups, pgid)
+				n++
+			}
 		}
 		os.Remove(f)
 	}
+	for deadline := time.Now().Add(leftJobsCleanup); ; time.Sleep(20 * time.Millisecond) {
+		groups = slices.DeleteFunc(groups, func(pgid int) bool { return !groupRuns(pgid) })
+		if len(groups) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 	return n
+}
+
+// leftJobsCleanup is how long KillJobs lets job inits end their jobs
+// (above the init's own bound on removing a container).
+var leftJobsCleanup = 25 * time.Second
+
+// groupRuns reports whether a process of group pgid runs (zombies,
+// waiting for a parent to reap them, do not count).
+func groupRuns(pgid int) bool {
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneJobDirs removes the directories of reported jobs beyond the newest
