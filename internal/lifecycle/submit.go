@@ -25,6 +25,9 @@ type Submission struct {
 	// trial), nil for a job a caller submits. A child's name is its own:
 	// one that exists is an error (store.ErrExists), never an update.
 	Parent *store.Job
+	// Compute, when not nil, is given the compute the job was checked
+	// against (its document as read in the transaction).
+	Compute *api.Compute
 }
 
 // Submit creates a job, queued with its history (NotStarted, Queued), its
@@ -51,6 +54,9 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 		return j, false, err
 	}
 	compID := comp.ID
+	if s.Compute != nil {
+		*s.Compute = comp
+	}
 	old, err := store.GetJob(ctx, q, s.Workspace.WorkspaceID(), s.Name)
 	switch {
 	case err == nil && s.Parent != nil:

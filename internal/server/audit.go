@@ -24,6 +24,18 @@ type auditState struct {
 	resource, operation string
 	seq                 int64 // the entry a committed transaction wrote; 0 before
 	status              int   // the status seq was written with
+	// answer is the success the handler will answer with, when it knows
+	// it inside its transaction (answering): the entry is written with it,
+	// not corrected by a second write after the answer.
+	answer int
+}
+
+// answering tells the audit entry of the request's transaction the
+// success status the handler is about to answer with (201 for a create).
+func answering(r *http.Request, status int) {
+	if st := auditOf(r); st != nil {
+		st.answer = status
+	}
 }
 
 // withAudit gives a write request its audit state; reads have none.
@@ -44,6 +56,14 @@ func auditAs(r *http.Request, resource, operation string) {
 	if st := auditOf(r); st != nil {
 		st.resource, st.operation = resource, operation
 	}
+}
+
+// success is the status a committed write is recorded with.
+func (st *auditState) success() int {
+	if st.answer != 0 {
+		return st.answer
+	}
+	return http.StatusOK
 }
 
 func (s *Server) auditEntry(r *http.Request, st *auditState, status int) store.AuditEntry {
@@ -77,11 +97,11 @@ func (s *Server) tx(r *http.Request, fn func(q store.Querier) error) error {
 			return nil
 		}
 		var err error
-		seq, err = store.AppendAudit(ctx, q, s.auditEntry(r, st, http.StatusOK))
+		seq, err = store.AppendAudit(ctx, q, s.auditEntry(r, st, st.success()))
 		return err
 	})
 	if err == nil && seq != 0 {
-		st.seq, st.status = seq, http.StatusOK
+		st.seq, st.status = seq, st.success()
 	}
 	return err
 }

@@ -217,6 +217,17 @@ func TestAuditWrittenWithTheWrite(t *testing.T) {
 	if len(got) != 3 || got[0] != 201 || got[1] != 200 || got[2] != 403 {
 		t.Errorf("audit statuses %v, want [201 200 403]", got)
 	}
+	// A job's create is recorded as the 201 it answers, its re-submit as 200.
+	job := hWSPath + "/jobs/audited"
+	h.do("PUT", job, jobBody("kept")).want(t, 201)
+	h.do("PUT", job, jobBody("kept")).want(t, 200)
+	got = nil
+	for _, e := range h.auditOf(job) {
+		got = append(got, e.Status)
+	}
+	if len(got) != 2 || got[0] != 201 || got[1] != 200 {
+		t.Errorf("job audit statuses %v, want [201 200]", got)
+	}
 	if strings.Contains(h.logs.String(), "audit record lost") {
 		t.Errorf("an audit record was lost:\n%s", h.logs.String())
 	}

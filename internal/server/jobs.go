@@ -125,10 +125,14 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	}
 	now := s.clock.Now().UTC()
 	var out store.Job
+	var comp api.Compute
 	created := false
 	err = s.tx(r, func(q store.Querier) error {
 		var err error
-		out, created, err = lifecycle.Submit(r.Context(), q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: principal(r)}, now)
+		out, created, err = lifecycle.Submit(r.Context(), q, lifecycle.Submission{Workspace: sc, Name: name, Job: j, Principal: principal(r), Compute: &comp}, now)
+		if created {
+			answering(r, http.StatusCreated)
+		}
 		return err
 	})
 	if err != nil {
@@ -139,7 +143,11 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, s.jobView(r, out, nil))
+	var computes map[string]*jobCompute
+	if out.Compute != "" && out.Compute == comp.ID { // as the transaction read it: not read again
+		computes = map[string]*jobCompute{out.Compute: {doc: &comp}}
+	}
+	writeJSON(w, status, s.jobView(r, out, computes))
 	return nil
 }
 
