@@ -114,8 +114,8 @@ func TestJobRunsInItsImage(t *testing.T) {
 	if err := s.c.JobOutput(bctx, "in-image", "default", &buf); err != nil || buf.Len() == 0 {
 		t.Fatalf("no outputs from the container: %v", err)
 	}
-	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cumulus.job").Output(); strings.TrimSpace(string(out)) != "" {
-		t.Fatalf("job containers left behind: %s", out)
+	if ids := s.jobContainers(true); len(ids) > 0 {
+		t.Fatalf("job containers left behind: %s", ids)
 	}
 	// An image that is not here and cannot be pulled fails the job quickly
 	// with a clear reason (a loopback registry that refuses: no traffic leaves the machine).
@@ -136,10 +136,7 @@ func TestJobRunsInItsImage(t *testing.T) {
 	if err := s.c.Wait(bctx, resp, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the job's container gone", 30*time.Second, func() bool {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cumulus.job").Output()
-		return strings.TrimSpace(string(out)) == ""
-	})
+	waitFor(t, "the job's container gone", 30*time.Second, func() bool { return len(s.jobContainers(true)) == 0 })
 	// A missing environment is refused at submit.
 	if _, err := s.c.PutJob(bctx, imageJob("bad-env", "imgc", "azureml:nosuch:1", "true")); err == nil {
 		t.Fatal("a job naming a missing environment was accepted")

@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/store"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
@@ -154,6 +155,42 @@ func killAgents(dataDir string) {
 	if testbin.KillAgents(dataDir) > 0 {
 		waitPreparedGone(dataDir)
 	}
+}
+
+// jobContainers lists the containers (running ones, or all) of this
+// server's jobs: the engine is shared with other tests running beside.
+func (s *server) jobContainers(all bool) []string {
+	s.t.Helper()
+	db, err := store.OpenSQLite(bctx, filepath.Join(s.dataDir, "cumulus.db"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer db.Close()
+	uids := map[string]bool{}
+	rows, err := db.Q().QueryContext(bctx, `SELECT uid FROM jobs`)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for rows.Next() {
+		var uid string
+		if err := rows.Scan(&uid); err != nil {
+			s.t.Fatal(err)
+		}
+		uids[uid] = true
+	}
+	rows.Close()
+	args := []string{"ps", "--filter", "label=cumulus.job", "--format", `{{.ID}} {{.Label "cumulus.job"}}`}
+	if all {
+		args = append(args, "-a")
+	}
+	out, _ := exec.Command("docker", args...).Output()
+	var ids []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if id, uid, ok := strings.Cut(line, " "); ok && uids[uid] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // waitPreparedGone waits (a while) until the containers that the killed

@@ -116,10 +116,7 @@ func TestPreparedContainersRunConsecutiveJobs(t *testing.T) {
 	if !strings.Contains(j.Properties.StatusMessage, "3") {
 		t.Logf("status message: %s", j.Properties.StatusMessage)
 	}
-	waitFor(t, "the jobs' containers gone", 30*time.Second, func() bool {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cumulus.job").Output()
-		return strings.TrimSpace(string(out)) == ""
-	})
+	waitFor(t, "the jobs' containers gone", 30*time.Second, func() bool { return len(s.jobContainers(true)) == 0 })
 }
 
 // Cancelling a job that runs in a prepared container kills it and removes
