@@ -179,14 +179,20 @@ func (s *server) jobContainers(all bool) []string {
 		uids[uid] = true
 	}
 	rows.Close()
-	args := []string{"ps", "--filter", "label=cumulus.job", "--format", `{{.ID}} {{.Label "cumulus.job"}}`}
+	return containersLabelled("cumulus.job", all, func(uid string) bool { return uids[uid] })
+}
+
+// containersLabelled lists the containers (running ones, or all) with the
+// label whose value keep accepts.
+func containersLabelled(label string, all bool, keep func(value string) bool) []string {
+	args := []string{"ps", "--filter", "label=" + label, "--format", `{{.ID}} {{.Label "` + label + `"}}`}
 	if all {
 		args = append(args, "-a")
 	}
 	out, _ := exec.Command("docker", args...).Output()
 	var ids []string
 	for _, line := range strings.Split(string(out), "\n") {
-		if id, uid, ok := strings.Cut(line, " "); ok && uids[uid] {
+		if id, v, ok := strings.Cut(line, " "); ok && keep(v) {
 			ids = append(ids, id)
 		}
 	}
@@ -200,18 +206,7 @@ func (s *server) jobContainers(all bool) []string {
 // nodes' work dirs, which the test then removes.
 func waitPreparedGone(dataDir string) {
 	mine := func(all bool) []string {
-		args := []string{"ps", "--filter", "label=cumulus.prepared", "--format", `{{.ID}} {{.Label "cumulus.prepared"}}`}
-		if all {
-			args = append(args, "-a")
-		}
-		out, _ := exec.Command("docker", args...).Output()
-		var ids []string
-		for _, line := range strings.Split(string(out), "\n") {
-			if id, dir, ok := strings.Cut(line, " "); ok && strings.HasPrefix(dir, dataDir+"-nodes/") {
-				ids = append(ids, id)
-			}
-		}
-		return ids
+		return containersLabelled("cumulus.prepared", all, func(dir string) bool { return strings.HasPrefix(dir, dataDir+"-nodes/") })
 	}
 	for deadline := time.Now().Add(30 * time.Second); len(mine(false)) > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
