@@ -270,7 +270,10 @@ func TestNodesOfAComputeShareAHost(t *testing.T) {
 	for _, id := range []string{"a1", "a2", "b1"} {
 		pid, ok := p.running(id)
 		if !ok {
-			t.Fatalf("%s does not run", id)
+			log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, logFile))
+			pidf, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, pidFile))
+			cmdline, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pidf)) + "/cmdline")
+			t.Fatalf("%s does not run just after its Create; pid file %q, that pid's command line %q; agent log:\n%s", id, pidf, cmdline, log)
 		}
 		pids[id] = pid
 	}
@@ -329,7 +332,10 @@ func TestProcessPerNodeLosesOneNode(t *testing.T) {
 		t.Cleanup(func() { p.Delete(context.Background(), id) })
 		pid, ok := p.running(id)
 		if !ok {
-			t.Fatalf("%s does not run", id)
+			log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, logFile))
+			pidf, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, pidFile))
+			cmdline, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pidf)) + "/cmdline")
+			t.Fatalf("%s does not run just after its Create; pid file %q, that pid's command line %q; agent log:\n%s", id, pidf, cmdline, log)
 		}
 		pids[id] = pid
 	}
