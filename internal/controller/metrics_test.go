@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cumulus-ml/cumulus/internal/metrics"
@@ -44,7 +46,7 @@ func TestControllerFeedsMetrics(t *testing.T) {
 		"cumulus_preemptions_total":             0,
 		"cumulus_node_provision_seconds":        0,
 	}
-	mfs, err := m.Registry().Gather()
+	mfs, err := metricstest.Gatherer(m.Handler()).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +66,7 @@ func TestControllerFeedsMetrics(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got[name], w)
 		}
 	}
-	if n, _ := testutil.GatherAndCount(m.Registry(), "cumulus_node_provision_failures_total"); n != 1 {
+	if n, _ := testutil.GatherAndCount(metricstest.Gatherer(m.Handler()), "cumulus_node_provision_failures_total"); n != 1 {
 		t.Errorf("%d provisioning failure series, want 1 (create_error)", n)
 	}
 
@@ -81,7 +83,7 @@ func TestControllerFeedsMetrics(t *testing.T) {
 // failuresByReason sums cumulus_node_provision_failures_total by reason.
 func failuresByReason(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
+	mfs, err := metricstest.Gatherer(m.Handler()).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/metrics/metricstest"
+
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/metrics"
@@ -264,7 +266,7 @@ func TestFairSharePreemptsForAGroupUnderItsShare(t *testing.T) {
 // preemptionsCounted sums cumulus_job_preemptions_total of a reason.
 func preemptionsCounted(t *testing.T, m *metrics.Metrics, reason string) float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
+	mfs, err := metricstest.Gatherer(m.Handler()).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,11 @@ package metrics
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/catalog"
+	"github.com/cumulus-ml/cumulus/internal/metrics/promtext"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -28,63 +25,50 @@ const (
 )
 
 var (
-	descNodes = prometheus.NewDesc(Namespace+"_compute_nodes",
-		"Nodes of a compute by state.", []string{"workspace", "compute", "state"}, nil)
-	descCores = prometheus.NewDesc(Namespace+"_compute_cores",
-		"Cores (vCPUs) of a compute's nodes by state.", []string{"workspace", "compute", "state"}, nil)
-	descTarget = prometheus.NewDesc(Namespace+"_compute_target_nodes",
-		"Nodes the autoscaler wants the compute to have.", []string{"workspace", "compute"}, nil)
-	descMax = prometheus.NewDesc(Namespace+"_compute_max_nodes",
-		"The compute's maxNodeCount.", []string{"workspace", "compute"}, nil)
-	descMin = prometheus.NewDesc(Namespace+"_compute_min_nodes",
-		"The compute's minNodeCount.", []string{"workspace", "compute"}, nil)
-	descQuotaUsed = prometheus.NewDesc(Namespace+"_quota_used_cores",
-		"Cores the clusters of a subscription use in a location, per VM family (family=\"total\": the location-wide pool) and priority.",
-		[]string{"subscription", "location", "family", "priority"}, nil)
-	descQuotaLimit = prometheus.NewDesc(Namespace+"_quota_limit_cores",
-		"Core quota of a subscription in a location, per VM family (family=\"total\": the location-wide pool) and priority.",
-		[]string{"subscription", "location", "family", "priority"}, nil)
-	descJobs = prometheus.NewDesc(Namespace+"_jobs",
-		"Jobs of a compute by status.", []string{"workspace", "compute", "status"}, nil)
-	// descStore names a failed store read: the scrape fails with it.
-	descBudgetSpent = prometheus.NewDesc(Namespace+"_budget_spent",
-		"What a budget's scope spent in its current period, in the server's currency, as last judged (every minute).", []string{"workspace", "budget"}, nil)
-	descBudgetAmount = prometheus.NewDesc(Namespace+"_budget_amount",
-		"A budget's amount per period, in the server's currency.", []string{"workspace", "budget"}, nil)
-	descBudgetActive = prometheus.NewDesc(Namespace+"_budget_action_active",
-		"1 while a budget's action (stop scale-up, scale to min) is in force, else 0.", []string{"workspace", "budget"}, nil)
-	descParallel = prometheus.NewDesc(Namespace+"_parallel_mini_batches",
-		"Mini-batches of a running parallel step by state (pending, running, done, failed).", []string{"workspace", "job", "state"}, nil)
-	descParallelRetries = prometheus.NewDesc(Namespace+"_parallel_mini_batch_retries",
-		"Runs of a running parallel step's mini-batches that failed or timed out and were handed out again.", []string{"workspace", "job"}, nil)
-	descStore = prometheus.NewDesc(Namespace+"_store_read",
-		"A scrape's read of the store.", nil, nil)
+	famNodes = newGauge(Namespace+"_compute_nodes",
+		"Nodes of a compute by state.", "workspace", "compute", "state")
+	famCores = newGauge(Namespace+"_compute_cores",
+		"Cores (vCPUs) of a compute's nodes by state.", "workspace", "compute", "state")
+	famTarget = newGauge(Namespace+"_compute_target_nodes",
+		"Nodes the autoscaler wants the compute to have.", "workspace", "compute")
+	famMax = newGauge(Namespace+"_compute_max_nodes",
+		"The compute's maxNodeCount.", "workspace", "compute")
+	famMin = newGauge(Namespace+"_compute_min_nodes",
+		"The compute's minNodeCount.", "workspace", "compute")
+	famQuotaUsed = newGauge(Namespace+"_quota_used_cores",
+		"Cores the clusters of a subscription use in a location, per VM family (family=\"total\": the location-wide pool) and priority.", "subscription", "location", "family", "priority")
+	famQuotaLimit = newGauge(Namespace+"_quota_limit_cores",
+		"Core quota of a subscription in a location, per VM family (family=\"total\": the location-wide pool) and priority.", "subscription", "location", "family", "priority")
+	famJobs = newGauge(Namespace+"_jobs",
+		"Jobs of a compute by status.", "workspace", "compute", "status")
+	famBudgetSpent = newGauge(Namespace+"_budget_spent",
+		"What a budget's scope spent in its current period, in the server's currency, as last judged (every minute).", "workspace", "budget")
+	famBudgetAmount = newGauge(Namespace+"_budget_amount",
+		"A budget's amount per period, in the server's currency.", "workspace", "budget")
+	famBudgetActive = newGauge(Namespace+"_budget_action_active",
+		"1 while a budget's action (stop scale-up, scale to min) is in force, else 0.", "workspace", "budget")
+	famParallel = newGauge(Namespace+"_parallel_mini_batches",
+		"Mini-batches of a running parallel step by state (pending, running, done, failed).", "workspace", "job", "state")
+	famParallelRetries = newGauge(Namespace+"_parallel_mini_batch_retries",
+		"Runs of a running parallel step's mini-batches that failed or timed out and were handed out again.", "workspace", "job")
 )
+
+// newGauge describes a family read at scrape time.
+func newGauge(name, help string, labels ...string) *promtext.Family {
+	return promtext.NewFamily(name, help, promtext.Gauge, labels...)
+}
 
 // collector reads the gauges from the store at scrape time: the compute
 // documents, the node and job counts the store keeps per compute and state
 // (a few rows, never every node or job), and the quota limits.
 type collector struct {
-	db      *store.DB
-	limits  func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error)
-	log     *slog.Logger
-	timeout time.Duration
+	db     *store.DB
+	limits func(ctx context.Context, q store.Querier, sub, loc string) (quota.Limits, error)
 }
 
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNodes, descCores, descTarget, descMax, descMin, descQuotaUsed, descQuotaLimit, descJobs,
-		descBudgetSpent, descBudgetAmount, descBudgetActive, descParallel, descParallelRetries} {
-		ch <- d
-	}
-}
-
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	if err := c.collect(ctx, ch); err != nil {
-		c.log.Warn("metrics scrape", "err", err)
-		ch <- prometheus.NewInvalidMetric(descStore, err)
-	}
+func (c *collector) Families() []*promtext.Family {
+	return []*promtext.Family{famNodes, famCores, famTarget, famMax, famMin, famQuotaUsed, famQuotaLimit, famJobs,
+		famBudgetSpent, famBudgetAmount, famBudgetActive, famParallel, famParallelRetries}
 }
 
 // row is one compute's gauges. Two computes with the same workspace and
@@ -104,7 +88,9 @@ type pool struct {
 	families map[string]bool // families its computes use
 }
 
-func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
+// Collect reads the store; a read that fails fails the scrape (a
+// partial exposition would read as zeros).
+func (c *collector) Collect(ctx context.Context, s *promtext.Scrape) error {
 	q := c.db.Q()
 	docs, err := store.List[api.Compute](ctx, q, store.KindCompute, "/subscriptions", false, "", 1<<30)
 	if err != nil {
@@ -192,20 +178,20 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 	for _, r := range rows {
 		for _, st := range NodeStates {
 			n := r.nodes[st]
-			ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(n), r.workspace, r.compute, st)
-			ch <- prometheus.MustNewConstMetric(descCores, prometheus.GaugeValue, float64(n*r.cores), r.workspace, r.compute, st)
+			s.Add(famNodes, float64(n), r.workspace, r.compute, st)
+			s.Add(famCores, float64(n*r.cores), r.workspace, r.compute, st)
 		}
-		ch <- prometheus.MustNewConstMetric(descTarget, prometheus.GaugeValue, float64(r.target), r.workspace, r.compute)
-		ch <- prometheus.MustNewConstMetric(descMin, prometheus.GaugeValue, float64(r.min), r.workspace, r.compute)
-		ch <- prometheus.MustNewConstMetric(descMax, prometheus.GaugeValue, float64(r.max), r.workspace, r.compute)
+		s.Add(famTarget, float64(r.target), r.workspace, r.compute)
+		s.Add(famMin, float64(r.min), r.workspace, r.compute)
+		s.Add(famMax, float64(r.max), r.workspace, r.compute)
 		for _, st := range api.JobStatuses {
-			ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(r.jobs[st]), r.workspace, r.compute, st)
+			s.Add(famJobs, float64(r.jobs[st]), r.workspace, r.compute, st)
 		}
 	}
-	if err := collectBudgets(ctx, q, ch); err != nil {
+	if err := collectBudgets(ctx, q, s); err != nil {
 		return err
 	}
-	if err := collectParallel(ctx, q, ch); err != nil {
+	if err := collectParallel(ctx, q, s); err != nil {
 		return err
 	}
 	if c.limits == nil {
@@ -217,8 +203,8 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 			return fmt.Errorf("quota of %s in %s: %w", p.sub, p.loc, err)
 		}
 		quotaRow := func(family, priority string, used, limit int64) {
-			ch <- prometheus.MustNewConstMetric(descQuotaUsed, prometheus.GaugeValue, float64(used), p.sub, p.loc, family, priority)
-			ch <- prometheus.MustNewConstMetric(descQuotaLimit, prometheus.GaugeValue, float64(limit), p.sub, p.loc, family, priority)
+			s.Add(famQuotaUsed, float64(used), p.sub, p.loc, family, priority)
+			s.Add(famQuotaLimit, float64(limit), p.sub, p.loc, family, priority)
 		}
 		quotaRow(FamilyTotal, PriorityDedicated, p.usage.Dedicated, l.Dedicated)
 		quotaRow(FamilyTotal, PriorityLowPriority, p.usage.LowPriority, l.LowPriority)
@@ -238,7 +224,7 @@ func (c *collector) collect(ctx context.Context, ch chan<- prometheus.Metric) er
 
 // collectBudgets reports each budget's amount and what its last judgement
 // found spent.
-func collectBudgets(ctx context.Context, q store.Querier, ch chan<- prometheus.Metric) error {
+func collectBudgets(ctx context.Context, q store.Querier, s *promtext.Scrape) error {
 	docs, err := store.List[api.Budget](ctx, q, store.KindBudget, "/subscriptions", false, "", 1<<30)
 	if err != nil {
 		return fmt.Errorf("budgets: %w", err)
@@ -254,16 +240,16 @@ func collectBudgets(ctx context.Context, q store.Querier, ch chan<- prometheus.M
 				active = 1
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(descBudgetSpent, prometheus.GaugeValue, spent, ws, b.Name)
-		ch <- prometheus.MustNewConstMetric(descBudgetAmount, prometheus.GaugeValue, b.Properties.Amount, ws, b.Name)
-		ch <- prometheus.MustNewConstMetric(descBudgetActive, prometheus.GaugeValue, active, ws, b.Name)
+		s.Add(famBudgetSpent, spent, ws, b.Name)
+		s.Add(famBudgetAmount, b.Properties.Amount, ws, b.Name)
+		s.Add(famBudgetActive, active, ws, b.Name)
 	}
 	return nil
 }
 
 // collectParallel reports the mini-batches of each parallel step that has
 // some still to end.
-func collectParallel(ctx context.Context, q store.Querier, ch chan<- prometheus.Metric) error {
+func collectParallel(ctx context.Context, q store.Querier, s *promtext.Scrape) error {
 	uids, err := store.ActiveParallelJobs(ctx, q)
 	if err != nil {
 		return err
@@ -279,9 +265,9 @@ func collectParallel(ctx context.Context, q store.Querier, ch chan<- prometheus.
 		}
 		ws := j.Parent[strings.LastIndex(j.Parent, "/")+1:]
 		for st, n := range map[string]int{store.BatchPending: c.Pending, store.BatchRunning: c.Running, store.BatchDone: c.Done, store.BatchFailed: c.Failed} {
-			ch <- prometheus.MustNewConstMetric(descParallel, prometheus.GaugeValue, float64(n), ws, j.Doc.Name, st)
+			s.Add(famParallel, float64(n), ws, j.Doc.Name, st)
 		}
-		ch <- prometheus.MustNewConstMetric(descParallelRetries, prometheus.GaugeValue, float64(c.Retried), ws, j.Doc.Name)
+		s.Add(famParallelRetries, float64(c.Retried), ws, j.Doc.Name)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -132,7 +134,7 @@ cumulus_quota_limit_cores{family="total",location="westus2",priority="low_priori
 `)
 	names := []string{"cumulus_compute_nodes", "cumulus_compute_target_nodes", "cumulus_compute_max_nodes",
 		"cumulus_quota_used_cores", "cumulus_quota_limit_cores"}
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want.String()), names...); err != nil {
+	if err := testutil.GatherAndCompare(metricstest.Gatherer(m.Handler()), strings.NewReader(want.String()), names...); err != nil {
 		t.Error(err)
 	}
 	// Cores: only the non-zero rows are spelled out above; check them
@@ -151,7 +153,7 @@ cumulus_quota_limit_cores{family="total",location="westus2",priority="low_priori
 			t.Errorf("cumulus_jobs{%s} = %v, want %v", k, got, v)
 		}
 	}
-	if n, err := testutil.GatherAndCount(m.Registry(), "cumulus_jobs"); err != nil || n != 2*len(api.JobStatuses) {
+	if n, err := testutil.GatherAndCount(metricstest.Gatherer(m.Handler()), "cumulus_jobs"); err != nil || n != 2*len(api.JobStatuses) {
 		t.Errorf("cumulus_jobs has %d series (%v), want %d: every status of each compute", n, err, 2*len(api.JobStatuses))
 	}
 }
@@ -159,7 +161,7 @@ cumulus_quota_limit_cores{family="total",location="westus2",priority="low_priori
 // gauge reads one series of the registry.
 func gauge(t testing.TB, m *Metrics, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
+	mfs, err := metricstest.Gatherer(m.Handler()).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

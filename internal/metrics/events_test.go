@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/metrics/metricstest"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -91,7 +93,7 @@ cumulus_job_queue_seconds_bucket{le="+Inf"} 1
 cumulus_job_queue_seconds_sum 42
 cumulus_job_queue_seconds_count 1
 `
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "cumulus_job_queue_seconds"); err != nil {
+	if err := testutil.GatherAndCompare(metricstest.Gatherer(m.Handler()), strings.NewReader(want), "cumulus_job_queue_seconds"); err != nil {
 		t.Error(err)
 	}
 }
@@ -105,7 +107,7 @@ func TestProvisionFailureReasonsAreBounded(t *testing.T) {
 	if got := gauge(t, m, "cumulus_node_provision_failures_total", map[string]string{"workspace": "ws1", "compute": "cpu", "reason": "other"}); got != 1 {
 		t.Errorf("reason other = %v, want 1", got)
 	}
-	if n, _ := testutil.GatherAndCount(m.Registry(), "cumulus_node_provision_failures_total"); n != 2 {
+	if n, _ := testutil.GatherAndCount(metricstest.Gatherer(m.Handler()), "cumulus_node_provision_failures_total"); n != 2 {
 		t.Errorf("%d series, want 2", n)
 	}
 	var nilMetrics *Metrics

@@ -2,24 +2,21 @@ package metrics
 
 import (
 	"context"
-	"log/slog"
-	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
+	"fmt"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
+	"github.com/cumulus-ml/cumulus/internal/metrics/promtext"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 var (
-	descGPUHeld = prometheus.NewDesc(Namespace+"_node_gpu_held",
-		"1 for each device of the machine the nodes share that a node holds (local and docker providers): gpu is its ID there (\"2\", \"0:1\" for a MIG instance).",
-		[]string{"workspace", "compute", "node", "gpu", "model"}, nil)
-	descGPUFree = prometheus.NewDesc(Namespace+"_machine_gpus_free",
-		"Devices of the machine the nodes share that no node holds.", nil, nil)
-	descGPUTotal = prometheus.NewDesc(Namespace+"_machine_gpus",
-		"Devices of the machine the nodes share.", nil, nil)
+	famGPUHeld = newGauge(Namespace+"_node_gpu_held",
+		"1 for each device of the machine the nodes share that a node holds (local and docker providers): gpu is its ID there (\"2\", \"0:1\" for a MIG instance).", "workspace", "compute", "node", "gpu", "model")
+	famGPUFree = newGauge(Namespace+"_machine_gpus_free",
+		"Devices of the machine the nodes share that no node holds.")
+	famGPUTotal = newGauge(Namespace+"_machine_gpus",
+		"Devices of the machine the nodes share.")
 )
 
 // gpuCollector says at scrape time which node holds which of the
@@ -28,24 +25,16 @@ var (
 type gpuCollector struct {
 	db      *store.DB
 	machine gpu.Machine
-	log     *slog.Logger
-	timeout time.Duration
 }
 
-func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descGPUHeld
-	ch <- descGPUFree
-	ch <- descGPUTotal
+func (c *gpuCollector) Families() []*promtext.Family {
+	return []*promtext.Family{famGPUHeld, famGPUFree, famGPUTotal}
 }
 
-func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
+func (c *gpuCollector) Collect(ctx context.Context, s *promtext.Scrape) error {
 	nodes, err := store.NodesHoldingGPUs(ctx, c.db.Q())
 	if err != nil {
-		c.log.Warn("metrics scrape", "err", err)
-		ch <- prometheus.NewInvalidMetric(descGPUHeld, err)
-		return
+		return fmt.Errorf("nodes holding GPUs: %w", err)
 	}
 	byID := map[string]agentapi.GPU{}
 	for _, d := range c.machine.Devices {
@@ -65,9 +54,10 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 			if d.MIG != "" {
 				model = "MIG " + d.MIG + " of " + d.Name
 			}
-			ch <- prometheus.MustNewConstMetric(descGPUHeld, prometheus.GaugeValue, 1, ws, comp, n.ID, id, model)
+			s.Add(famGPUHeld, 1, ws, comp, n.ID, id, model)
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(descGPUFree, prometheus.GaugeValue, float64(len(c.machine.Devices)-held))
-	ch <- prometheus.MustNewConstMetric(descGPUTotal, prometheus.GaugeValue, float64(len(c.machine.Devices)))
+	s.Add(famGPUFree, float64(len(c.machine.Devices)-held))
+	s.Add(famGPUTotal, float64(len(c.machine.Devices)))
+	return nil
 }

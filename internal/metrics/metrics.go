@@ -15,12 +15,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
+	"github.com/cumulus-ml/cumulus/internal/metrics/promtext"
 	"github.com/cumulus-ml/cumulus/internal/quota"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -62,22 +59,22 @@ type Options struct {
 
 // Metrics holds the registry and the metrics fed as things happen.
 type Metrics struct {
-	reg           *prometheus.Registry
+	reg           promtext.Registry
 	log           *slog.Logger
 	handler       http.Handler
 	scrapeTimeout time.Duration
 
-	jobTransitions    *prometheus.CounterVec   // to
-	jobQueue          prometheus.Histogram     // submit → first running
-	nodeProvision     *prometheus.HistogramVec // workspace, compute
-	scaleUps          *prometheus.CounterVec   // workspace, compute
-	scaleDowns        *prometheus.CounterVec   // workspace, compute
-	preemptions       *prometheus.CounterVec   // workspace, compute
-	jobPreemptions    *prometheus.CounterVec   // workspace, compute, reason
-	provisionFailures *prometheus.CounterVec   // workspace, compute, reason
-	pass              prometheus.Histogram
-	requests          *prometheus.HistogramVec // method, route, code
-	txs               *prometheus.HistogramVec // outcome
+	jobTransitions    *promtext.CounterVec   // to
+	jobQueue          *promtext.HistogramVec // submit → first running
+	nodeProvision     *promtext.HistogramVec // workspace, compute
+	scaleUps          *promtext.CounterVec   // workspace, compute
+	scaleDowns        *promtext.CounterVec   // workspace, compute
+	preemptions       *promtext.CounterVec   // workspace, compute
+	jobPreemptions    *promtext.CounterVec   // workspace, compute, reason
+	provisionFailures *promtext.CounterVec   // workspace, compute, reason
+	pass              *promtext.HistogramVec
+	requests          *promtext.HistogramVec // method, route, code
+	txs               *promtext.HistogramVec // outcome
 }
 
 // New makes the registry with the Go and process collectors, the store
@@ -89,57 +86,57 @@ func New(o Options) *Metrics {
 	if o.ScrapeTimeout <= 0 {
 		o.ScrapeTimeout = 10 * time.Second
 	}
-	m := &Metrics{reg: prometheus.NewRegistry(), log: o.Log.With("component", "metrics"), scrapeTimeout: o.ScrapeTimeout}
-	cw := []string{"workspace", "compute"}
-	m.jobTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_transitions_total",
-		Help: "Job status changes, by the status changed to (a new job counts as a change to its first status)."}, []string{"to"})
-	m.jobQueue = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "job_queue_seconds",
-		Help:    "Time from a job's submission to its first start (Running).",
-		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400}})
-	m.nodeProvision = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "node_provision_seconds",
-		Help:    "Time from a node's request to its agent's registration (allocation and boot).",
-		Buckets: []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800}}, cw)
-	m.scaleUps = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_ups_total",
-		Help: "Nodes the controller requested from the provider (a request the provider refused counts too)."}, cw)
-	m.scaleDowns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "scale_downs_total",
-		Help: "Nodes the controller removed: idle past their idle time, above the target, unusable or preempted."}, cw)
-	m.preemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "preemptions_total",
-		Help: "Low-priority nodes preempted."}, cw)
-	m.jobPreemptions = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "job_preemptions_total",
-		Help: "Running jobs the queue policy stopped and queued again for a waiting job, by reason: lower_priority (the waiting job's priority is higher), over_share (the stopped job's group was over its fair share, the waiting job's under)."},
-		[]string{"workspace", "compute", "reason"})
-	m.provisionFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "node_provision_failures_total",
-		Help: "Nodes that could not be provisioned, by reason: insufficient_capacity (the provider had no room), configuration (the provider refused the settings), create_error (the provider failed otherwise), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered)."},
-		[]string{"workspace", "compute", "reason"})
-	m.pass = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "controller_pass_seconds",
-		Help:    "Duration of one cluster controller pass over every cluster.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}})
-	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "api_request_duration_seconds",
-		Help:    "API requests, by method, route pattern and status code.",
-		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}},
-		[]string{"method", "route", "code"})
-	m.txs = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "store_transaction_seconds",
-		Help:    "Store transactions, from begin to commit or rollback, by outcome (committed, rolled_back).",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
-		[]string{"outcome"})
-	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m := &Metrics{log: o.Log.With("component", "metrics"), scrapeTimeout: o.ScrapeTimeout}
+	m.jobTransitions = promtext.NewCounterVec(Namespace+"_job_transitions_total",
+		"Job status changes, by the status changed to (a new job counts as a change to its first status).",
+		"to")
+	m.jobQueue = promtext.NewHistogramVec(Namespace+"_job_queue_seconds",
+		"Time from a job's submission to its first start (Running).",
+		[]float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400})
+	m.nodeProvision = promtext.NewHistogramVec(Namespace+"_node_provision_seconds",
+		"Time from a node's request to its agent's registration (allocation and boot).",
+		[]float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 900, 1800}, "workspace", "compute")
+	m.scaleUps = promtext.NewCounterVec(Namespace+"_scale_ups_total",
+		"Nodes the controller requested from the provider (a request the provider refused counts too).",
+		"workspace", "compute")
+	m.scaleDowns = promtext.NewCounterVec(Namespace+"_scale_downs_total",
+		"Nodes the controller removed: idle past their idle time, above the target, unusable or preempted.",
+		"workspace", "compute")
+	m.preemptions = promtext.NewCounterVec(Namespace+"_preemptions_total",
+		"Low-priority nodes preempted.",
+		"workspace", "compute")
+	m.jobPreemptions = promtext.NewCounterVec(Namespace+"_job_preemptions_total",
+		"Running jobs the queue policy stopped and queued again for a waiting job, by reason: lower_priority (the waiting job's priority is higher), over_share (the stopped job's group was over its fair share, the waiting job's under).",
+		"workspace", "compute", "reason")
+	m.provisionFailures = promtext.NewCounterVec(Namespace+"_node_provision_failures_total",
+		"Nodes that could not be provisioned, by reason: insufficient_capacity (the provider had no room), configuration (the provider refused the settings), create_error (the provider failed otherwise), timeout (the agent did not register in time), machine_gone (the machine went away before its agent registered).",
+		"workspace", "compute", "reason")
+	m.pass = promtext.NewHistogramVec(Namespace+"_controller_pass_seconds",
+		"Duration of one cluster controller pass over every cluster.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10})
+	m.requests = promtext.NewHistogramVec(Namespace+"_api_request_duration_seconds",
+		"API requests, by method, route pattern and status code.",
+		[]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "method", "route", "code")
+	m.txs = promtext.NewHistogramVec(Namespace+"_store_transaction_seconds",
+		"Store transactions, from begin to commit or rollback, by outcome (committed, rolled_back).",
+		[]float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}, "outcome")
+	m.reg.Register(promtext.Runtime{},
 		m.jobTransitions, m.jobQueue, m.nodeProvision, m.scaleUps, m.scaleDowns, m.preemptions, m.jobPreemptions, m.provisionFailures,
 		m.pass, m.requests, m.txs)
 	if o.DB != nil {
-		m.reg.MustRegister(&collector{db: o.DB, limits: o.Limits, log: m.log, timeout: o.ScrapeTimeout})
+		m.reg.Register(&collector{db: o.DB, limits: o.Limits})
 		if o.GPUs != nil && len(o.GPUs.Devices) > 0 {
-			m.reg.MustRegister(&gpuCollector{db: o.DB, machine: *o.GPUs, log: m.log, timeout: o.ScrapeTimeout})
+			m.reg.Register(&gpuCollector{db: o.DB, machine: *o.GPUs})
 		}
 	}
-	m.handler = &handler{m: m, db: o.DB, inner: promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.HTTPErrorOnError,
-	})}
+	m.handler = &handler{m: m, db: o.DB}
 	return m
 }
 
-// Registry is the registry every Cumulus metric is in.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+// Names are the names of every family the exposition may hold.
+func (m *Metrics) Names() []string {
+	return append(m.reg.Names(), UsageMetricNames()...)
+}
 
 // Handler serves the exposition, as text: the registry's families and
 // the node and job utilization (usage.go). A store read that fails makes
@@ -175,7 +172,7 @@ func (m *Metrics) JobTransition(t store.JobTransition) {
 	}
 	m.jobTransitions.WithLabelValues(t.To).Inc()
 	if t.To == api.JobRunning && t.Queued > 0 {
-		m.jobQueue.Observe(t.Queued.Seconds())
+		m.jobQueue.WithLabelValues().Observe(t.Queued.Seconds())
 	}
 }
 
@@ -251,7 +248,7 @@ func (m *Metrics) Pass(d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.pass.Observe(d.Seconds())
+	m.pass.WithLabelValues().Observe(d.Seconds())
 }
 
 // Request records one API request by its route pattern (never the raw

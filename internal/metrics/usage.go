@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"compress/gzip"
 	"context"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/metrics/promtext"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
@@ -19,12 +19,11 @@ import (
 // Their series are bounded by live nodes and running jobs; there are no
 // per-job counters, so a finished job's series simply end.
 //
-// At 10,000 nodes they are some 80,000 series: made into client_golang
-// metrics, gathered, sorted and encoded they would cost a scrape about
-// 150 ms more. So they are written as text exposition straight from the
-// store's rows (one family after another, each series once: nodes and
-// jobs are unique in the store) and follow the registry's own families
-// in the same answer.
+// At 10,000 nodes they are some 80,000 series: gathered as series and
+// sorted they would cost a scrape about 150 ms more. So they are written
+// as text exposition straight from the store's rows (one family after
+// another, each series once: nodes and jobs are unique in the store) and
+// follow the registry's own families in the same answer.
 
 // usageFamily is one metric family of the utilization gauges.
 type usageFamily struct {
@@ -108,7 +107,7 @@ func writeUsage(ctx context.Context, q store.Querier, b []byte) ([]byte, error) 
 		p, ok := prefix[r.Compute]
 		if !ok {
 			ws, c := labels(r.Compute)
-			p = appendLabel(append(appendLabel(nil, "workspace", ws), ','), "compute", c)
+			p = promtext.AppendLabel(append(promtext.AppendLabel(nil, "workspace", ws), ','), "compute", c)
 			prefix[r.Compute] = p
 		}
 		if r.Job != "" {
@@ -117,7 +116,7 @@ func writeUsage(ctx context.Context, q store.Querier, b []byte) ([]byte, error) 
 			k := r.Compute + "\x00" + r.JobName
 			s := jobs[k]
 			if s == nil {
-				s = &jobSum{labels: appendLabel(append(append([]byte(nil), p...), ','), "job", r.JobName)}
+				s = &jobSum{labels: promtext.AppendLabel(append(append([]byte(nil), p...), ','), "job", r.JobName)}
 				jobs[k] = s
 				order = append(order, s)
 			}
@@ -132,7 +131,7 @@ func writeUsage(ctx context.Context, q store.Querier, b []byte) ([]byte, error) 
 			})
 			continue
 		}
-		lv = appendLabel(append(append(lv[:0], p...), ','), "node", r.Node)
+		lv = promtext.AppendLabel(append(append(lv[:0], p...), ','), "node", r.Node)
 		line(famNodeCPU, lv, "", r.CPU)
 		line(famNodeMemUsed, lv, "", float64(r.MemoryUsed))
 		line(famNodeMemTotal, lv, "", float64(r.MemoryTotal))
@@ -185,76 +184,29 @@ func writeUsage(ctx context.Context, q store.Querier, b []byte) ([]byte, error) 
 	return b, nil
 }
 
-// appendLabel appends name="value" with the text format's escapes.
-func appendLabel(b []byte, name, value string) []byte {
-	b = append(b, name...)
-	b = append(b, '=', '"')
-	for i := 0; i < len(value); i++ {
-		switch c := value[i]; c {
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '"':
-			b = append(b, '\\', '"')
-		case '\n':
-			b = append(b, '\\', 'n')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
 // textFormat is the exposition format the handler answers in: the
 // registry's families and the utilization families in one text body.
 const textFormat = "text/plain; version=0.0.4; charset=utf-8"
 
-// handler serves the registry's families, then the utilization families,
-// as text. A store read that fails fails the scrape (500), as the
-// registry's collector does.
+// handler serves the registry's families, then the utilization
+// families, as text; gzipped when the scraper accepts it. A store read
+// that fails fails the scrape (500): a partial exposition would read as
+// zeros.
 type handler struct {
-	m     *Metrics
-	inner http.Handler // the registry, through promhttp
-	db    *store.DB    // nil: no utilization
+	m  *Metrics
+	db *store.DB // nil: no utilization
 }
-
-// capture is a ResponseWriter that keeps what the registry's handler
-// writes.
-type capture struct {
-	header http.Header
-	code   int
-	buf    bytes.Buffer
-}
-
-func (c *capture) Header() http.Header         { return c.header }
-func (c *capture) Write(p []byte) (int, error) { return c.buf.Write(p) }
-func (c *capture) WriteHeader(code int)        { c.code = code }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var usage []byte
-	if h.db != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), h.m.scrapeTimeout)
-		var err error
-		usage, err = writeUsage(ctx, h.db.Q(), nil)
-		cancel()
-		if err != nil {
-			h.m.log.Warn("metrics scrape", "err", err)
-			http.Error(w, "An error has occurred while reading utilization from the store:\n\n"+err.Error(), http.StatusInternalServerError)
-			return
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), h.m.scrapeTimeout)
+	defer cancel()
+	body, err := h.m.reg.Append(ctx, nil)
+	if err == nil && h.db != nil {
+		body, err = writeUsage(ctx, h.db.Q(), body)
 	}
-	// The registry answers in text, uncompressed, whatever the scraper
-	// accepts; this handler compresses the whole answer when asked.
-	in := r.Clone(r.Context())
-	in.Header.Set("Accept", "text/plain;version=0.0.4")
-	in.Header.Del("Accept-Encoding")
-	c := &capture{header: http.Header{}}
-	h.inner.ServeHTTP(c, in)
-	if c.code != 0 && c.code != http.StatusOK {
-		for k, v := range c.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(c.code)
-		_, _ = w.Write(c.buf.Bytes())
+	if err != nil {
+		h.m.log.Warn("metrics scrape", "err", err)
+		http.Error(w, "An error has occurred while reading metrics from the store:\n\n"+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", textFormat)
@@ -269,6 +221,5 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer gz.Close()
 		out = gz
 	}
-	_, _ = out.Write(c.buf.Bytes())
-	_, _ = out.Write(usage)
+	_, _ = out.Write(body)
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"sync"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -29,14 +30,14 @@ import (
 const BindingCookie = "cumulus_signin"
 
 // stateRE is what a CLI's state may be: what `cumulus ui` makes.
-var stateRE = regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`)
+var stateRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{16,128}$`) })
 
 // beginSignIn gives the browser its binding cookie and sends it on to the
 // CLI's loopback port with the binding.
 func (u *UI) beginSignIn(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	port, err := strconv.Atoi(q.Get("port"))
-	if err != nil || port < 1 || port > 65535 || !stateRE.MatchString(q.Get("state")) {
+	if err != nil || port < 1 || port > 65535 || !stateRE().MatchString(q.Get("state")) {
 		u.writeError(w, r, api.BadRequest(api.CodeBadRequest, "this sign-in address is not one 'cumulus ui' makes; run 'cumulus ui' again"))
 		return
 	}
@@ -59,4 +60,4 @@ func boundBrowser(r *http.Request, binding string) bool {
 }
 
 // validBinding is what a binding looks like (a hash from beginSignIn).
-var validBinding = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var validBinding = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })

@@ -25,6 +25,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -285,7 +286,8 @@ func (u *UI) secure(r *http.Request) bool {
 	return r.TLS != nil || strings.HasPrefix(u.o.PublicURL, "https://")
 }
 
-var codePage = template.Must(template.New("code").Parse(`<!doctype html>
+var codePage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("code").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}} · Cumulus</title>
 {{if .OK}}<meta http-equiv="refresh" content="0;url=/">{{end}}
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -293,6 +295,7 @@ var codePage = template.Must(template.New("code").Parse(`<!doctype html>
 <body class="signin-page"><main class="signin-card"><h1>{{.Title}}</h1><p role="status">{{.Message}}</p>
 <p><a href="/">Open the studio</a></p></main></body></html>
 `))
+})
 
 // loginWithCode redeems the one-time link `cumulus ui` opens, in the
 // browser it was bound to (signinlink.go). The answer is a page that moves
@@ -332,7 +335,7 @@ func (u *UI) loginWithCode(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	if err := codePage.Execute(w, page); err != nil {
+	if err := codePage().Execute(w, page); err != nil {
 		u.log.Debug("write sign-in page", "err", err)
 	}
 }
@@ -369,7 +372,7 @@ func (u *UI) newCode(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-		if derr := json.NewDecoder(r.Body).Decode(&req); derr != nil || !validBinding.MatchString(req.Binding) {
+		if derr := json.NewDecoder(r.Body).Decode(&req); derr != nil || !validBinding().MatchString(req.Binding) {
 			err = &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidationError, Target: "binding",
 				Message: "a sign-in link is bound to the browser that asked for it: send {\"binding\": …} as /ui/login/begin gave it (a 'cumulus ui' of this version does)"}
 		}
