@@ -280,8 +280,7 @@ func formatFloat(v float64) string { return string(AppendFloat(nil, v)) }
 // CounterVec is a counter with labels, fed as things happen.
 type CounterVec struct {
 	f      *Family
-	mu     sync.RWMutex
-	series map[string]*counterSeries
+	series seriesMap[counterSeries]
 }
 
 type counterSeries struct {
@@ -313,26 +312,13 @@ func (c *CounterValue) Value() float64 { return math.Float64frombits(c.bits.Load
 
 // NewCounterVec makes a counter family.
 func NewCounterVec(name, help string, labels ...string) *CounterVec {
-	return &CounterVec{f: NewFamily(name, help, Counter, labels...), series: map[string]*counterSeries{}}
+	return &CounterVec{f: NewFamily(name, help, Counter, labels...)}
 }
 
 // WithLabelValues is the series of the label values (made at first use).
 func (v *CounterVec) WithLabelValues(values ...string) *CounterValue {
 	mustMatch(v.f, values)
-	k := strings.Join(values, "\x00")
-	v.mu.RLock()
-	s := v.series[k]
-	v.mu.RUnlock()
-	if s != nil {
-		return &s.c
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if s = v.series[k]; s == nil {
-		s = &counterSeries{values: slices.Clone(values)}
-		v.series[k] = s
-	}
-	return &s.c
+	return &v.series.get(values, func() *counterSeries { return &counterSeries{values: slices.Clone(values)} }).c
 }
 
 // Families is the counter's family.
@@ -340,11 +326,7 @@ func (v *CounterVec) Families() []*Family { return []*Family{v.f} }
 
 // Collect adds every series used so far.
 func (v *CounterVec) Collect(_ context.Context, s *Scrape) error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, se := range v.series {
-		s.Add(v.f, se.c.Value(), se.values...)
-	}
+	v.series.each(func(se *counterSeries) { s.Add(v.f, se.c.Value(), se.values...) })
 	return nil
 }
 
@@ -352,8 +334,7 @@ func (v *CounterVec) Collect(_ context.Context, s *Scrape) error {
 type HistogramVec struct {
 	f      *Family
 	bounds []float64 // the buckets' upper bounds, ascending, without +Inf
-	mu     sync.RWMutex
-	series map[string]*HistogramValue
+	series seriesMap[HistogramValue]
 }
 
 // HistogramValue is one series of a histogram.
@@ -372,26 +353,15 @@ func NewHistogramVec(name, help string, bounds []float64, labels ...string) *His
 	if !slices.IsSorted(bounds) {
 		panic("promtext: " + name + ": bucket bounds not ascending")
 	}
-	return &HistogramVec{f: NewFamily(name, help, Histogram, labels...), bounds: bounds, series: map[string]*HistogramValue{}}
+	return &HistogramVec{f: NewFamily(name, help, Histogram, labels...), bounds: bounds}
 }
 
 // WithLabelValues is the series of the label values (made at first use).
 func (v *HistogramVec) WithLabelValues(values ...string) *HistogramValue {
 	mustMatch(v.f, values)
-	k := strings.Join(values, "\x00")
-	v.mu.RLock()
-	h := v.series[k]
-	v.mu.RUnlock()
-	if h != nil {
-		return h
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if h = v.series[k]; h == nil {
-		h = &HistogramValue{bounds: v.bounds, values: slices.Clone(values), counts: make([]uint64, len(v.bounds))}
-		v.series[k] = h
-	}
-	return h
+	return v.series.get(values, func() *HistogramValue {
+		return &HistogramValue{bounds: v.bounds, values: slices.Clone(values), counts: make([]uint64, len(v.bounds))}
+	})
 }
 
 // Observe records one value.
@@ -415,12 +385,46 @@ func (v *HistogramVec) Collect(_ context.Context, s *Scrape) error {
 	if len(v.f.Labels) == 0 {
 		v.WithLabelValues()
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, h := range v.series {
+	v.series.each(func(h *HistogramValue) {
 		h.mu.Lock()
+		defer h.mu.Unlock()
 		s.addHistogram(v.f, v.bounds, slices.Clone(h.counts), h.sum, h.count, h.values)
-		h.mu.Unlock()
-	}
+	})
 	return nil
+}
+
+// seriesMap is a vector's series by their label values.
+type seriesMap[T any] struct {
+	mu sync.RWMutex
+	m  map[string]*T
+}
+
+// get is the series of values, made by mk at its first use.
+func (sm *seriesMap[T]) get(values []string, mk func() *T) *T {
+	k := strings.Join(values, "\x00")
+	sm.mu.RLock()
+	t := sm.m[k]
+	sm.mu.RUnlock()
+	if t != nil {
+		return t
+	}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if t = sm.m[k]; t == nil {
+		if sm.m == nil {
+			sm.m = map[string]*T{}
+		}
+		t = mk()
+		sm.m[k] = t
+	}
+	return t
+}
+
+// each calls f with every series made so far.
+func (sm *seriesMap[T]) each(f func(*T)) {
+	sm.mu.RLock()
+	defer sm.mu.RUnlock()
+	for _, t := range sm.m {
+		f(t)
+	}
 }
