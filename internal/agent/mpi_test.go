@@ -7,18 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/freeport"
+
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
 
 // freePort is a port nothing listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // mpiRank1 is rank 1 of a 2-node MPI job whose launcher listens on port.

@@ -22,7 +22,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -35,6 +34,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 )
@@ -237,7 +238,7 @@ func start() (*server, error) {
 // launch starts postgres on a free loopback port and waits until it accepts
 // connections.
 func launch(bin, dir, data, sock string, cred *syscall.Credential) (*server, error) {
-	port, err := freePort()
+	port, err := freeport.One()
 	if err != nil {
 		return nil, err
 	}
@@ -298,15 +299,6 @@ func launch(bin, dir, data, sock string, cred *syscall.Credential) (*server, err
 			return nil, fmt.Errorf("postgres did not accept connections within %v (%v); its log:\n%s", startTimeout, err, tail(logPath))
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // stop shuts the server down (SIGINT: fast shutdown, which disconnects

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
@@ -80,12 +81,11 @@ func env(dataDir string) []string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.One()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // cluster is one data directory and the server process serving it.

@@ -217,6 +217,9 @@ func startEtcd(dir string) (*embed.Etcd, error) {
 		return nil, err
 	}
 	pport, err := freePort()
+	for err == nil && pport == cport { // the kernel may hand out a just-closed port again
+		pport, err = freePort()
+	}
 	if err != nil {
 		return nil, err
 	}

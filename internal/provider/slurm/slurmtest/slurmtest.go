@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 )
 
 // Partitions of the test cluster, all on its one machine. A job of a
@@ -122,7 +123,11 @@ func Start(t testing.TB, m Machine) *Cluster {
 			t.Fatalf("make a stand-in GPU device file: %v", err)
 		}
 	}
-	ctld, slurmd := freePort(t), freePort(t)
+	ports, err := freeport.Pick(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctld, slurmd := ports[0], ports[1]
 	if err := os.WriteFile(c.Conf, []byte(conf(dir, ctld, slurmd, m)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -397,16 +402,6 @@ func (c *Cluster) stop() {
 		}
 	}
 	os.RemoveAll(c.Dir)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // mkdev is Linux's device number of major:minor.
