@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 )
 
 // launchd is a launcher (this test binary under the launcher's name) in
@@ -34,12 +36,11 @@ func startLaunchd(t *testing.T, token string) *launchd {
 	if err := os.Symlink(self, bin); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &launchd{addr: ln.Addr().String(), exited: make(chan int, 1)}
-	ln.Close()
+	l := &launchd{addr: addr, exited: make(chan int, 1)}
 	l.cmd = exec.Command(bin)
 	l.cmd.Env = append(os.Environ(), envMPIToken+"="+token, envMPIListen+"="+l.addr)
 	l.cmd.Stderr = &l.stderr

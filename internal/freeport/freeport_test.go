@@ -54,3 +54,19 @@ func TestPickSkipsATakenPort(t *testing.T) {
 		}
 	}
 }
+
+// A process is never given a port twice, though the first server may not
+// have bound it yet.
+func TestNeverTheSamePortTwice(t *testing.T) {
+	seen := map[int]bool{}
+	for range 3000 {
+		p, err := One()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[p] {
+			t.Fatalf("port %d given twice", p)
+		}
+		seen[p] = true
+	}
+}

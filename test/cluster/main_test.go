@@ -5,7 +5,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
@@ -57,12 +58,10 @@ func startServer(t *testing.T, args ...string) *server { return startServerTB(t,
 
 func startServerTB(t testing.TB, args ...string) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s := &server{t: t, dataDir: t.TempDir(), addr: addr}
 	s.start(args...)
 	t.Cleanup(func() {

@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
@@ -198,22 +201,19 @@ func TestSubnetNodesInNetworkNamespaces(t *testing.T) {
 	outNS, outHost := "cmt"+tag, "cmto"+tag
 	outsideNamespace(t, outNS, outHost, "10.231.250.1", "10.231.250.2")
 	serveIn(t, outNS, "10.231.250.2:7171")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	loopback, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	loopback := ln.Addr().String()
-	ln.Close()
 	serveIn(t, "", loopback)
 	_, loopPort, _ := net.SplitHostPort(loopback)
 	// A host service on every address answers at the bridge's .1 but for
 	// the firewall rules: the subnet's nodes must not reach it.
-	ln, err = net.Listen("tcp", "0.0.0.0:0")
+	anyPortN, err := freeport.One()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, anyPort, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
+	anyPort := strconv.Itoa(anyPortN)
 	serveIn(t, "", "0.0.0.0:"+anyPort)
 
 	probe := filepath.Join(t.TempDir(), "probe.py")

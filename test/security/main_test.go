@@ -7,7 +7,6 @@ package security
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/client"
@@ -59,12 +60,10 @@ type server struct {
 // its nodes) when the test ends.
 func startServer(t testing.TB, args ...string) *server {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s := &server{t: t, dataDir: t.TempDir(), addr: addr, args: args}
 	s.start()
 	t.Cleanup(func() {
