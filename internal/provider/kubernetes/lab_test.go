@@ -337,6 +337,20 @@ func TestRefusalsAreTyped(t *testing.T) {
 	if _, err := quotas.UpdateStatus(ctx, made, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The API server's quota admission reads quotas from its own cache:
+	// wait until it refuses a pod (a dry run, which admission sees but
+	// nothing stores), or the provider's Create may come before it knows.
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "quota-probe"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "none"}}}}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := lab.Client.CoreV1().Pods(e.ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), "exceeded quota") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the API server still admits pods 30 s after a quota of none (last: %v)", err)
+		}
+	}
 	_, err = p.Create(ctx, e.spec("kt-quota"))
 	if !provider.IsInsufficientCapacity(err) || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Errorf("Create beyond the namespace's pod quota = %v; want an insufficient-capacity error saying the quota is exceeded", err)
