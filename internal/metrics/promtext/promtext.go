@@ -12,6 +12,7 @@ package promtext
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -162,12 +163,7 @@ func (s *Scrape) addHistogram(f *Family, bounds []float64, counts []uint64, sum 
 }
 
 func (s *Scrape) append(b []byte) []byte {
-	names := make([]string, 0, len(s.fams))
-	for n := range s.fams {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(s.fams)) {
 		sc := s.fams[n]
 		b = append(b, "# HELP "...)
 		b = append(b, n...)
