@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -98,8 +99,9 @@ func procStat(s *Scrape) {
 	}
 }
 
-// bootTime is the machine's boot time in Unix seconds (0: unknown).
-func bootTime() float64 {
+// bootTime is the machine's boot time in Unix seconds (0: unknown), read
+// once: it does not change while the process lives.
+var bootTime = sync.OnceValue(func() float64 {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0
@@ -111,4 +113,4 @@ func bootTime() float64 {
 		}
 	}
 	return 0
-}
+})

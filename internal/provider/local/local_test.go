@@ -249,6 +249,21 @@ func TestNodesRunJobsAsUsersOfTheirOwn(t *testing.T) {
 // nodes: each is reported gone, and is no longer running; the other
 // compute's node runs on. A node of the dead host can be deleted, and a
 // new node of that compute gets a new host.
+// mustRun is the pid of the process that runs a node just created; a node
+// that does not run fails the test with what tells why: its pid file,
+// that pid's command line and its agent's log.
+func mustRun(t *testing.T, p *Provider, id string) int {
+	t.Helper()
+	pid, ok := p.running(id)
+	if !ok {
+		log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, logFile))
+		pidf, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, pidFile))
+		cmdline, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pidf)) + "/cmdline")
+		t.Fatalf("%s does not run just after its Create; pid file %q, that pid's command line %q; agent log:\n%s", id, pidf, cmdline, log)
+	}
+	return pid
+}
+
 func TestNodesOfAComputeShareAHost(t *testing.T) {
 	srv := providertest.NewStubServer(t)
 	p := newTestProvider(t)
@@ -268,14 +283,7 @@ func TestNodesOfAComputeShareAHost(t *testing.T) {
 	mk("b1", "cb")
 	pids := map[string]int{}
 	for _, id := range []string{"a1", "a2", "b1"} {
-		pid, ok := p.running(id)
-		if !ok {
-			log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, logFile))
-			pidf, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, pidFile))
-			cmdline, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pidf)) + "/cmdline")
-			t.Fatalf("%s does not run just after its Create; pid file %q, that pid's command line %q; agent log:\n%s", id, pidf, cmdline, log)
-		}
-		pids[id] = pid
+		pids[id] = mustRun(t, p, id)
 	}
 	if pids["a1"] != pids["a2"] || pids["a1"] == pids["b1"] {
 		t.Fatalf("agent processes %v: want a1 and a2 in one, b1 in another", pids)
@@ -330,14 +338,7 @@ func TestProcessPerNodeLosesOneNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Delete(context.Background(), id) })
-		pid, ok := p.running(id)
-		if !ok {
-			log, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, logFile))
-			pidf, _ := os.ReadFile(filepath.Join(p.o.BaseDir, id, pidFile))
-			cmdline, _ := os.ReadFile("/proc/" + strings.TrimSpace(string(pidf)) + "/cmdline")
-			t.Fatalf("%s does not run just after its Create; pid file %q, that pid's command line %q; agent log:\n%s", id, pidf, cmdline, log)
-		}
-		pids[id] = pid
+		pids[id] = mustRun(t, p, id)
 	}
 	if pids["a1"] == pids["a2"] {
 		t.Fatalf("a1 and a2 share agent process %d; want one each", pids["a1"])
