@@ -111,14 +111,20 @@ func KillAllOf(cred *syscall.Credential) error {
 // and kills them all (kill(-1)), rather than starting a process of that
 // user to do it. Real, effective and saved ids all change, so that the
 // signal reaches nothing else (a process whose real uid is root may
-// signal every process of root).
+// signal every process of root). Only the calling thread changes (the
+// raw system calls, not syscall.Setresuid, which stops every thread of
+// the runtime to change them all): the kernel checks the permission to
+// signal against the credentials of the thread that calls kill, and the
+// caller is locked to its thread (Main), so kill runs on the thread whose
+// ids changed. The init exits right after; nothing else runs as root in
+// it meanwhile but the runtime.
 func killAllAsJobUser(cred *syscall.Credential) {
-	if err := syscall.Setresgid(int(cred.Gid), int(cred.Gid), int(cred.Gid)); err != nil {
-		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", err)
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(cred.Gid), uintptr(cred.Gid), uintptr(cred.Gid)); errno != 0 {
+		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", errno)
 		return
 	}
-	if err := syscall.Setresuid(int(cred.Uid), int(cred.Uid), int(cred.Uid)); err != nil {
-		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", err)
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(cred.Uid), uintptr(cred.Uid), uintptr(cred.Uid)); errno != 0 {
+		fmt.Fprintf(os.Stderr, "cumulus: job init: become the job user to end its processes: %v\n", errno)
 		return
 	}
 	_ = syscall.Kill(-1, syscall.SIGKILL) // not this process itself
@@ -244,30 +250,35 @@ func Main() int {
 		_, _ = ready.Write([]byte{1})
 		ready.Close()
 	}
+	// The signals are watched beside; this thread, the one that started
+	// the command, waits for it (a wait on this locked thread hands
+	// nothing over to another thread, where a channel receive would).
 	var stopping atomic.Bool
-	done := make(chan int, 1)
-	go func() { done <- reap(proc.Pid, &stopping) }()
-	for {
-		select {
-		case code := <-done:
-			if spec.KillAll && sys.Credential != nil {
-				killAllAsJobUser(sys.Credential)
+	go watch(sigs, &stopping, ppid, sys.Credential, name, spec.Path)
+	code := reap(proc.Pid, &stopping)
+	if spec.KillAll && sys.Credential != nil {
+		killAllAsJobUser(sys.Credential)
+	}
+	return code
+}
+
+// watch follows the signals a job init gets: a stop (SIGTERM, SIGINT) is
+// noted for reap; the agent's death (DeathSignal, or a new parent) ends
+// the job's every process and the init itself.
+func watch(sigs <-chan os.Signal, stopping *atomic.Bool, ppid int, cred *syscall.Credential, container, docker string) {
+	for s := range sigs {
+		if s == syscall.SIGTERM || s == syscall.SIGINT {
+			stopping.Store(true)
+		}
+		if s == DeathSignal || os.Getppid() != ppid {
+			if cred != nil {
+				_ = KillAllOf(cred) // those that left the group too
 			}
-			return code
-		case s := <-sigs:
-			if s == syscall.SIGTERM || s == syscall.SIGINT {
-				stopping.Store(true)
+			if container != "" {
+				RemoveContainer(docker, container) // the docker client's container lives in the engine
 			}
-			if s == DeathSignal || os.Getppid() != ppid {
-				if cred := sys.Credential; cred != nil {
-					_ = KillAllOf(cred) // those that left the group too
-				}
-				if name != "" {
-					RemoveContainer(spec.Path, name) // the docker client's container lives in the engine
-				}
-				_ = syscall.Kill(0, syscall.SIGKILL) // the job's whole process group, this init included
-				return 137
-			}
+			_ = syscall.Kill(0, syscall.SIGKILL) // the job's whole process group, this init included
+			os.Exit(137)
 		}
 	}
 }

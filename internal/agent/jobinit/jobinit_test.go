@@ -3,8 +3,11 @@ package jobinit_test
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
@@ -72,4 +75,54 @@ func TestJobInitStartsAlone(t *testing.T) {
 			t.Errorf("package %s was initialized before the job init ran", p)
 		}
 	}
+}
+
+// BenchmarkJobInit starts the program's job init as the agent does for an
+// isolated job of one command (`true`, as its job user, with KillAll) and
+// reports the CPU each start costs: the init's and its command's, from
+// their rusage. It needs root (the job user, the mounts).
+func BenchmarkJobInit(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root: the job init becomes a job user and mounts")
+	}
+	dir := b.TempDir()
+	bin, _, err := testbin.Cumulus(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mask := filepath.Join(dir, "work")
+	job, tmp := filepath.Join(mask, "jobs", "j"), filepath.Join(dir, "tmp")
+	for _, d := range []string{job, tmp} {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const uid = 2000999005
+	spec := jobinit.Spec{User: &jobinit.User{UID: uid, GID: uid, Home: job}, Mask: mask, Tmp: tmp, ShmSize: 64 << 20,
+		KillAll: true, Dir: job, Path: "/bin/sh", Args: []string{"-c", "true"}}
+	var cpu time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		f, err := os.CreateTemp(dir, "spec")
+		if err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(f.Name())
+		if _, err := f.Write(spec.Encode()); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.Seek(0, 0); err != nil {
+			b.Fatal(err)
+		}
+		cmd := &exec.Cmd{Path: bin, Args: []string{jobinit.Name}, Dir: job, ExtraFiles: []*os.File{f},
+			SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS, Pdeathsig: syscall.SIGKILL}}
+		out, err := cmd.CombinedOutput()
+		f.Close()
+		if err != nil {
+			b.Fatalf("job init: %v: %s", err, out)
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/job")
 }
