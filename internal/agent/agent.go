@@ -72,10 +72,15 @@ type Config struct {
 	UsageClock    clock.Clock
 	QueryGPUs     func(context.Context) ([]byte, error)
 
-	LogInterval  time.Duration // how often a running job's log is shipped
-	MinBackoff   time.Duration // first retry delay after a failed call
-	MaxBackoff   time.Duration // retry delays double up to this
-	DefaultGrace time.Duration // SIGTERM → SIGKILL when an assignment has no grace
+	LogInterval time.Duration // how often a running job's log is shipped
+	// ReportRunningAfter is how long a job runs before the agent reports
+	// it running (0: the default; negative: at once). A job that ends
+	// sooner is reported once, its exit carrying its start (the server
+	// records it Running, then ended): a request less for each short job.
+	ReportRunningAfter time.Duration
+	MinBackoff         time.Duration // first retry delay after a failed call
+	MaxBackoff         time.Duration // retry delays double up to this
+	DefaultGrace       time.Duration // SIGTERM → SIGKILL when an assignment has no grace
 	// StopTimeout bounds how long a stopping agent keeps trying to deliver
 	// its jobs' last logs, outputs and exit events.
 	StopTimeout time.Duration
@@ -107,17 +112,20 @@ type Config struct {
 func DefaultConfig() Config {
 	home, _ := os.UserHomeDir()
 	return Config{
-		WorkDir:      filepath.Join(home, ".cumulus", "agent"),
-		Version:      "dev",
-		LogInterval:  300 * time.Millisecond,
-		MinBackoff:   200 * time.Millisecond,
-		MaxBackoff:   10 * time.Second,
-		DefaultGrace: 10 * time.Second,
-		StopTimeout:  30 * time.Second,
-		KeepJobDirs:  10,
-		Docker:       "docker",
-		PullTimeout:  60 * time.Second,
-		JobUser:      os.Getenv("CUMULUS_JOB_USER"),
+		WorkDir:     filepath.Join(home, ".cumulus", "agent"),
+		Version:     "dev",
+		LogInterval: 300 * time.Millisecond,
+		// ReportRunningAfter: short beside what a person or a client
+		// watching the job notices, long beside a job of `true`.
+		ReportRunningAfter: 100 * time.Millisecond,
+		MinBackoff:         200 * time.Millisecond,
+		MaxBackoff:         10 * time.Second,
+		DefaultGrace:       10 * time.Second,
+		StopTimeout:        30 * time.Second,
+		KeepJobDirs:        10,
+		Docker:             "docker",
+		PullTimeout:        60 * time.Second,
+		JobUser:            os.Getenv("CUMULUS_JOB_USER"),
 	}
 }
 
@@ -162,6 +170,9 @@ func (c *Config) setDefaults() {
 		if *p.dst <= 0 {
 			*p.dst = p.def
 		}
+	}
+	if c.ReportRunningAfter == 0 {
+		c.ReportRunningAfter = d.ReportRunningAfter
 	}
 	if c.KeepJobDirs <= 0 {
 		c.KeepJobDirs = d.KeepJobDirs

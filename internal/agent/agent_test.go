@@ -66,9 +66,10 @@ func TestJobRunsAndReports(t *testing.T) {
 	if ev.Started.IsZero() || ev.Ended.Before(ev.Started) {
 		t.Errorf("exited event times: started %v ended %v", ev.Started, ev.Ended)
 	}
-	evs := f.eventsOf("job-1")
-	if evs[0].Phase != agentapi.PhaseRunning || evs[0].Started.IsZero() {
-		t.Errorf("first event = %+v; want running with a start time", evs[0])
+	for _, e := range f.eventsOf("job-1") {
+		if e.Started.IsZero() {
+			t.Errorf("event %+v has no start time", e)
+		}
 	}
 	if got := f.logOf("job-1"); got != "to-stdout\nto-stderr\n" {
 		t.Errorf("log = %q; want stdout and stderr lines", got)
@@ -118,6 +119,55 @@ func keys(m map[string]string) []string {
 		k = append(k, n)
 	}
 	return k
+}
+
+// Outputs the job leaves empty are not uploaded: the exit report names
+// them (the server files each as an empty upload), and the output the job
+// wrote is uploaded as ever.
+func TestEmptyOutputsRideOnTheExit(t *testing.T) {
+	f := newFakeServer(t)
+	startAgent(t, f, nil)
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{
+		UID: "job-e", Name: "empty", Attempt: 1, Grace: time.Second,
+		Command: `echo weights > "$AZUREML_OUTPUT_model/w.bin"`, Outputs: []string{"model", "metrics"},
+	}})
+	ev := f.exited("job-e", 10*time.Second)
+	if ev.ExitCode != 0 {
+		t.Fatalf("exited event = %+v", ev)
+	}
+	if got := strings.Join(ev.EmptyOutputs, ","); got != "metrics,default" {
+		t.Errorf("exit report names %q as empty, want metrics,default", got)
+	}
+	for _, name := range []string{"metrics", "default"} {
+		if b := f.output("job-e", name); b != nil {
+			t.Errorf("empty output %s was uploaded (%d bytes)", name, len(b))
+		}
+	}
+	if m := tarFiles(t, f.output("job-e", "model")); m["w.bin"] != "weights\n" {
+		t.Errorf("model output = %v; want w.bin", keys(m))
+	}
+}
+
+// A job that ends before ReportRunningAfter is reported once: its exit,
+// which carries its start. One that runs on is reported running first.
+func TestRunningIsReportedOnlyForJobsThatRunOn(t *testing.T) {
+	f := newFakeServer(t)
+	startAgent(t, f, func(c *Config) { c.ReportRunningAfter = time.Hour })
+	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "short", Attempt: 1, Grace: time.Second, Command: "true"}})
+	ev := f.exited("short", 10*time.Second)
+	if evs := f.eventsOf("short"); len(evs) != 1 || ev.Started.IsZero() || ev.Ended.Before(ev.Started) {
+		t.Errorf("a short job's events: %+v; want its exit alone, with its start", evs)
+	}
+
+	g := newFakeServer(t)
+	startAgent(t, g, func(c *Config) { c.ReportRunningAfter = 10 * time.Millisecond })
+	g.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "long", Attempt: 1, Grace: time.Second, Command: "sleep 600"}})
+	g.waitFor(20*time.Second, "the long job's running event", func() bool { return len(g.eventsOf("long")) > 0 })
+	if ev := g.eventsOf("long")[0]; ev.Phase != agentapi.PhaseRunning || ev.Started.IsZero() {
+		t.Errorf("the long job's first event = %+v; want running, with its start", ev)
+	}
+	g.send(agentapi.PollResponse{Cancel: []string{"long"}})
+	g.exited("long", 20*time.Second)
 }
 
 func TestExitCode(t *testing.T) {
@@ -313,7 +363,7 @@ func TestLogShippingSurvivesOutage(t *testing.T) {
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: "chatty", Attempt: 1, Env: map[string]string{"GATE1": gate1, "GATE2": gate2},
 		Command: `i=1; while [ $i -le 40 ]; do echo "line $i"; case $i in 20) read go < "$GATE1";; 30) read go < "$GATE2";; esac; i=$((i+1)); done`}})
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	ra := startAgent(t, f, func(c *Config) { c.Clock = clk })
+	ra := startAgent(t, f, func(c *Config) { c.Clock = clk; c.ReportRunningAfter = -1 })
 	interval := ra.cfg.LogInterval
 	logRefused := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.logRefused }
 

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,19 +32,29 @@ func (j *job) uploadOutputs(ctx context.Context) error {
 	}
 	named := map[string]bool{}
 	var first error
+	var empty []string
+	upload := func(name, dir string, skip func(string, fs.DirEntry) bool) {
+		if err := os.MkdirAll(dir, 0o755); err != nil { // the job may have removed it
+			first = cmp.Or(first, fmt.Errorf("%s: %w", name, err))
+			return
+		}
+		if none, err := files.EmptyTree(dir, skip); err == nil && none {
+			empty = append(empty, name) // told with the exit (agentapi.JobState.EmptyOutputs)
+			return
+		}
+		if err := j.uploadOutput(ctx, name, dir, skip); err != nil {
+			first = cmp.Or(first, err)
+		}
+	}
 	for _, name := range j.asg.Outputs {
 		if !safeName(name) || name == DefaultOutput {
 			continue // refused when the job was prepared
 		}
 		named[name] = true
-		if err := j.uploadOutput(ctx, name, filepath.Join(out, name), nil); err != nil && first == nil {
-			first = err
-		}
+		upload(name, filepath.Join(out, name), nil)
 	}
-	skip := func(rel string, d fs.DirEntry) bool { return named[rel] }
-	if err := j.uploadOutput(ctx, DefaultOutput, out, skip); err != nil && first == nil {
-		first = err
-	}
+	upload(DefaultOutput, out, func(rel string, d fs.DirEntry) bool { return named[rel] })
+	j.setState(func(s *agentapi.JobState) { s.EmptyOutputs = empty })
 	if err := j.uploadCheckpoint(ctx); err != nil && first == nil {
 		first = err
 	}
@@ -135,12 +146,9 @@ func (j *job) fetchCheckpoint(ctx context.Context) error {
 	return j.stampRestored(dir)
 }
 
-// uploadOutput packs dir into a temporary file next to the outputs and
-// PUTs it, retrying until the server takes it.
+// uploadOutput packs dir (which exists) into a temporary file next to the
+// outputs and PUTs it, retrying until the server takes it.
 func (j *job) uploadOutput(ctx context.Context, name, dir string, skip func(string, fs.DirEntry) bool) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil { // the job may have removed it
-		return fmt.Errorf("%s: %w", name, err)
-	}
 	tmp, err := os.CreateTemp(j.dir, ".output-"+name+"-*.tar.gz")
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

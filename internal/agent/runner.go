@@ -373,12 +373,21 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	j.setState(func(s *agentapi.JobState) { s.Started = started })
 	j.log.Info("job started", "pid", pgid)
 
-	// Report "running" (before the exit, however short the job), and ship
-	// the log while the command runs.
+	// Report "running" once the job has run for ReportRunningAfter (one
+	// that ends sooner is reported by its exit, which carries its start),
+	// and ship the log while the command runs.
 	var wg sync.WaitGroup
 	wg.Add(2)
+	ended := make(chan struct{})
 	go func() {
 		defer wg.Done()
+		if d := j.a.cfg.ReportRunningAfter; d > 0 {
+			select {
+			case <-ended:
+				return
+			case <-j.a.clk.After(d):
+			}
+		}
 		ev := j.report()
 		if err := j.a.retry(ctx, j.log, "report the job running", func(ctx context.Context) error {
 			return j.sendEvent(ctx, ev)
@@ -393,6 +402,7 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	}()
 
 	code := j.wait(group)
+	close(ended)
 	j.a.msiRevoke(j) // tokens only while the job runs
 	reason := j.stopReason()
 	j.processGone()

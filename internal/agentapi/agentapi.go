@@ -137,6 +137,12 @@ type JobState struct {
 	// that was in use on the node: the part did not start, and the job is
 	// started again on other ports.
 	PortBusy int `json:"portBusy,omitempty"`
+	// EmptyOutputs, in an exit report, names the outputs (DefaultOutput,
+	// named ones) the job left empty on this node: the agent uploads
+	// none of them, and the server files each as an empty upload of this
+	// attempt and rank before it takes the exit, as if it had been
+	// uploaded (most jobs leave theirs empty: a request each saved).
+	EmptyOutputs []string `json:"emptyOutputs,omitempty"`
 }
 
 // Parts of an MPI launch (JobState.MPIRole).

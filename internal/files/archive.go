@@ -2,6 +2,7 @@ package files
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -109,6 +110,28 @@ func PackFunc(w io.Writer, dir string, skip func(rel string, d fs.DirEntry) bool
 	}
 	return nil
 }
+
+// EmptyTree reports whether PackFunc(w, dir, skip) would pack nothing:
+// dir holds no entry it keeps (a regular file, a folder or a symlink
+// that skip does not leave out).
+func EmptyTree(dir string, skip func(rel string, d fs.DirEntry) bool) (bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", dir, err)
+	}
+	for _, d := range ents {
+		if skip != nil && skip(d.Name(), d) {
+			continue
+		}
+		if t := d.Type(); t.IsRegular() || t.IsDir() || t&fs.ModeSymlink != 0 {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// EmptyArchive is what Pack writes for an empty tree.
+func EmptyArchive() io.Reader { return bytes.NewReader(emptyArchive) }
 
 // emptyArchive is what Pack writes for an empty tree, and what a gzip
 // writer makes of a tar writer closed at once: the end-of-archive blocks

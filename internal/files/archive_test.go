@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -155,5 +156,44 @@ func TestPackEmptyTree(t *testing.T) {
 	got.Reset()
 	if err := PackFunc(&got, dir, func(string, fs.DirEntry) bool { return true }); err != nil || !bytes.Equal(got.Bytes(), want.Bytes()) {
 		t.Errorf("a tree of skipped entries packed to %x, %v", got.Bytes(), err)
+	}
+}
+
+// EmptyTree says a tree is empty exactly when PackFunc packs nothing of it:
+// skipped entries and sockets do not count; an empty folder does.
+func TestEmptyTreeAgreesWithPack(t *testing.T) {
+	dir := t.TempDir()
+	skipNamed := func(rel string, _ fs.DirEntry) bool { return rel == "named" }
+	check := func(what string, skip func(string, fs.DirEntry) bool) {
+		t.Helper()
+		var b bytes.Buffer
+		if err := PackFunc(&b, dir, skip); err != nil {
+			t.Fatal(err)
+		}
+		packedNothing := bytes.Equal(b.Bytes(), emptyArchive)
+		empty, err := EmptyTree(dir, skip)
+		if err != nil || empty != packedNothing {
+			t.Errorf("%s: EmptyTree = %v, %v; PackFunc packed nothing: %v", what, empty, err, packedNothing)
+		}
+	}
+	check("no entries", nil)
+	if err := os.MkdirAll(filepath.Join(dir, "named"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "named", "w.bin"), []byte("w"), 0o644)
+	check("a skipped folder", skipNamed)
+	check("a folder not skipped", nil)
+	ln, err := net.Listen("unix", filepath.Join(dir, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	check("a socket beside a skipped folder", skipNamed)
+	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	check("an empty folder", skipNamed)
+	if _, err := EmptyTree(filepath.Join(dir, "missing"), nil); err == nil {
+		t.Error("EmptyTree of a missing folder: no error")
 	}
 }

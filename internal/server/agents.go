@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -140,6 +141,11 @@ func (s *Server) agentEvent(w http.ResponseWriter, r *http.Request, p params) er
 		return err
 	}
 	ev.UID = p["uid"]
+	if ev.Phase == agentapi.PhaseExited && len(ev.EmptyOutputs) > 0 {
+		if err := s.storeEmptyOutputs(r.Context(), node.ID, ev); err != nil {
+			return err
+		}
+	}
 	if err := s.dispatch.Report(r.Context(), node.ID, ev); err != nil {
 		return err
 	}
@@ -215,10 +221,6 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 	if err != nil {
 		return api.NotFound("job %s is not known", p["uid"])
 	}
-	name := p["name"]
-	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
-		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
-	}
 	attempt := j.Attempt
 	if a := r.URL.Query().Get("attempt"); a != "" {
 		n, err := strconv.Atoi(a)
@@ -227,28 +229,68 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 		}
 		attempt = n
 	}
-	rank := -1
-	if at := j.Doc.Properties.Attempts; attempt <= len(at) && at[attempt-1].Number == attempt {
-		rank = slices.Index(at[attempt-1].Nodes, node.ID)
-	} else if attempt == j.Attempt {
-		rank = slices.Index(j.Nodes, node.ID)
-	}
-	if rank < 0 {
-		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf("node %s did not run attempt %d of job %s", node.ID, attempt, j.UID)}
-	}
-	if err := s.outputs.Put(j.UID, name, attempt, rank, r.Body, maxUpload); err != nil {
+	if err := s.storeOutput(r.Context(), node.ID, j, p["name"], attempt, r.Body); err != nil {
 		return err
 	}
-	if attempt == j.Attempt {
-		mu := &s.filing[outputStripe(j.UID, name)]
-		mu.Lock()
-		err := s.fileOutput(r.Context(), j, name)
-		mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// storeOutput keeps what node uploaded of output name for attempt of job
+// j, and files the output at its datastore path when the attempt is the
+// job's latest.
+func (s *Server) storeOutput(ctx context.Context, node string, j store.Job, name string, attempt int, body io.Reader) error {
+	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
+		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
+	}
+	rank := -1
+	if at := j.Doc.Properties.Attempts; attempt <= len(at) && at[attempt-1].Number == attempt {
+		rank = slices.Index(at[attempt-1].Nodes, node)
+	} else if attempt == j.Attempt {
+		rank = slices.Index(j.Nodes, node)
+	}
+	if rank < 0 {
+		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf("node %s did not run attempt %d of job %s", node, attempt, j.UID)}
+	}
+	if err := s.outputs.Put(j.UID, name, attempt, rank, body, maxUpload); err != nil {
+		return err
+	}
+	if attempt != j.Attempt {
+		return nil
+	}
+	mu := &s.filing[outputStripe(j.UID, name)]
+	mu.Lock()
+	defer mu.Unlock()
+	return s.fileOutput(ctx, j, name)
+}
+
+// storeEmptyOutputs keeps, for an exit report, the outputs the node says
+// the job left empty (agentapi.JobState.EmptyOutputs) as it would keep
+// their uploads: before the exit is taken, so that the ended job's
+// outputs are there to download. One the server would refuse as an
+// upload is left out (logged): the exit is taken all the same.
+func (s *Server) storeEmptyOutputs(ctx context.Context, node string, ev agentapi.JobEvent) error {
+	j, err := store.GetJobByUID(ctx, s.db.Q(), ev.UID)
+	if err != nil {
+		return nil // the report itself says that the job is not known
+	}
+	if ev.Attempt < 1 || ev.Attempt > j.Attempt {
+		return nil // as above: a stale or wrong report
+	}
+	for _, name := range ev.EmptyOutputs {
+		if name == agentapi.CheckpointOutput {
+			continue // an empty checkpoint is none: nothing to resume from
+		}
+		err := s.storeOutput(ctx, node, j, name, ev.Attempt, files.EmptyArchive())
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status < http.StatusInternalServerError {
+			s.log.Warn("an empty output in an exit report was refused", "job", j.Doc.Name, "node", node, "output", name, "err", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
 	}
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 

@@ -204,3 +204,49 @@ func TestBlobPathsKeepTheirBlobs(t *testing.T) {
 		t.Errorf("kept = %q", r.Body)
 	}
 }
+
+// A node whose job left outputs empty uploads none of them and names them
+// in its exit report: once the exit is taken, each is there to download,
+// empty, as an empty upload would be. A name the job does not declare is
+// left out, the exit taken all the same; a node that does not run the
+// job stores nothing.
+func TestExitReportFilesEmptyOutputs(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.create("cpu", computeBody())
+	j, tok := h.runOn("j", map[string]any{"properties": map[string]any{"jobType": "Command", "command": "true", "computeId": computePath("cpu"),
+		"outputs": map[string]any{"out": map[string]any{"jobOutputType": "uri_folder"}}}})
+	// As the scheduler leaves a job it gave a node (runOn gives no attempt).
+	now := time.Now().UTC()
+	j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
+	j.Doc.SetStatus(api.JobPreparing, now, "")
+	if err := store.UpdateJob(context.Background(), h.db.W(), &j); err != nil {
+		t.Fatal(err)
+	}
+	exit := agentapi.JobEvent{Attempt: 1, Phase: agentapi.PhaseExited, EmptyOutputs: []string{"default", "out", "undeclared"}}
+	events := agentapi.Prefix + "/jobs/" + j.UID + "/events"
+
+	var got api.Job
+	other := hardRegisterNode(t, h.url, h.db, "n2")
+	h.raw("POST", events, exit, "Authorization", "Bearer "+other) // taken without effect
+	h.do("GET", hWSPath+"/jobs/j/outputs/default", nil).want(t, 404)
+	if h.do("GET", hWSPath+"/jobs/j", nil).want(t, 200).json(t, &got); api.JobTerminal(got.Properties.Status) {
+		t.Fatalf("job %s after another node's exit report", got.Properties.Status)
+	}
+
+	h.raw("POST", events, exit, "Authorization", "Bearer "+tok).want(t, 204)
+	for _, name := range []string{"default", "out"} {
+		r := h.do("GET", hWSPath+"/jobs/j/outputs/"+name, nil).want(t, 200)
+		dir := t.TempDir()
+		if err := files.Unpack(bytes.NewReader(r.Body), dir); err != nil {
+			t.Fatalf("output %s: %v", name, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("output %s holds %d entries, want none", name, len(ents))
+		}
+	}
+	h.do("GET", hWSPath+"/jobs/j/outputs/undeclared", nil).want(t, 404)
+	h.do("GET", hWSPath+"/jobs/j", nil).want(t, 200).json(t, &got)
+	if got.Properties.Status != api.JobCompleted {
+		t.Errorf("job status %s after its exit, want %s", got.Properties.Status, api.JobCompleted)
+	}
+}
