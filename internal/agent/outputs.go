@@ -54,7 +54,11 @@ func (j *job) uploadOutputs(ctx context.Context) error {
 		upload(name, filepath.Join(out, name), nil)
 	}
 	upload(DefaultOutput, out, func(rel string, d fs.DirEntry) bool { return named[rel] })
-	j.setState(func(s *agentapi.JobState) { s.EmptyOutputs = empty })
+	// Not saved on its own: the exit report is saved when acknowledged, and
+	// an agent that restarts before finishes the job again from here.
+	j.mu.Lock()
+	j.state.EmptyOutputs = empty
+	j.mu.Unlock()
 	if err := j.uploadCheckpoint(ctx); err != nil && first == nil {
 		first = err
 	}
