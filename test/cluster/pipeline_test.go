@@ -59,7 +59,7 @@ jobs:
       code: ./score
       entry_script: score.py
       environment: azureml:scoring-env:1
-      program_arguments: --prefix scored --pause PAUSE
+      program_arguments: --prefix scored --pause PAUSEBARRIER
       append_row_to: ${{outputs.scores}}
   count:
     type: command
@@ -74,10 +74,16 @@ jobs:
 `
 
 // writeScoringPipeline writes the pipeline and its three code folders into
-// dir; sleep delays the first step, pause each item's scoring.
-func writeScoringPipeline(t *testing.T, dir, name string, sleep, pause float64) {
+// dir; sleep delays the first step, pause each item's scoring. With a
+// barrier folder, no worker scores its first mini-batch before workers of
+// both nodes have started (each says so there): the mini-batches are then
+// shared by the nodes however much later one's workers start.
+func writeScoringPipeline(t *testing.T, dir, name string, sleep, pause float64, barrier string) {
 	t.Helper()
-	y := strings.NewReplacer("PIPELINE", name, "SLEEP", fmtFloat(sleep), "PAUSE", fmtFloat(pause)).Replace(scoringPipeline)
+	if barrier != "" {
+		barrier = " --barrier " + barrier
+	}
+	y := strings.NewReplacer("PIPELINE", name, "SLEEP", fmtFloat(sleep), "PAUSEBARRIER", fmtFloat(pause)+barrier).Replace(scoringPipeline)
 	write(t, filepath.Join(dir, "pipeline.yml"), y)
 	write(t, filepath.Join(dir, "make", "make.py"), `import os, sys, time
 out = sys.argv[1]
@@ -94,10 +100,21 @@ def init():
     p = argparse.ArgumentParser()
     p.add_argument("--prefix")
     p.add_argument("--pause", type=float, default=0)
+    p.add_argument("--barrier", default="")
     args, _ = p.parse_known_args()
     print("init in pid", os.getpid(), "on node", os.environ.get("CUMULUS_NODE_ID"), flush=True)
+    if args.barrier:
+        open(os.path.join(args.barrier, "%s-%d" % (os.environ.get("CUMULUS_NODE_ID"), os.getpid())), "w").close()
+
+waited = False
 
 def run(mini_batch):
+    global waited
+    if args.barrier and not waited:
+        deadline = time.time() + 30  # below the mini-batch timeout (60 s)
+        while len({f.rsplit("-", 1)[0] for f in os.listdir(args.barrier)}) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        waited = True
     rows = []
     for path in mini_batch:
         name = os.path.basename(path)
@@ -137,7 +154,7 @@ func TestPipelineBatchScoring(t *testing.T) {
 	s := startServer(t)
 	s.createCompute("cpu-cluster", 0, 2, "PT60S")
 	dir := t.TempDir()
-	writeScoringPipeline(t, dir, "scoring", 0, 0.05)
+	writeScoringPipeline(t, dir, "scoring", 0, 0.05, t.TempDir())
 	if out, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--version", "1", "--image", "python:3.11-slim"); code != 0 {
 		t.Fatalf("environment create: %s %s", out, errOut)
 	}
@@ -302,7 +319,7 @@ func TestParallelStepLosesOnlyTheKilledNodesMiniBatches(t *testing.T) {
 	s := startServer(t, "--heartbeat-timeout", "4s", "--poll-timeout", "1s", "--node-host=false")
 	s.createCompute("cpu-cluster", 0, 2, "PT60S")
 	dir := t.TempDir()
-	writeScoringPipeline(t, dir, "killnode", 0, 0.4) // 2s a mini-batch
+	writeScoringPipeline(t, dir, "killnode", 0, 0.4, "") // 2s a mini-batch
 	if _, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--image", "python:3.11-slim"); code != 0 {
 		t.Fatal(errOut)
 	}
@@ -357,7 +374,7 @@ func TestPipelineResumesAfterControlPlaneKill(t *testing.T) {
 	s := startServer(t)
 	s.createCompute("cpu-cluster", 0, 2, "PT120S")
 	dir := t.TempDir()
-	writeScoringPipeline(t, dir, "resume", 3, 0.3)
+	writeScoringPipeline(t, dir, "resume", 3, 0.3, "")
 	if _, errOut, code := s.cli(dir, "environment", "create", "--name", "scoring-env", "--image", "python:3.11-slim"); code != 0 {
 		t.Fatal(errOut)
 	}
