@@ -20,7 +20,7 @@ import (
 )
 
 // DefaultOutput is the name the main outputs folder is uploaded under.
-const DefaultOutput = "default"
+const DefaultOutput = agentapi.DefaultOutput
 
 // uploadOutputs sends each named output folder and then the main outputs
 // folder (without the named ones) as tar.gz. It returns the first failure

@@ -139,9 +139,10 @@ type JobState struct {
 	PortBusy int `json:"portBusy,omitempty"`
 	// EmptyOutputs, in an exit report, names the outputs (DefaultOutput,
 	// named ones) the job left empty on this node: the agent uploads
-	// none of them, and the server files each as an empty upload of this
-	// attempt and rank before it takes the exit, as if it had been
-	// uploaded (most jobs leave theirs empty: a request each saved).
+	// none of them, and the server keeps each, with the exit and in the
+	// same write, as an empty upload of this attempt and rank, as if it
+	// had been uploaded (most jobs leave theirs empty: a request, and a
+	// file and folder on the server, each saved).
 	EmptyOutputs []string `json:"emptyOutputs,omitempty"`
 }
 
@@ -256,6 +257,10 @@ type TokenResponse struct {
 // CheckpointOutput is the output name under which $CUMULUS_CHECKPOINT_DIR
 // is saved at the end of every attempt.
 const CheckpointOutput = "checkpoint"
+
+// DefaultOutput is the name a job's main outputs folder (./outputs in its
+// working directory) is uploaded under.
+const DefaultOutput = "default"
 
 // Distribution is how a multi-process job is wired: the agent starts
 // ProcessesPerNode processes and gives each the environment its framework

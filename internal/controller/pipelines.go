@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -185,7 +183,7 @@ func (c *Pipelines) outputURI(ctx context.Context, j store.Job, name string) (st
 	if err := dispatch.WriteRows(ctx, c.DB.Q(), c.Outputs, j); err != nil {
 		return "", fmt.Errorf("rows: %w", err)
 	}
-	digest, err := c.outputBlob(j.UID, name)
+	digest, err := c.outputBlob(j, name)
 	if err != nil {
 		return "", err
 	}
@@ -208,21 +206,12 @@ func stepRef(in api.JobInput) (step, output string, ok bool) {
 
 // outputBlob stores a job's output (its ranks merged) as a blob and
 // returns its digest.
-func (c *Pipelines) outputBlob(uid, name string) (string, error) {
+func (c *Pipelines) outputBlob(j store.Job, name string) (string, error) {
 	var r io.ReadSeeker
-	f, err := c.Outputs.Open(uid, name)
+	f, err := c.Outputs.Open(j.UID, name, dispatch.EmptyParts(j, name)...)
 	switch {
 	case errors.Is(err, files.ErrNotFound):
-		var empty bytes.Buffer
-		dir, err := os.MkdirTemp("", "cumulus-empty-output-")
-		if err != nil {
-			return "", err
-		}
-		defer os.RemoveAll(dir)
-		if err := files.Pack(&empty, dir); err != nil {
-			return "", err
-		}
-		r = bytes.NewReader(empty.Bytes())
+		r = files.EmptyArchive() // a step that uploaded nothing passes an empty folder on
 	case err != nil:
 		return "", err
 	default:

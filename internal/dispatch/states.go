@@ -8,6 +8,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
+	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
@@ -70,9 +71,17 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 		// whose start and end one poll carries) ran all the same: its
 		// history shows Running before it ends.
 		started := !st.Started.IsZero()
+		noted := noteEmptyOutputs(&j, nodeID, st)
 		if started && (evicted || gone) {
 			// Written first: a preemption and a requeue read the job again.
 			if err := lifecycle.StartedIn(ctx, q, &j, nodeID, st.Attempt, st.Started.UTC()); err != nil {
+				return Outcome{}, err
+			}
+		}
+		if noted && (evicted || gone || st.PortBusy > 0) {
+			// As above (StartedIn's write, when it made one, wrote them
+			// too; this one is a write of the same body).
+			if err := store.UpdateJob(ctx, q, &j); err != nil {
 				return Outcome{}, err
 			}
 		}
@@ -87,7 +96,7 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 			err = lifecycle.PortBusy(ctx, q, j, nodeID, st.Attempt, st.PortBusy, at)
 		default:
 			part := lifecycle.Part{Node: nodeID, Attempt: st.Attempt, Code: st.ExitCode, Reason: st.Reason,
-				Mpirun: st.MPIRole == agentapi.MPIRoleMpirun, Launcher: st.MPIRole == agentapi.MPIRoleLauncher}
+				Mpirun: st.MPIRole == agentapi.MPIRoleMpirun, Launcher: st.MPIRole == agentapi.MPIRoleLauncher, Noted: noted}
 			if started {
 				part.Started = st.Started.UTC() // one write
 			}
@@ -98,6 +107,70 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 		}
 	}
 	return out, nil
+}
+
+// noteEmptyOutputs notes on j the outputs an exit report says node nodeID
+// left empty (agentapi.JobState.EmptyOutputs), as the server would keep
+// their uploads: outputs the job declares and the default one, of an
+// attempt the node ran, at its rank. The checkpoint is left out (an empty
+// one is none: nothing to resume from), as is any other name (an upload
+// of it would be refused). It reports whether it noted one.
+func noteEmptyOutputs(j *store.Job, nodeID string, st agentapi.JobState) bool {
+	if len(st.EmptyOutputs) == 0 {
+		return false
+	}
+	rank := RankIn(*j, nodeID, st.Attempt)
+	if rank < 0 {
+		return false
+	}
+	noted := false
+	for _, name := range st.EmptyOutputs {
+		if _, declared := j.Doc.Properties.Outputs[name]; name != agentapi.DefaultOutput && !declared {
+			continue
+		}
+		e := store.EmptyOutput{Name: name, Attempt: st.Attempt, Rank: rank}
+		if slices.Contains(j.EmptyOutputs, e) {
+			continue
+		}
+		j.EmptyOutputs = append(slices.Clip(j.EmptyOutputs), e) // the slice may be shared with a cache
+		noted = true
+	}
+	return noted
+}
+
+// EmptyParts are the parts of output name that job j's nodes left empty
+// (noted from their exit reports), as files.Outputs takes them.
+func EmptyParts(j store.Job, name string) []files.Part {
+	var out []files.Part
+	for _, e := range j.EmptyOutputs {
+		if e.Name == name {
+			out = append(out, files.Part{Attempt: e.Attempt, Rank: e.Rank})
+		}
+	}
+	return out
+}
+
+// EmptyNames are the names of the outputs job j's nodes left empty.
+func EmptyNames(j store.Job) []string {
+	var out []string
+	for _, e := range j.EmptyOutputs {
+		if !slices.Contains(out, e.Name) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
+// RankIn is node nodeID's rank in an attempt of job j, -1 when the node
+// did not run that attempt.
+func RankIn(j store.Job, nodeID string, attempt int) int {
+	if at := j.Doc.Properties.Attempts; attempt >= 1 && attempt <= len(at) && at[attempt-1].Number == attempt {
+		return slices.Index(at[attempt-1].Nodes, nodeID)
+	}
+	if attempt >= 1 && attempt == j.Attempt {
+		return slices.Index(j.Nodes, nodeID)
+	}
+	return -1
 }
 
 // orNow is the time an agent reported, or now when it reported none.

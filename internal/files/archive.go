@@ -131,7 +131,7 @@ func EmptyTree(dir string, skip func(rel string, d fs.DirEntry) bool) (bool, err
 }
 
 // EmptyArchive is what Pack writes for an empty tree.
-func EmptyArchive() io.Reader { return bytes.NewReader(emptyArchive) }
+func EmptyArchive() *bytes.Reader { return bytes.NewReader(emptyArchive) }
 
 // emptyArchive is what Pack writes for an empty tree, and what a gzip
 // writer makes of a tar writer closed at once: the end-of-archive blocks

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,9 +17,14 @@ import (
 // Dir/<uid>/<name>/a<attempt>-r<rank>.tar.gz. A reader gets one archive
 // per name, the ranks' files merged (Merge): a multi-node job has one
 // output location, as if every rank wrote into the same folder.
+//
+// An upload its node left empty need not be a file here: the readers take
+// the parts the caller knows to be empty (a Part with no Path; the job
+// record keeps them) as uploads of an empty folder.
 type Outputs struct{ Dir string }
 
-// Part is one node's upload of one output.
+// Part is one node's upload of one output. A Part with no Path is an
+// empty one.
 type Part struct {
 	Attempt, Rank int
 	Path          string
@@ -42,9 +48,11 @@ func (o Outputs) Put(uid, name string, attempt, rank int, r io.Reader, maxBytes 
 	return writeVerified(p, "", r, maxBytes)
 }
 
-// parts lists the uploads of an output, oldest attempt first, then by rank.
-func (o Outputs) parts(uid, name string) []Part {
-	var out []Part
+// parts lists the uploads of an output, with the empty ones given, oldest
+// attempt first, then by rank; a rank's file comes after its empty part of
+// the same attempt.
+func (o Outputs) parts(uid, name string, empty []Part) []Part {
+	out := slices.Clone(empty)
 	if _, err := os.Stat(o.legacy(uid, name)); err == nil {
 		out = append(out, Part{Path: o.legacy(uid, name)})
 	}
@@ -60,7 +68,7 @@ func (o Outputs) parts(uid, name string) []Part {
 		}
 		out = append(out, Part{Attempt: a, Rank: r, Path: filepath.Join(o.dir(uid, name), e.Name())})
 	}
-	sort.Slice(out, func(i, k int) bool {
+	sort.SliceStable(out, func(i, k int) bool {
 		if out[i].Attempt != out[k].Attempt {
 			return out[i].Attempt < out[k].Attempt
 		}
@@ -70,9 +78,10 @@ func (o Outputs) parts(uid, name string) []Part {
 }
 
 // Open opens an output of the job's latest attempt that uploaded it, every
-// rank's files merged. The file is private to the caller (close it).
-func (o Outputs) Open(uid, name string) (*os.File, error) {
-	ps := o.parts(uid, name)
+// rank's files merged; empty are the parts of it its nodes left empty (see
+// Outputs). The file is private to the caller (close it).
+func (o Outputs) Open(uid, name string, empty ...Part) (*os.File, error) {
+	ps := o.parts(uid, name, empty)
 	if len(ps) == 0 {
 		return nil, fmt.Errorf("output %s: %w", name, ErrNotFound)
 	}
@@ -90,25 +99,37 @@ func (o Outputs) Open(uid, name string) (*os.File, error) {
 // file replaces an earlier one's): what a checkpoint is, when each attempt
 // uploads only the files it wrote.
 func (o Outputs) OpenAll(uid, name string) (*os.File, error) {
-	ps := o.parts(uid, name)
+	ps := o.parts(uid, name, nil)
 	if len(ps) == 0 {
 		return nil, fmt.Errorf("output %s: %w", name, ErrNotFound)
 	}
 	return o.open(uid, ps)
 }
 
+// open merges the parts into a file of their own; the empty ones add
+// nothing.
 func (o Outputs) open(uid string, ps []Part) (*os.File, error) {
+	ps = slices.DeleteFunc(slices.Clone(ps), func(p Part) bool { return p.Path == "" })
 	if len(ps) == 1 {
 		return os.Open(ps[0].Path)
 	}
-	tmp, err := os.CreateTemp(filepath.Join(o.Dir, uid), ".merged-*.tar.gz")
+	dir := filepath.Join(o.Dir, uid)
+	if len(ps) == 0 {
+		dir = "" // the job may have no folder here: nothing was uploaded
+	}
+	tmp, err := os.CreateTemp(dir, ".merged-*.tar.gz")
 	if err != nil {
 		return nil, fmt.Errorf("merge outputs: %w", err)
 	}
 	os.Remove(tmp.Name()) // the open file lives on until closed
-	if _, err := Merge(tmp, ps); err != nil {
+	if len(ps) == 0 {
+		_, err = io.Copy(tmp, EmptyArchive())
+	} else {
+		_, err = Merge(tmp, ps)
+	}
+	if err != nil {
 		tmp.Close()
-		return nil, err
+		return nil, fmt.Errorf("merge outputs: %w", err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		tmp.Close()
@@ -117,13 +138,34 @@ func (o Outputs) open(uid string, ps []Part) (*os.File, error) {
 	return tmp, nil
 }
 
-// Has reports whether a job has an output of that name.
-func (o Outputs) Has(uid, name string) bool { return len(o.parts(uid, name)) > 0 }
+// LatestEmpty reports whether the latest attempt of an output is empty:
+// the parts given empty are all that attempt has (no rank uploaded a
+// file). An output of no parts at all is not.
+func (o Outputs) LatestEmpty(uid, name string, empty ...Part) bool {
+	ps := o.parts(uid, name, empty)
+	if len(ps) == 0 {
+		return false
+	}
+	last := ps[len(ps)-1].Attempt
+	for _, p := range ps {
+		if p.Attempt == last && p.Path != "" {
+			return false
+		}
+	}
+	return true
+}
 
-// Names lists the outputs stored for a job.
-func (o Outputs) Names(uid string) []string {
+// Has reports whether a job has an output of that name uploaded as a file
+// (an empty one kept with the job is not looked for).
+func (o Outputs) Has(uid, name string) bool { return len(o.parts(uid, name, nil)) > 0 }
+
+// Names lists the outputs stored for a job, with those named in empty.
+func (o Outputs) Names(uid string, empty ...string) []string {
 	ents, _ := os.ReadDir(filepath.Join(o.Dir, uid))
 	seen := map[string]bool{}
+	for _, n := range empty {
+		seen[n] = true
+	}
 	for _, e := range ents {
 		n, legacy := strings.CutSuffix(e.Name(), ".tar.gz")
 		if (legacy || e.IsDir()) && !strings.HasPrefix(n, ".") {

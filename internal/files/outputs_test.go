@@ -29,6 +29,11 @@ func put(t *testing.T, o Outputs, uid, name string, attempt, rank int, fs map[st
 	}
 }
 
+// latest is o.Open with the parts given as empty ones.
+func latest(o Outputs, empty ...Part) func(uid, name string) (*os.File, error) {
+	return func(uid, name string) (*os.File, error) { return o.Open(uid, name, empty...) }
+}
+
 // read unpacks what a reader of the output gets.
 func read(t *testing.T, open func(uid, name string) (*os.File, error), uid, name string) map[string]string {
 	t.Helper()
@@ -61,7 +66,7 @@ func TestOutputsMergeRanks(t *testing.T) {
 	put(t, o, "j", "default", 1, 1, map[string]string{"rank1.txt": "one", "config.json": "{}"})
 	put(t, o, "j", "default", 1, 2, map[string]string{"rank2.txt": "two", "config.json": "{}"})
 	put(t, o, "j", "default", 1, 0, map[string]string{"model.pt": "weights", "rank0.txt": "zero", "config.json": "{}", "sub/a": "a"})
-	got := read(t, o.Open, "j", "default")
+	got := read(t, latest(o), "j", "default")
 	want := map[string]string{"model.pt": "weights", "rank0.txt": "zero", "rank1.txt": "one", "rank2.txt": "two", "config.json": "{}", "sub/a": "a"}
 	if len(got) != len(want) {
 		t.Fatalf("merged output = %v; want %v", got, want)
@@ -80,7 +85,7 @@ func TestOutputsMergeConflicts(t *testing.T) {
 	put(t, o, "j", "default", 1, 0, map[string]string{"metrics.json": "from 0"})
 	put(t, o, "j", "default", 1, 1, map[string]string{"metrics.json": "from 1"})
 	put(t, o, "j", "default", 1, 2, map[string]string{"metrics.json": "from 0"})
-	got := read(t, o.Open, "j", "default")
+	got := read(t, latest(o), "j", "default")
 	if got["metrics.json"] != "from 0" || got["metrics.json.rank1"] != "from 1" {
 		t.Errorf("merged = %v; want rank 0's copy at the path and rank 1's beside it", got)
 	}
@@ -102,7 +107,7 @@ func TestOutputsAcrossAttempts(t *testing.T) {
 		put(t, o, "j", name, 2, 0, map[string]string{"shard0": "a2"})
 		put(t, o, "j", name, 2, 1, map[string]string{"shard1": "a2"})
 	}
-	if got := read(t, o.Open, "j", "default"); len(got) != 2 || got["shard0"] != "a2" || got["shard1"] != "a2" {
+	if got := read(t, latest(o), "j", "default"); len(got) != 2 || got["shard0"] != "a2" || got["shard1"] != "a2" {
 		t.Errorf("output = %v; want attempt 2's shards only", got)
 	}
 	got := read(t, o.OpenAll, "j", "checkpoint")
@@ -117,5 +122,41 @@ func TestOutputsAcrossAttempts(t *testing.T) {
 	}
 	if _, err := o.Open("j", "missing"); err == nil {
 		t.Error("a missing output opened")
+	}
+}
+
+// A part its node left empty, which the caller knows of (the job keeps
+// it) rather than a file here, counts as an upload of an empty folder: a
+// later attempt left empty has an empty output, not an earlier attempt's,
+// and another rank's files of the same attempt are all of it.
+func TestOutputsEmptyParts(t *testing.T) {
+	o := Outputs{Dir: t.TempDir()}
+	if _, err := o.Open("j", "default", Part{Attempt: 1, Rank: 0}); err != nil {
+		t.Fatalf("an output left empty, with no upload at all, does not open: %v", err)
+	}
+	if got := read(t, latest(o, Part{Attempt: 1, Rank: 0}), "j", "default"); len(got) != 0 {
+		t.Errorf("output left empty = %v; want no files", got)
+	}
+	if !o.LatestEmpty("j", "default", Part{Attempt: 1, Rank: 0}) || o.LatestEmpty("j", "default") {
+		t.Error("LatestEmpty: want true for an output left empty, false for no output")
+	}
+
+	put(t, o, "j", "default", 1, 0, map[string]string{"model": "a1"})
+	second := Part{Attempt: 2, Rank: 0}
+	if got := read(t, latest(o, second), "j", "default"); len(got) != 0 {
+		t.Errorf("output = %v; want attempt 2's, left empty, not attempt 1's files", got)
+	}
+	if got := read(t, latest(o), "j", "default"); got["model"] != "a1" {
+		t.Errorf("output without the empty part = %v; want attempt 1's files", got)
+	}
+	put(t, o, "j", "default", 2, 1, map[string]string{"shard1": "a2"})
+	if got := read(t, latest(o, second), "j", "default"); len(got) != 1 || got["shard1"] != "a2" {
+		t.Errorf("output = %v; want rank 1's files of attempt 2 alone", got)
+	}
+	if o.LatestEmpty("j", "default", second) {
+		t.Error("LatestEmpty with a rank's files in the latest attempt")
+	}
+	if n := o.Names("k", "default"); len(n) != 1 || n[0] != "default" {
+		t.Errorf("names of a job whose only output was left empty = %v", n)
 	}
 }

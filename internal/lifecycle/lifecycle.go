@@ -121,6 +121,10 @@ type Part struct {
 	// Launcher: the part was the launcher of node rank 0's MPI daemon on
 	// this node, which mpirun needs until it ends.
 	Launcher bool
+	// Noted: the job given to PartEnded holds a change of the caller's
+	// not written yet (the outputs the part left empty); it is written
+	// with the part's end, or alone when the end changes nothing.
+	Noted bool
 }
 
 // PartEnded is Exited for a report that says more (see Part): a part's
@@ -131,7 +135,7 @@ type Part struct {
 // attempts were made (0: no bound), as when a node is lost.
 func PartEnded(ctx context.Context, q store.Querier, j store.Job, e Part, maxAttempts int, at time.Time) error {
 	dirty := !e.Started.IsZero() && markStarted(&j, e.Node, e.Attempt, e.Started)
-	return exited(ctx, q, j, dirty, e, maxAttempts, at)
+	return exited(ctx, q, j, dirty || e.Noted, e, maxAttempts, at)
 }
 
 // exited is PartEnded; dirty says j holds a change not yet written.

@@ -142,7 +142,7 @@ func (s *Server) agentEvent(w http.ResponseWriter, r *http.Request, p params) er
 	}
 	ev.UID = p["uid"]
 	if ev.Phase == agentapi.PhaseExited && len(ev.EmptyOutputs) > 0 {
-		if err := s.storeEmptyOutputs(r.Context(), node.ID, ev); err != nil {
+		if err := s.fileEmptyOutputs(r.Context(), node.ID, ev); err != nil {
 			return err
 		}
 	}
@@ -243,12 +243,7 @@ func (s *Server) storeOutput(ctx context.Context, node string, j store.Job, name
 	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
 		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
 	}
-	rank := -1
-	if at := j.Doc.Properties.Attempts; attempt <= len(at) && at[attempt-1].Number == attempt {
-		rank = slices.Index(at[attempt-1].Nodes, node)
-	} else if attempt == j.Attempt {
-		rank = slices.Index(j.Nodes, node)
-	}
+	rank := dispatch.RankIn(j, node, attempt)
 	if rank < 0 {
 		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf("node %s did not run attempt %d of job %s", node, attempt, j.UID)}
 	}
@@ -261,32 +256,36 @@ func (s *Server) storeOutput(ctx context.Context, node string, j store.Job, name
 	mu := &s.filing[outputStripe(j.UID, name)]
 	mu.Lock()
 	defer mu.Unlock()
-	return s.fileOutput(ctx, j, name)
+	return s.fileOutput(ctx, j, name, dispatch.EmptyParts(j, name)...)
 }
 
-// storeEmptyOutputs keeps, for an exit report, the outputs the node says
-// the job left empty (agentapi.JobState.EmptyOutputs) as it would keep
-// their uploads: before the exit is taken, so that the ended job's
-// outputs are there to download. One the server would refuse as an
-// upload is left out (logged): the exit is taken all the same.
-func (s *Server) storeEmptyOutputs(ctx context.Context, node string, ev agentapi.JobEvent) error {
+// fileEmptyOutputs files, for an exit report of the job's current attempt,
+// the outputs the node says the job left empty (agentapi.JobState.EmptyOutputs)
+// under their blob paths, as their uploads would be: before the exit is
+// taken, so that an ended job's outputs are where it says. The exit's
+// write keeps them with the job (dispatch.ApplyJobState); a name an upload
+// of which would be refused is logged here and left out there.
+func (s *Server) fileEmptyOutputs(ctx context.Context, node string, ev agentapi.JobEvent) error {
 	j, err := store.GetJobByUID(ctx, s.db.Q(), ev.UID)
-	if err != nil {
-		return nil // the report itself says that the job is not known
+	if err != nil || ev.Attempt != j.Attempt {
+		return nil // the report itself says that the job is not known, or an earlier attempt's output is not filed
 	}
-	if ev.Attempt < 1 || ev.Attempt > j.Attempt {
-		return nil // as above: a stale or wrong report
+	rank := dispatch.RankIn(j, node, ev.Attempt)
+	if rank < 0 {
+		return nil // not a node of the attempt: the report changes nothing
 	}
 	for _, name := range ev.EmptyOutputs {
-		if name == agentapi.CheckpointOutput {
-			continue // an empty checkpoint is none: nothing to resume from
-		}
-		err := s.storeOutput(ctx, node, j, name, ev.Attempt, files.EmptyArchive())
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Status < http.StatusInternalServerError {
-			s.log.Warn("an empty output in an exit report was refused", "job", j.Doc.Name, "node", node, "output", name, "err", err)
+		if _, declared := j.Doc.Properties.Outputs[name]; name != agentapi.DefaultOutput && !declared {
+			if name != agentapi.CheckpointOutput {
+				s.log.Warn("an exit report names an empty output the job does not declare", "job", j.Doc.Name, "node", node, "output", name)
+			}
 			continue
 		}
+		empty := append(dispatch.EmptyParts(j, name), files.Part{Attempt: ev.Attempt, Rank: rank})
+		mu := &s.filing[outputStripe(j.UID, name)]
+		mu.Lock()
+		err := s.fileOutput(ctx, j, name, empty...)
+		mu.Unlock()
 		if err != nil {
 			return err
 		}

@@ -176,9 +176,9 @@ func outputPath(j store.Job, name string) (api.BlobPath, bool) {
 }
 
 // fileOutput files an output of a job under its blob path: the files of
-// its latest attempt, every rank's merged (files.Outputs.Open), replace
-// what the path held.
-func (s *Server) fileOutput(ctx context.Context, j store.Job, name string) error {
+// its latest attempt, every rank's merged (files.Outputs.Open; empty are
+// the parts its nodes left empty), replace what the path held.
+func (s *Server) fileOutput(ctx context.Context, j store.Job, name string, empty ...files.Part) error {
 	b, ok := outputPath(j, name)
 	if !ok {
 		return nil
@@ -191,31 +191,23 @@ func (s *Server) fileOutput(ctx context.Context, j store.Job, name string) error
 	if err != nil {
 		return err
 	}
-	f, err := s.outputs.Open(j.UID, name)
-	if errors.Is(err, files.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	s.blobMu.RLock()
 	defer s.blobMu.RUnlock()
-	now := s.clock.Now().UTC()
-	prefix := store.FolderPrefix(b.Path)
 	var entries []store.BlobEntry
-	err = files.WalkFiles(f, func(rel string, size int64, content io.Reader) error {
-		wr, err := s.blobs.PutStream(content, maxUpload)
-		if err != nil {
+	if s.outputs.LatestEmpty(j.UID, name, empty...) {
+		// Nothing to file (most jobs): only what the path held goes, and
+		// a path that holds nothing takes no write.
+		held, err := store.BlobPathExists(ctx, s.db.Q(), st.id(), container, b.Path, true)
+		if err != nil || !held {
 			return err
 		}
-		entries = append(entries, store.BlobEntry{Workspace: st.id(), Container: container, Path: prefix + rel, Digest: wr.Digest, Size: wr.Size,
-			MD5: base64.StdEncoding.EncodeToString(wr.MD5), ContentType: "application/octet-stream", Metadata: map[string]string{}, Created: now, Modified: now, ETag: newETag()})
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("file output %s of job %s: %w", name, j.Doc.Name, err)
+	} else if entries, err = s.outputEntries(j, name, st, container, b, empty); err != nil {
+		if errors.Is(err, files.ErrNotFound) {
+			return nil
+		}
+		return err
 	}
+	now := s.clock.Now().UTC()
 	return s.db.Tx(context.WithoutCancel(ctx), func(q store.Querier) error {
 		if _, err := store.DeleteBlobFolder(ctx, q, st.id(), container, b.Path); err != nil {
 			return err
@@ -230,6 +222,32 @@ func (s *Server) fileOutput(ctx context.Context, j store.Job, name string) error
 		}
 		return nil
 	})
+}
+
+// outputEntries stores the files of the latest attempt of a job's output
+// as blobs and returns their entries under blob path b (not yet written).
+func (s *Server) outputEntries(j store.Job, name string, st storeWorkspace, container string, b api.BlobPath, empty []files.Part) ([]store.BlobEntry, error) {
+	f, err := s.outputs.Open(j.UID, name, empty...)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	now := s.clock.Now().UTC()
+	prefix := store.FolderPrefix(b.Path)
+	var entries []store.BlobEntry
+	err = files.WalkFiles(f, func(rel string, size int64, content io.Reader) error {
+		wr, err := s.blobs.PutStream(content, maxUpload)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, store.BlobEntry{Workspace: st.id(), Container: container, Path: prefix + rel, Digest: wr.Digest, Size: wr.Size,
+			MD5: base64.StdEncoding.EncodeToString(wr.MD5), ContentType: "application/octet-stream", Metadata: map[string]string{}, Created: now, Modified: now, ETag: newETag()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("file output %s of job %s: %w", name, j.Doc.Name, err)
+	}
+	return entries, nil
 }
 
 // outputStripe picks the lock that files one output of one job.

@@ -215,20 +215,37 @@ func TestExitReportFilesEmptyOutputs(t *testing.T) {
 	h.create("cpu", computeBody())
 	j, tok := h.runOn("j", map[string]any{"properties": map[string]any{"jobType": "Command", "command": "true", "computeId": computePath("cpu"),
 		"outputs": map[string]any{"out": map[string]any{"jobOutputType": "uri_folder"}}}})
-	// As the scheduler leaves a job it gave a node (runOn gives no attempt).
-	now := time.Now().UTC()
-	j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now}}
-	j.Doc.SetStatus(api.JobPreparing, now, "")
-	if err := store.UpdateJob(context.Background(), h.db.W(), &j); err != nil {
+	// Attempt 1 saved a model (filed under the job's artifacts), then
+	// attempt 2 started, on the same node, as the scheduler leaves a job
+	// it gave a node (runOn gives no attempt).
+	h.raw("PUT", agentapi.Prefix+"/jobs/"+j.UID+"/outputs/default?attempt=1", tarOf(t, map[string]string{"model.pkl": "m"}),
+		"Authorization", "Bearer "+tok).want(t, 204)
+	artifacts := "ExperimentRun/dcid.j/outputs/"
+	if got := h.listNames("workspaceartifactstore", artifacts); len(got) != 1 {
+		t.Fatalf("attempt 1's artifacts = %v", got)
+	}
+	ctx := context.Background()
+	j, err := store.GetJobByUID(ctx, h.db.Q(), j.UID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exit := agentapi.JobEvent{Attempt: 1, Phase: agentapi.PhaseExited, EmptyOutputs: []string{"default", "out", "undeclared"}}
+	now := time.Now().UTC()
+	j.Attempt = 2
+	j.Doc.Properties.Attempts = []api.Attempt{{Number: 1, Nodes: []string{"n1"}, Assigned: &now, Ended: &now}, {Number: 2, Nodes: []string{"n1"}, Assigned: &now}}
+	j.Doc.SetStatus(api.JobPreparing, now, "")
+	if err := store.UpdateJob(ctx, h.db.W(), &j); err != nil {
+		t.Fatal(err)
+	}
+	exit := agentapi.JobEvent{Attempt: 2, Phase: agentapi.PhaseExited, EmptyOutputs: []string{"default", "out", "undeclared"}}
 	events := agentapi.Prefix + "/jobs/" + j.UID + "/events"
 
 	var got api.Job
 	other := hardRegisterNode(t, h.url, h.db, "n2")
 	h.raw("POST", events, exit, "Authorization", "Bearer "+other) // taken without effect
-	h.do("GET", hWSPath+"/jobs/j/outputs/default", nil).want(t, 404)
+	h.do("GET", hWSPath+"/jobs/j/outputs/out", nil).want(t, 404)
+	if got := h.listNames("workspaceartifactstore", artifacts); len(got) != 1 {
+		t.Errorf("artifacts after another node's report = %v; want attempt 1's still", got)
+	}
 	if h.do("GET", hWSPath+"/jobs/j", nil).want(t, 200).json(t, &got); api.JobTerminal(got.Properties.Status) {
 		t.Fatalf("job %s after another node's exit report", got.Properties.Status)
 	}
@@ -245,8 +262,16 @@ func TestExitReportFilesEmptyOutputs(t *testing.T) {
 		}
 	}
 	h.do("GET", hWSPath+"/jobs/j/outputs/undeclared", nil).want(t, 404)
+	if got := h.listNames("workspaceartifactstore", artifacts); len(got) != 0 {
+		t.Errorf("artifacts = %v; want none: the latest attempt's output is empty", got)
+	}
 	h.do("GET", hWSPath+"/jobs/j", nil).want(t, 200).json(t, &got)
 	if got.Properties.Status != api.JobCompleted {
 		t.Errorf("job status %s after its exit, want %s", got.Properties.Status, api.JobCompleted)
+	}
+	// Kept with the job, not as files: the server's folder of the job's
+	// outputs holds attempt 1's upload alone.
+	if ents, err := os.ReadDir(filepath.Join(h.dir, "outputs", j.UID)); err != nil || len(ents) != 1 || ents[0].Name() != "default" {
+		t.Errorf("the job's output folders: %v, %v; want attempt 1's default alone", ents, err)
 	}
 }

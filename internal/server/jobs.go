@@ -13,6 +13,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/cost"
+	"github.com/cumulus-ml/cumulus/internal/dispatch"
 	"github.com/cumulus-ml/cumulus/internal/files"
 	"github.com/cumulus-ml/cumulus/internal/lifecycle"
 	"github.com/cumulus-ml/cumulus/internal/secret"
@@ -396,9 +397,9 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request, p params) err
 	if err := s.fileParallelRows(r.Context(), j.UID); err != nil {
 		return err
 	}
-	f, err := s.outputs.Open(j.UID, name)
+	f, err := s.outputs.Open(j.UID, name, dispatch.EmptyParts(j, name)...)
 	if errors.Is(err, files.ErrNotFound) {
-		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, name, strings.Join(s.outputs.Names(j.UID), ", "))
+		return api.NotFound("job %s has no output %q (outputs are uploaded when the job ends; it has: %s)", j.Doc.Name, name, strings.Join(s.outputs.Names(j.UID, dispatch.EmptyNames(j)...), ", "))
 	}
 	if err != nil {
 		return err

@@ -85,6 +85,7 @@ func decodeJobBody(j *Job, body []byte, created int64) error {
 	j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
 	j.PortRetries, j.MPIDone = b.Ports, b.MPIDone
 	j.Reclaims, j.Reclaimed = b.Reclaim, b.Last
+	j.EmptyOutputs = b.Empty
 	j.Created = time.UnixMilli(created).UTC()
 	j.ran = markOf(j)
 	return nil

@@ -42,6 +42,10 @@ type Job struct {
 	// Reclaimed is the last such attempt: its nodes stop it with the
 	// preemption grace.
 	Reclaims, Reclaimed int
+	// EmptyOutputs are the outputs its nodes reported left empty when
+	// their part ended, by attempt and rank: kept with the job rather than
+	// as empty uploads (files.Outputs reads them as such).
+	EmptyOutputs []EmptyOutput
 
 	ran runMark // what the cost ledger holds of its latest attempt
 }
@@ -56,11 +60,20 @@ type jobBody struct {
 	MPIDone bool           `json:"mpiDone,omitempty"`
 	Reclaim int            `json:"reclaims,omitempty"`
 	Last    int            `json:"reclaimed,omitempty"`
+	Empty   []EmptyOutput  `json:"emptyOutputs,omitempty"`
+}
+
+// EmptyOutput is one rank's output of one attempt that its node left
+// empty.
+type EmptyOutput struct {
+	Name    string `json:"name"`
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
 }
 
 func bodyOf(j *Job) jobBody {
 	return jobBody{Doc: j.Doc, Attempt: j.Attempt, Nodes: j.Nodes, Exits: j.Exits, Preempt: j.Preemptions,
-		Ports: j.PortRetries, MPIDone: j.MPIDone, Reclaim: j.Reclaims, Last: j.Reclaimed}
+		Ports: j.PortRetries, MPIDone: j.MPIDone, Reclaim: j.Reclaims, Last: j.Reclaimed, Empty: j.EmptyOutputs}
 }
 
 // InsertJob stores a new job, giving it the next submission sequence.
