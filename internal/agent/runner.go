@@ -174,7 +174,7 @@ func (j *job) save(acked bool) {
 	j.mu.Unlock()
 	b, err := json.Marshal(s)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(j.dir, stateFile), b, 0o600)
+		err = writeState(filepath.Join(j.dir, stateFile), b)
 	}
 	if err != nil {
 		j.log.Warn("could not save the job's state", "err", err)
