@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A job's state saved again is the same file rewritten, and reads back as
@@ -93,8 +94,15 @@ func TestWriteStateWritesThroughNothingTheJobPlanted(t *testing.T) {
 			if err := f(); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeState(p, []byte(`{"uid":"u"}`)); err != nil {
-				t.Fatal(err)
+			done := make(chan error, 1)
+			go func() { done <- writeState(p, []byte(`{"uid":"u"}`)) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the save is blocked on the %s", name)
 			}
 			if b, _ := os.ReadFile(victim); string(b) != "precious" {
 				t.Errorf("the file the %s named was written: %q", name, b)
