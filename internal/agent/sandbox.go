@@ -293,7 +293,7 @@ func (j *job) initCommand(cmd *exec.Cmd, asJobUser, alone bool) (*exec.Cmd, erro
 	if err != nil {
 		return nil, err
 	}
-	c.Env, c.Dir, c.Stdout, c.Stderr, c.WaitDelay, c.Err = cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.WaitDelay, cmd.Err
+	c.Env, c.Dir, c.Stdout, c.Stderr, c.WaitDelay, c.Err = jobinit.InitEnv(cmd.Environ()), cmd.Dir, cmd.Stdout, cmd.Stderr, cmd.WaitDelay, cmd.Err
 	c.ExtraFiles = append(c.ExtraFiles, cmd.ExtraFiles...)
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: jobinit.DeathSignal}
 	if spec.User != nil {

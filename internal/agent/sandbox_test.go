@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 )
 
@@ -25,20 +26,20 @@ func TestJobEnvIsMinimal(t *testing.T) {
 	f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{
 		UID: "env-1", Name: "env", Attempt: 1, Grace: time.Second,
 		Command: `env > "$CUMULUS_OUTPUT_DIR/env.txt"`,
-		Env:     map[string]string{"MY_VAR": "42"},
+		Env:     map[string]string{"MY_VAR": "42", "GOMAXPROCS": "5"},
 	}})
 	if ev := f.exited("env-1", 10*time.Second); ev.ExitCode != 0 {
 		t.Fatalf("exited event = %+v", ev)
 	}
 	env := "\n" + tarFiles(t, f.output("env-1", "default"))["env.txt"]
-	for _, bad := range []string{"sentinel-secret", "must-not-leak", "AWS_SECRET_ACCESS_KEY", "CUMULUS_JOIN_TOKEN"} {
+	for _, bad := range []string{"sentinel-secret", "must-not-leak", "AWS_SECRET_ACCESS_KEY", "CUMULUS_JOIN_TOKEN", jobinit.EnvGoMaxProcs, "GOMAXPROCS=1"} {
 		if strings.Contains(env, bad) {
 			t.Errorf("job env holds %s:%s", bad, env)
 		}
 	}
 	home := filepath.Join(ra.cfg.WorkDir, "jobs", "env-1")
 	for _, want := range []string{"\nPATH=", "\nHOME=" + home + "\n", "\nLANG=", "\nTZ=Europe/Paris\n",
-		"\nMY_VAR=42\n", "\nCUMULUS_JOB_UID=env-1\n", "\nCUMULUS_VCPUS=3\n"} {
+		"\nMY_VAR=42\n", "\nGOMAXPROCS=5\n", "\nCUMULUS_JOB_UID=env-1\n", "\nCUMULUS_VCPUS=3\n"} {
 		if !strings.Contains(env, want) {
 			t.Errorf("job env lacks %q:%s", strings.TrimPrefix(want, "\n"), env)
 		}

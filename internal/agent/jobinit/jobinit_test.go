@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -125,4 +126,32 @@ func BenchmarkJobInit(b *testing.B) {
 		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/job")
+}
+
+// A job init runs with GOMAXPROCS=1 and gives its command the command's
+// own GOMAXPROCS back: a value the job set, an empty one, or none at all;
+// nothing the init alone needs reaches the command.
+func TestCommandGetsItsOwnGOMAXPROCS(t *testing.T) {
+	for _, own := range [][]string{{"A=1"}, {"A=1", "GOMAXPROCS=6"}, {"GOMAXPROCS=", "A=1"}, {"A=1", jobinit.EnvGoMaxProcs + "=9"}} {
+		initEnv := jobinit.InitEnv(own)
+		if got := lookup(initEnv, "GOMAXPROCS"); got != "1" {
+			t.Errorf("init's environment %q: GOMAXPROCS %q, want 1", initEnv, got)
+		}
+		cmd := jobinit.CommandEnv(append(initEnv, jobinit.EnvContainer+"=c"))
+		want := slices.DeleteFunc(slices.Clone(own), func(kv string) bool { return strings.HasPrefix(kv, jobinit.EnvGoMaxProcs+"=") })
+		slices.Sort(cmd)
+		slices.Sort(want)
+		if !slices.Equal(cmd, want) {
+			t.Errorf("command's environment = %q, want %q", cmd, want)
+		}
+	}
+}
+
+func lookup(env []string, key string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
