@@ -19,9 +19,6 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/files"
 )
 
-// DefaultOutput is the name the main outputs folder is uploaded under.
-const DefaultOutput = agentapi.DefaultOutput
-
 // uploadOutputs sends each named output folder and then the main outputs
 // folder (without the named ones) as tar.gz. It returns the first failure
 // after trying every folder.
@@ -47,13 +44,13 @@ func (j *job) uploadOutputs(ctx context.Context) error {
 		}
 	}
 	for _, name := range j.asg.Outputs {
-		if !safeName(name) || name == DefaultOutput {
+		if !safeName(name) || name == agentapi.DefaultOutput {
 			continue // refused when the job was prepared
 		}
 		named[name] = true
 		upload(name, filepath.Join(out, name), nil)
 	}
-	upload(DefaultOutput, out, func(rel string, d fs.DirEntry) bool { return named[rel] })
+	upload(agentapi.DefaultOutput, out, func(rel string, d fs.DirEntry) bool { return named[rel] })
 	// Not saved on its own: the exit report is saved when acknowledged, and
 	// an agent that restarts before finishes the job again from here.
 	j.mu.Lock()

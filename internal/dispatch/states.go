@@ -125,7 +125,7 @@ func noteEmptyOutputs(j *store.Job, nodeID string, st agentapi.JobState) bool {
 	}
 	noted := false
 	for _, name := range st.EmptyOutputs {
-		if _, declared := j.Doc.Properties.Outputs[name]; name != agentapi.DefaultOutput && !declared {
+		if !Declares(*j, name) {
 			continue
 		}
 		e := store.EmptyOutput{Name: name, Attempt: st.Attempt, Rank: rank}
@@ -136,6 +136,14 @@ func noteEmptyOutputs(j *store.Job, nodeID string, st agentapi.JobState) bool {
 		noted = true
 	}
 	return noted
+}
+
+// Declares reports whether job j has an output called name that its nodes
+// upload: the default one or one it declares (not the checkpoint, which
+// every job may save).
+func Declares(j store.Job, name string) bool {
+	_, declared := j.Doc.Properties.Outputs[name]
+	return declared || name == agentapi.DefaultOutput
 }
 
 // EmptyParts are the parts of output name that job j's nodes left empty

@@ -81,18 +81,31 @@ func (o Outputs) parts(uid, name string, empty []Part) []Part {
 // rank's files merged; empty are the parts of it its nodes left empty (see
 // Outputs). The file is private to the caller (close it).
 func (o Outputs) Open(uid, name string, empty ...Part) (*os.File, error) {
-	ps := o.parts(uid, name, empty)
+	ps := o.Latest(uid, name, empty...)
 	if len(ps) == 0 {
 		return nil, fmt.Errorf("output %s: %w", name, ErrNotFound)
 	}
-	last := ps[len(ps)-1].Attempt
-	var latest []Part
-	for _, p := range ps {
-		if p.Attempt == last {
-			latest = append(latest, p)
-		}
+	return o.open(uid, ps)
+}
+
+// Latest lists the parts of the latest attempt of an output that has any,
+// the empty ones given included; none when the output has no part at all.
+// OpenParts opens them as Open does.
+func (o Outputs) Latest(uid, name string, empty ...Part) []Part {
+	ps := o.parts(uid, name, empty)
+	if len(ps) == 0 {
+		return nil
 	}
-	return o.open(uid, latest)
+	last := ps[len(ps)-1].Attempt
+	return slices.DeleteFunc(ps, func(p Part) bool { return p.Attempt != last })
+}
+
+// OpenParts opens parts of a job's output (Latest's), merged.
+func (o Outputs) OpenParts(uid string, ps []Part) (*os.File, error) { return o.open(uid, ps) }
+
+// AllEmpty reports whether parts are all empty ones (no rank's file).
+func AllEmpty(ps []Part) bool {
+	return !slices.ContainsFunc(ps, func(p Part) bool { return p.Path != "" })
 }
 
 // OpenAll opens an output merged across every attempt (a later attempt's
@@ -136,23 +149,6 @@ func (o Outputs) open(uid string, ps []Part) (*os.File, error) {
 		return nil, err
 	}
 	return tmp, nil
-}
-
-// LatestEmpty reports whether the latest attempt of an output is empty:
-// the parts given empty are all that attempt has (no rank uploaded a
-// file). An output of no parts at all is not.
-func (o Outputs) LatestEmpty(uid, name string, empty ...Part) bool {
-	ps := o.parts(uid, name, empty)
-	if len(ps) == 0 {
-		return false
-	}
-	last := ps[len(ps)-1].Attempt
-	for _, p := range ps {
-		if p.Attempt == last && p.Path != "" {
-			return false
-		}
-	}
-	return true
 }
 
 // Has reports whether a job has an output of that name uploaded as a file

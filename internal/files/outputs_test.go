@@ -137,8 +137,11 @@ func TestOutputsEmptyParts(t *testing.T) {
 	if got := read(t, latest(o, Part{Attempt: 1, Rank: 0}), "j", "default"); len(got) != 0 {
 		t.Errorf("output left empty = %v; want no files", got)
 	}
-	if !o.LatestEmpty("j", "default", Part{Attempt: 1, Rank: 0}) || o.LatestEmpty("j", "default") {
-		t.Error("LatestEmpty: want true for an output left empty, false for no output")
+	if ps := o.Latest("j", "default", Part{Attempt: 1, Rank: 0}); len(ps) != 1 || !AllEmpty(ps) {
+		t.Errorf("latest parts of an output left empty = %v", ps)
+	}
+	if ps := o.Latest("j", "default"); len(ps) != 0 {
+		t.Errorf("latest parts of no output = %v", ps)
 	}
 
 	put(t, o, "j", "default", 1, 0, map[string]string{"model": "a1"})
@@ -153,8 +156,8 @@ func TestOutputsEmptyParts(t *testing.T) {
 	if got := read(t, latest(o, second), "j", "default"); len(got) != 1 || got["shard1"] != "a2" {
 		t.Errorf("output = %v; want rank 1's files of attempt 2 alone", got)
 	}
-	if o.LatestEmpty("j", "default", second) {
-		t.Error("LatestEmpty with a rank's files in the latest attempt")
+	if ps := o.Latest("j", "default", second); len(ps) != 2 || AllEmpty(ps) {
+		t.Errorf("latest parts with a rank's files in attempt 2 = %v", ps)
 	}
 	if n := o.Names("k", "default"); len(n) != 1 || n[0] != "default" {
 		t.Errorf("names of a job whose only output was left empty = %v", n)

@@ -240,7 +240,7 @@ func (s *Server) agentOutput(w http.ResponseWriter, r *http.Request, p params) e
 // j, and files the output at its datastore path when the attempt is the
 // job's latest.
 func (s *Server) storeOutput(ctx context.Context, node string, j store.Job, name string, attempt int, body io.Reader) error {
-	if _, declared := j.Doc.Properties.Outputs[name]; name != "default" && name != agentapi.CheckpointOutput && !declared {
+	if name != agentapi.CheckpointOutput && !dispatch.Declares(j, name) {
 		return api.BadRequest(api.CodeBadRequest, "job %s declares no output %q", j.Doc.Name, name)
 	}
 	rank := dispatch.RankIn(j, node, attempt)
@@ -275,7 +275,7 @@ func (s *Server) fileEmptyOutputs(ctx context.Context, node string, ev agentapi.
 		return nil // not a node of the attempt: the report changes nothing
 	}
 	for _, name := range ev.EmptyOutputs {
-		if _, declared := j.Doc.Properties.Outputs[name]; name != agentapi.DefaultOutput && !declared {
+		if !dispatch.Declares(j, name) {
 			if name != agentapi.CheckpointOutput {
 				s.log.Warn("an exit report names an empty output the job does not declare", "job", j.Doc.Name, "node", node, "output", name)
 			}

@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -165,7 +165,7 @@ func outputPath(j store.Job, name string) (api.BlobPath, bool) {
 	if name == agentapi.CheckpointOutput {
 		return api.BlobPath{}, false
 	}
-	if name == "default" {
+	if name == agentapi.DefaultOutput {
 		return api.BlobPath{Datastore: api.ArtifactDatastore, Path: api.ArtifactPath(j.Doc.Name) + "outputs/"}, true
 	}
 	o, ok := j.Doc.Properties.Outputs[name]
@@ -193,21 +193,22 @@ func (s *Server) fileOutput(ctx context.Context, j store.Job, name string, empty
 	}
 	s.blobMu.RLock()
 	defer s.blobMu.RUnlock()
+	ps := s.outputs.Latest(j.UID, name, empty...)
+	if len(ps) == 0 {
+		return nil // nothing uploaded
+	}
+	now := s.clock.Now().UTC()
 	var entries []store.BlobEntry
-	if s.outputs.LatestEmpty(j.UID, name, empty...) {
+	if files.AllEmpty(ps) {
 		// Nothing to file (most jobs): only what the path held goes, and
 		// a path that holds nothing takes no write.
 		held, err := store.BlobPathExists(ctx, s.db.Q(), st.id(), container, b.Path, true)
 		if err != nil || !held {
 			return err
 		}
-	} else if entries, err = s.outputEntries(j, name, st, container, b, empty); err != nil {
-		if errors.Is(err, files.ErrNotFound) {
-			return nil
-		}
-		return err
+	} else if entries, err = s.outputEntries(j, ps, st, container, b, now); err != nil {
+		return fmt.Errorf("file output %s of job %s: %w", name, j.Doc.Name, err)
 	}
-	now := s.clock.Now().UTC()
 	return s.db.Tx(context.WithoutCancel(ctx), func(q store.Querier) error {
 		if _, err := store.DeleteBlobFolder(ctx, q, st.id(), container, b.Path); err != nil {
 			return err
@@ -224,15 +225,15 @@ func (s *Server) fileOutput(ctx context.Context, j store.Job, name string, empty
 	})
 }
 
-// outputEntries stores the files of the latest attempt of a job's output
-// as blobs and returns their entries under blob path b (not yet written).
-func (s *Server) outputEntries(j store.Job, name string, st storeWorkspace, container string, b api.BlobPath, empty []files.Part) ([]store.BlobEntry, error) {
-	f, err := s.outputs.Open(j.UID, name, empty...)
+// outputEntries stores the files of parts of a job's output (merged) as
+// blobs and returns their entries under blob path b, made at now (not
+// yet written).
+func (s *Server) outputEntries(j store.Job, ps []files.Part, st storeWorkspace, container string, b api.BlobPath, now time.Time) ([]store.BlobEntry, error) {
+	f, err := s.outputs.OpenParts(j.UID, ps)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	now := s.clock.Now().UTC()
 	prefix := store.FolderPrefix(b.Path)
 	var entries []store.BlobEntry
 	err = files.WalkFiles(f, func(rel string, size int64, content io.Reader) error {
@@ -244,10 +245,7 @@ func (s *Server) outputEntries(j store.Job, name string, st storeWorkspace, cont
 			MD5: base64.StdEncoding.EncodeToString(wr.MD5), ContentType: "application/octet-stream", Metadata: map[string]string{}, Created: now, Modified: now, ETag: newETag()})
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("file output %s of job %s: %w", name, j.Doc.Name, err)
-	}
-	return entries, nil
+	return entries, err
 }
 
 // outputStripe picks the lock that files one output of one job.
