@@ -139,7 +139,8 @@ func TestGoSDK(t *testing.T) {
 	if err != nil {
 		t.Fatalf("environment: %v", err)
 	}
-	j, err := jobs.CreateOrUpdate(ctx, rg, ws, "go-job", ml.JobBase{Properties: &ml.CommandJob{
+	job := fresh("go-job")
+	j, err := jobs.CreateOrUpdate(ctx, rg, ws, job, ml.JobBase{Properties: &ml.CommandJob{
 		JobType: to.Ptr(ml.JobTypeCommand), Command: to.Ptr("echo hello from cumulus"),
 		EnvironmentID: to.Ptr("azureml:AzureML-sklearn-1.0-ubuntu20.04-py38-cpu@latest"), ComputeID: got.ID}}, nil)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestGoSDK(t *testing.T) {
 	if j.Properties.GetJobBaseProperties().Status == nil {
 		t.Errorf("job has no status")
 	}
-	cp, err := jobs.BeginCancel(ctx, rg, ws, "go-job", nil)
+	cp, err := jobs.BeginCancel(ctx, rg, ws, job, nil)
 	if err == nil {
 		_, err = cp.PollUntilDone(ctx, poll)
 	}

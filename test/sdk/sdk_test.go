@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -206,8 +207,26 @@ func standinDir() string {
 // that it printed OK and each step it must.
 func runScenario(t *testing.T, prefix string, steps []string, name string, args ...string) {
 	t.Helper()
-	server.runScenario(t, prefix, steps, name, args...)
+	server.runScenario(t, fresh(prefix), steps, name, args...)
 }
+
+// fresh is name the first time, then name2, name3…: a test run again
+// against the package's one server (go test -count=2) names its jobs
+// anew, since a job it canceled the first time cannot be canceled again.
+func fresh(name string) string {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	runs[name]++
+	if runs[name] == 1 {
+		return name
+	}
+	return name + strconv.Itoa(runs[name])
+}
+
+var (
+	runsMu sync.Mutex
+	runs   = map[string]int{}
+)
 
 // runScenario runs a scenario program against s.
 func (s *served) runScenario(t *testing.T, prefix string, steps []string, name string, args ...string) {
