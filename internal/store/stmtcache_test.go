@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -65,5 +66,38 @@ func TestStatementCacheSharedByAllPaths(t *testing.T) {
 	}
 	if db.r.cached(`SELECT count(*), coalesce(sum(nodes), 0) FROM jobs WHERE compute = ? AND status = ?`) == nil {
 		t.Error("the readers did not keep the demand query prepared")
+	}
+}
+
+// A reader connection, once opened, is kept for the next read: opening
+// one parses the schema and prepares its statements again, which under
+// concurrent reads (nodes polling) was a quarter of the server's CPU.
+func TestReaderConnectionsStayOpen(t *testing.T) {
+	db := openTest(t)
+	sqliteOnly(t, db)
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range readConns {
+		c, err := db.ro.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PingContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	for range 3 * readConns {
+		if _, err := QueuedJobs(ctx, db.Q(), "/c", 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := db.ro.Stats()
+	if st.MaxIdleClosed != 0 || st.OpenConnections != readConns {
+		t.Fatalf("readers: %d connections closed for want of an idle slot, %d open; want 0 closed, %d open",
+			st.MaxIdleClosed, st.OpenConnections, readConns)
 	}
 }
