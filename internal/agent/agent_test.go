@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,8 +110,13 @@ func TestJobRunsAndReports(t *testing.T) {
 		defer f.mu.Unlock()
 		return len(f.polls) > 0 && len(f.polls[len(f.polls)-1].Jobs) == 0
 	})
-	if _, err := os.Stat(filepath.Join(ra.cfg.WorkDir, "jobs", "job-1", pgidFile)); !os.IsNotExist(err) {
-		t.Errorf("job.pgid left behind: %v", err)
+	// The ended job's state names no process group for KillJobs to end.
+	var saved savedJob
+	if b, err := os.ReadFile(filepath.Join(ra.cfg.WorkDir, "jobs", "job-1", stateFile)); err != nil || json.Unmarshal(b, &saved) != nil {
+		t.Fatalf("state.json: %v", err)
+	}
+	if saved.PGID != 0 || saved.State.Phase != agentapi.PhaseExited {
+		t.Errorf("state after the job: process group %d, phase %s; want 0, exited", saved.PGID, saved.State.Phase)
 	}
 }
 
@@ -685,7 +692,6 @@ func TestKillJobsInAPreparedDir(t *testing.T) {
 	dir := t.TempDir()
 	jobDir := filepath.Join(dir, "jobs", preparedPrefix+"1")
 	os.MkdirAll(jobDir, 0o755)
-	os.WriteFile(filepath.Join(jobDir, stateFile), []byte(`{"uid":"u1","attempt":1}`), 0o600)
 	cmd := exec.Command("sleep", "30")
 	cmd.Env = []string{"CUMULUS_JOB_UID=u1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -705,12 +711,113 @@ func TestKillJobsInAPreparedDir(t *testing.T) {
 			t.Fatal("the child never ran with the job's uid")
 		}
 	}
-	os.WriteFile(filepath.Join(jobDir, pgidFile), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+	os.WriteFile(filepath.Join(jobDir, stateFile), fmt.Appendf(nil, `{"uid":"u1","attempt":1,"pgid":%d}`, cmd.Process.Pid), 0o600)
 	if n := KillJobs(dir); n != 1 {
 		t.Errorf("KillJobs = %d, want 1", n)
 	}
 	if st := waitState(cmd); st.Exited() {
 		t.Errorf("the job's process was not killed: %v", st)
+	}
+}
+
+// KillJobs reads only the files the agent made: the job's user owns the
+// job's folder and could put there a state file (or a link to one) naming
+// a process group it wants killed. The file of an agent of an earlier
+// version (job.pgid) is still read, when it is the agent's own.
+func TestKillJobsTrustsOnlyItsOwnFiles(t *testing.T) {
+	needRoot(t)
+	dir := t.TempDir()
+	start := func(uid string) (*exec.Cmd, string) {
+		jobDir := filepath.Join(dir, "jobs", uid)
+		os.MkdirAll(jobDir, 0o755)
+		cmd := exec.Command("sleep", "30")
+		cmd.Env = []string{"CUMULUS_JOB_UID=" + uid}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+		environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if b, _ := os.ReadFile(environ); strings.Contains(string(b), "CUMULUS_JOB_UID="+uid) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the child never ran with the job's uid")
+			}
+		}
+		return cmd, jobDir
+	}
+	state := func(uid string, pgid int) []byte {
+		return fmt.Appendf(nil, `{"uid":%q,"attempt":1,"state":{"phase":"running","started":"2026-01-01T00:00:00Z"},"pgid":%d}`, uid, pgid)
+	}
+	write := func(path string, b []byte, mode os.FileMode, owner int) {
+		t.Helper()
+		if err := os.WriteFile(path, b, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, owner, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	me, nobody := os.Geteuid(), 65534
+
+	// The agent's own state files name these two: both are ended.
+	own, ownDir := start("own")
+	write(filepath.Join(ownDir, stateFile), state("own", own.Process.Pid), 0o600, me)
+	// A job an agent of an earlier version started: its group in job.pgid.
+	old, oldDir := start("old")
+	write(filepath.Join(oldDir, stateFile), state("old", 0), 0o600, me)
+	write(filepath.Join(oldDir, oldPgidFile), []byte(strconv.Itoa(old.Process.Pid)+"\n"), 0o644, me)
+
+	// What the job's user could have put in the agent's files' place.
+	tries := map[string]*exec.Cmd{}
+	c, d := start("foreign") // a state file of its own
+	write(filepath.Join(d, stateFile), state("foreign", c.Process.Pid), 0o600, nobody)
+	tries["a state file of another user"] = c
+	c, d = start("log") // the agent's std.log, which holds what the job wrote, renamed
+	write(filepath.Join(d, stateFile), state("log", c.Process.Pid), 0o644, me)
+	tries["the job's log renamed"] = c
+	c, d = start("linked")
+	elsewhere := filepath.Join(t.TempDir(), "state.json")
+	write(elsewhere, state("linked", c.Process.Pid), 0o600, me)
+	if err := os.Symlink(elsewhere, filepath.Join(d, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	tries["a symbolic link"] = c
+	c, d = start("hard")
+	write(filepath.Join(d, "mine"), state("hard", c.Process.Pid), 0o600, me)
+	if err := os.Link(filepath.Join(d, "mine"), filepath.Join(d, stateFile)); err != nil {
+		t.Fatal(err)
+	}
+	tries["a hard link"] = c
+	c, d = start("old-foreign")
+	write(filepath.Join(d, stateFile), state("old-foreign", 0), 0o600, me)
+	write(filepath.Join(d, oldPgidFile), []byte(strconv.Itoa(c.Process.Pid)+"\n"), 0o644, nobody)
+	tries["a job.pgid of another user"] = c
+	c, d = start("ended") // this version's job, ended: its state names no group
+	write(filepath.Join(d, stateFile), []byte(`{"uid":"ended","attempt":1,"state":{"phase":"exited","started":"2026-01-01T00:00:00Z"}}`), 0o600, me)
+	write(filepath.Join(d, oldPgidFile), []byte(strconv.Itoa(c.Process.Pid)+"\n"), 0o644, me)
+	tries["a job.pgid beside an ended job's state"] = c
+
+	if n := KillJobs(dir); n != 2 {
+		t.Errorf("KillJobs = %d, want 2 (the agents' own jobs alone)", n)
+	}
+	for name, c := range map[string]*exec.Cmd{"own": own, "old": old} {
+		if st := waitState(c); st.Exited() {
+			t.Errorf("the %s job was not killed: %v", name, st)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(oldDir, oldPgidFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the earlier agent's job.pgid is still there: %v", err)
+	}
+	for what, c := range tries {
+		if !groupRuns(c.Process.Pid) {
+			t.Errorf("the group named by %s was killed", what)
+		}
 	}
 }
 
@@ -741,7 +848,7 @@ func TestKillJobsLetsTheInitCleanUp(t *testing.T) {
 				t.Fatal("the job never set its signal handler")
 			}
 		}
-		os.WriteFile(filepath.Join(jobDir, pgidFile), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644)
+		os.WriteFile(filepath.Join(jobDir, stateFile), fmt.Appendf(nil, `{"uid":%q,"attempt":1,"pgid":%d}`, uid, cmd.Process.Pid), 0o600)
 		return cmd
 	}
 	// The cleanup takes a while, as a container's removal does, in a child.

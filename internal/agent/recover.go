@@ -47,7 +47,7 @@ func (a *agent) recoverJobs() (start func()) {
 		if !e.IsDir() || !safeName(e.Name()) {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(jobsDir, e.Name(), stateFile))
+		b, err := readState(filepath.Join(jobsDir, e.Name(), stateFile))
 		if err != nil {
 			continue
 		}
@@ -85,10 +85,12 @@ func dirUID(name string, s savedJob) string {
 }
 
 // KillJobs ends the process groups of jobs that an agent with workDir left
-// running (from their job.pgid files) and returns how many it signaled. A
-// group is ended only if its leader is gone or still carries the job's
-// CUMULUS_JOB_UID, so a reused process id is left alone. Providers call it
-// after stopping an agent.
+// running (the groups their state files name) and returns how many it
+// signaled. A group is ended only if its leader is gone or still carries
+// the job's CUMULUS_JOB_UID, so a reused process id is left alone; and only
+// a state file the agent made itself is read, not one the job's user (who
+// owns the job's folder) put in its place. Providers call it after
+// stopping an agent.
 //
 // A group whose job init still runs is given the init's own way out
 // first: the agent's death signal, on which the init removes the job's
@@ -97,22 +99,27 @@ func dirUID(name string, s savedJob) string {
 // that, leaving the container to run on. What is left after
 // leftJobsCleanup is killed.
 func KillJobs(workDir string) int {
-	files, _ := filepath.Glob(filepath.Join(workDir, "jobs", "*", pgidFile))
+	dirs, _ := filepath.Glob(filepath.Join(workDir, "jobs", "*"))
 	var groups []int
 	n := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pgid <= 1 {
-			continue
-		}
-		dir := filepath.Dir(f)
+	for _, dir := range dirs {
 		var s savedJob
-		if b, err := os.ReadFile(filepath.Join(dir, stateFile)); err == nil {
-			_ = json.Unmarshal(b, &s) // a job's own dir needs none
+		b, err := readState(filepath.Join(dir, stateFile))
+		if err != nil || json.Unmarshal(b, &s) != nil {
+			continue
+		}
+		pgid := s.PGID
+		if old := filepath.Join(dir, oldPgidFile); pgid == 0 && !s.State.Started.IsZero() && s.State.Phase != agentapi.PhaseExited {
+			// A job that an agent of an earlier version started, which
+			// kept the group in a file of its own (this version's jobs
+			// name theirs in the state from their start on).
+			if b, err := readOwn(old, 0o644, 64); err == nil {
+				pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				os.Remove(old)
+			}
+		}
+		if pgid <= 1 {
+			continue
 		}
 		uid := dirUID(filepath.Base(dir), s)
 		env, err := os.ReadFile("/proc/" + strconv.Itoa(pgid) + "/environ")
@@ -133,7 +140,6 @@ func KillJobs(workDir string) int {
 				n++
 			}
 		}
-		os.Remove(f)
 	}
 	for deadline := time.Now().Add(leftJobsCleanup); ; time.Sleep(20 * time.Millisecond) {
 		groups = slices.DeleteFunc(groups, func(pgid int) bool { return !groupRuns(pgid) })
@@ -193,7 +199,7 @@ func (a *agent) pruneJobDirs() {
 			continue
 		}
 		p := filepath.Join(jobsDir, e.Name(), stateFile)
-		b, err := os.ReadFile(p)
+		b, err := readState(p)
 		if err != nil {
 			continue
 		}

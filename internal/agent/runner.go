@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,8 +23,8 @@ import (
 // Files in a job's directory (work-dir/jobs/<uid>/).
 const (
 	logFile       = "std.log"    // the job's stdout and stderr
-	pgidFile      = "job.pgid"   // the job's process group while it runs
 	stateFile     = "state.json" // what the agent knows of the job (savedJob)
+	oldPgidFile   = "job.pgid"   // the process group, as agents before savedJob.PGID kept it
 	outputDir     = "outputs"
 	checkpointDir = "checkpoint"
 	inputDir      = "inputs"
@@ -166,11 +165,14 @@ type savedJob struct {
 	Outputs []string          `json:"outputs,omitempty"`
 	State   agentapi.JobState `json:"state"`
 	Acked   bool              `json:"acked"`
+	// PGID is the job's process group while its command runs (0 before
+	// and after), for KillJobs to end when the agent is gone.
+	PGID int `json:"pgid,omitempty"`
 }
 
 func (j *job) save(acked bool) {
 	j.mu.Lock()
-	s := savedJob{UID: j.asg.UID, Attempt: j.asg.Attempt, Outputs: j.asg.Outputs, State: j.state, Acked: acked}
+	s := savedJob{UID: j.asg.UID, Attempt: j.asg.Attempt, Outputs: j.asg.Outputs, State: j.state, Acked: acked, PGID: int(j.pgid.Load())}
 	j.mu.Unlock()
 	b, err := json.Marshal(s)
 	if err == nil {
@@ -363,14 +365,9 @@ func (j *job) execute(ctx context.Context) (int, string) {
 	defer cg.remove()
 	pgid := group.pgid
 	j.pgid.Store(int64(pgid))
-	defer j.pgid.Store(0)
-	pgidPath := filepath.Join(j.dir, pgidFile)
-	if err := os.WriteFile(pgidPath, []byte(strconv.Itoa(pgid)+"\n"), 0o644); err != nil {
-		j.log.Warn("could not record the job's process group", "err", err)
-	}
-	defer os.Remove(pgidPath)
+	defer j.pgid.Store(0) // the exit's save then records no group
 	started := j.a.clk.Now()
-	j.setState(func(s *agentapi.JobState) { s.Started = started })
+	j.setState(func(s *agentapi.JobState) { s.Started = started }) // saved with the group
 	j.log.Info("job started", "pid", pgid)
 
 	// Report "running" once the job has run for ReportRunningAfter (one

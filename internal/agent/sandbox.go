@@ -160,8 +160,7 @@ func (a *agent) isolate() error {
 }
 
 // handOver gives the job's folder to the job user (when there is one):
-// everything in it but the agent's own files (state, log, process group)
-// is chowned, and the folder is closed to everyone else.
+// everything in it but the agent's own files (state, log) is chowned, and the folder is closed to everyone else.
 func (j *job) handOver() error {
 	cred := j.a.jobCred
 	if cred == nil {
@@ -174,7 +173,7 @@ func (j *job) handOver() error {
 		}
 		if filepath.Dir(p) == j.dir {
 			switch d.Name() {
-			case stateFile, logFile, pgidFile:
+			case stateFile, logFile:
 				return nil
 			}
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 )
@@ -38,17 +39,54 @@ func rewriteInPlace(path string, b []byte) error {
 		return err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	fi, err := ownFile(f, 0o600)
 	if err != nil {
 		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.Mode().IsRegular() || st.Uid != uint32(os.Geteuid()) || st.Nlink != 1 || fi.Mode().Perm() != 0o600 {
-		return fmt.Errorf("%s is not the agent's own state file", path)
 	}
 	if n := int(fi.Size()) - len(b); n > 0 {
 		b = append(b, bytes.Repeat([]byte{' '}, n)...)
 	}
 	_, err = f.WriteAt(b, 0)
 	return err
+}
+
+// ownFile says whether f, opened without following a symbolic link, is a
+// regular file of the agent's own user with no other link and mode perm:
+// one the agent made, which the job's user, who owns the job's folder,
+// cannot have put there.
+func ownFile(f *os.File, perm os.FileMode) (os.FileInfo, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() || st.Uid != uint32(os.Geteuid()) || st.Nlink != 1 || fi.Mode().Perm() != perm {
+		return nil, fmt.Errorf("%s is not the agent's own file", f.Name())
+	}
+	return fi, nil
+}
+
+// maxStateFile bounds what is read of a state file.
+const maxStateFile = 1 << 20
+
+// readState reads the state file at path when it is the agent's own
+// (ownFile, mode 0600: not its std.log, 0644, which holds what the job
+// wrote, renamed by the job's user), opened without following a symbolic
+// link or blocking on a FIFO the job's user may have put in its place.
+func readState(path string) ([]byte, error) {
+	return readOwn(path, 0o600, maxStateFile)
+}
+
+// readOwn reads path, up to max bytes, when it is the agent's own file of
+// mode perm.
+func readOwn(path string, perm os.FileMode, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := ownFile(f, perm); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }

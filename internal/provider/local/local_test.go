@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -105,16 +106,18 @@ func gone(pgid int) bool {
 
 func jobPgid(t *testing.T, p *Provider, node, uid string) int {
 	t.Helper()
-	path := filepath.Join(p.o.BaseDir, node, workDir, "jobs", uid, "job.pgid")
+	path := filepath.Join(p.o.BaseDir, node, workDir, "jobs", uid, "state.json")
+	var saved struct {
+		PGID int `json:"pgid"`
+	}
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("job.pgid: %v", err)
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
 	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || saved.PGID <= 1 {
+		t.Fatalf("the running job's process group in its state.json: %d, %v", saved.PGID, err)
 	}
-	return pgid
+	return saved.PGID
 }
 
 func TestDeleteStopsTheRunningJob(t *testing.T) {
