@@ -667,6 +667,12 @@ func TestRestartReportsLostJobInAPreparedDir(t *testing.T) {
 	other := filepath.Join(dir, "jobs", "other")
 	os.MkdirAll(other, 0o755)
 	os.WriteFile(filepath.Join(other, stateFile), []byte(`{"uid":"not-other","attempt":1,"state":{"phase":"running"}}`), 0o600)
+	// A job's user owns its folder and may have renamed the log, which
+	// holds what the job wrote, to state.json, naming another job: the
+	// agent believes only the state file it made (mode 0600).
+	forged := filepath.Join(dir, "jobs", preparedPrefix+"789")
+	os.MkdirAll(forged, 0o755)
+	os.WriteFile(filepath.Join(forged, stateFile), []byte(`{"uid":"victim","attempt":1,"state":{"uid":"victim","attempt":1,"phase":"exited"}}`), 0o644)
 
 	startAgent(t, f, func(c *Config) { c.WorkDir = dir })
 	ev := f.exited("lost-p", 10*time.Second)
@@ -683,6 +689,9 @@ func TestRestartReportsLostJobInAPreparedDir(t *testing.T) {
 	}
 	if evs := f.eventsOf("not-other"); len(evs) != 0 {
 		t.Errorf("a directory whose state names another job was reported: %+v", evs)
+	}
+	if evs := f.eventsOf("victim"); len(evs) != 0 {
+		t.Errorf("a state the job's user put in the agent's place was reported: %+v", evs)
 	}
 }
 
