@@ -160,7 +160,8 @@ func (a *agent) isolate() error {
 }
 
 // handOver gives the job's folder to the job user (when there is one):
-// everything in it but the agent's own files (state, log) is chowned, and the folder is closed to everyone else.
+// everything in it but the agent's own files (state, log) is chowned, and
+// the folder is closed to everyone else.
 func (j *job) handOver() error {
 	cred := j.a.jobCred
 	if cred == nil {
