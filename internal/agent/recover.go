@@ -109,10 +109,11 @@ func KillJobs(workDir string) int {
 			continue
 		}
 		pgid := s.PGID
-		if old := filepath.Join(dir, oldPgidFile); pgid == 0 && !s.State.Started.IsZero() && s.State.Phase != agentapi.PhaseExited {
+		if pgid == 0 && !s.State.Started.IsZero() && s.State.Phase != agentapi.PhaseExited {
 			// A job that an agent of an earlier version started, which
 			// kept the group in a file of its own (this version's jobs
 			// name theirs in the state from their start on).
+			old := filepath.Join(dir, oldPgidFile)
 			if b, err := readOwn(old, 0o644, 64); err == nil {
 				pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 				os.Remove(old)
