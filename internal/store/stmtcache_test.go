@@ -101,3 +101,37 @@ func TestReaderConnectionsStayOpen(t *testing.T) {
 			st.MaxIdleClosed, st.OpenConnections, readConns)
 	}
 }
+
+// Every reader connection maps the database file (its reads after another
+// connection's commit come from the map); the writer, whose page cache
+// lasts from one of its transactions to the next, does not.
+func TestReadersMapTheFile(t *testing.T) {
+	db := openTest(t)
+	sqliteOnly(t, db)
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range readConns {
+		c, err := db.ro.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for i, c := range conns {
+		var n int64
+		if err := c.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != readerMmap {
+			t.Errorf("reader connection %d maps %d bytes of the file, want %d", i, n, readerMmap)
+		}
+		c.Close()
+	}
+	var n int64
+	if err := db.db.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("the writer maps %d bytes of the file, want none", n)
+	}
+}
