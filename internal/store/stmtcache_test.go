@@ -76,18 +76,7 @@ func TestReaderConnectionsStayOpen(t *testing.T) {
 	db := openTest(t)
 	sqliteOnly(t, db)
 	ctx := context.Background()
-	var conns []*sql.Conn
-	for range readConns {
-		c, err := db.ro.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PingContext(ctx); err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	for _, c := range conns {
+	for _, c := range allReaders(t, db) {
 		c.Close()
 	}
 	for range 3 * readConns {
@@ -109,15 +98,7 @@ func TestReadersMapTheFile(t *testing.T) {
 	db := openTest(t)
 	sqliteOnly(t, db)
 	ctx := context.Background()
-	var conns []*sql.Conn
-	for range readConns {
-		c, err := db.ro.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, c)
-	}
-	for i, c := range conns {
+	for i, c := range allReaders(t, db) {
 		var n int64
 		if err := c.QueryRowContext(ctx, `PRAGMA mmap_size`).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -134,4 +115,23 @@ func TestReadersMapTheFile(t *testing.T) {
 	if n != 0 {
 		t.Errorf("the writer maps %d bytes of the file, want none", n)
 	}
+}
+
+// allReaders holds every connection of db's readers' pool at once, each
+// opened (a connection of the pool is opened when first handed out).
+func allReaders(t *testing.T, db *DB) []*sql.Conn {
+	t.Helper()
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range readConns {
+		c, err := db.ro.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.PingContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	return conns
 }
