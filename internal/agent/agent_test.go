@@ -695,31 +695,38 @@ func TestRestartReportsLostJobInAPreparedDir(t *testing.T) {
 	}
 }
 
+// startLeftJob starts what an agent could leave behind: a process group
+// whose leader carries the job's uid in its environment, as KillJobs
+// requires. It returns once the child has exec'd with it (before, the
+// child is a copy of the test's process); the group is killed at the end
+// of the test.
+func startLeftJob(t *testing.T, uid string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "30")
+	cmd.Env = []string{"CUMULUS_JOB_UID=" + uid}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if b, _ := os.ReadFile(environ); strings.Contains(string(b), "CUMULUS_JOB_UID="+uid) {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child never ran with the job's uid")
+		}
+	}
+}
+
 // KillJobs finds the uid of a job in a prepared container's directory in
 // its state.json.
 func TestKillJobsInAPreparedDir(t *testing.T) {
 	dir := t.TempDir()
 	jobDir := filepath.Join(dir, "jobs", preparedPrefix+"1")
 	os.MkdirAll(jobDir, 0o755)
-	cmd := exec.Command("sleep", "30")
-	cmd.Env = []string{"CUMULUS_JOB_UID=u1"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	// KillJobs kills only a process that carries the job's uid in its
-	// environment: wait until the child has exec'd sleep with it (before,
-	// it is a copy of this test's process).
-	environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		if b, _ := os.ReadFile(environ); strings.Contains(string(b), "CUMULUS_JOB_UID=u1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the child never ran with the job's uid")
-		}
-	}
+	cmd := startLeftJob(t, "u1")
 	os.WriteFile(filepath.Join(jobDir, stateFile), fmt.Appendf(nil, `{"uid":"u1","attempt":1,"pgid":%d}`, cmd.Process.Pid), 0o600)
 	if n := KillJobs(dir); n != 1 {
 		t.Errorf("KillJobs = %d, want 1", n)
@@ -739,23 +746,7 @@ func TestKillJobsTrustsOnlyItsOwnFiles(t *testing.T) {
 	start := func(uid string) (*exec.Cmd, string) {
 		jobDir := filepath.Join(dir, "jobs", uid)
 		os.MkdirAll(jobDir, 0o755)
-		cmd := exec.Command("sleep", "30")
-		cmd.Env = []string{"CUMULUS_JOB_UID=" + uid}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-		environ := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ")
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-			if b, _ := os.ReadFile(environ); strings.Contains(string(b), "CUMULUS_JOB_UID="+uid) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the child never ran with the job's uid")
-			}
-		}
-		return cmd, jobDir
+		return startLeftJob(t, uid), jobDir
 	}
 	state := func(uid string, pgid int) []byte {
 		return fmt.Appendf(nil, `{"uid":%q,"attempt":1,"state":{"phase":"running","started":"2026-01-01T00:00:00Z"},"pgid":%d}`, uid, pgid)
