@@ -312,6 +312,7 @@ func (a *agent) run(ctx context.Context) error {
 	defer a.stopPreparing() // after the jobs: none takes a prepared container then
 
 	a.removeLeftoverPrepared(ctx)
+	a.clearSpares()
 	recovered := a.recoverJobs()
 	if err := a.register(ctx); err != nil {
 		a.stopAll(agentapi.ReasonNodeStopped)

@@ -30,7 +30,7 @@ func BenchmarkJobOnNode(b *testing.B) {
 	})
 	run := func(i int) {
 		uid := fmt.Sprintf("j%d", i)
-		f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: uid, Name: uid, Attempt: 1, Grace: time.Second, Command: "true"}})
+		f.send(agentapi.PollResponse{Assign: &agentapi.Assignment{UID: uid, Name: uid, Attempt: 1, Grace: time.Second, Owner: "bench", Command: "true"}})
 		if ev := f.exited(uid, time.Minute); ev.ExitCode != 0 {
 			b.Fatalf("%s exited %+v", uid, ev)
 		}

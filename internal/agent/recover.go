@@ -183,7 +183,7 @@ func groupRuns(pgid int) bool {
 }
 
 // pruneJobDirs removes the directories of reported jobs beyond the newest
-// KeepJobDirs.
+// KeepJobDirs (or keeps them as spares: retireJobDir).
 func (a *agent) pruneJobDirs() {
 	jobsDir := filepath.Join(a.cfg.WorkDir, "jobs")
 	ents, err := os.ReadDir(jobsDir)
@@ -191,8 +191,10 @@ func (a *agent) pruneJobDirs() {
 		return
 	}
 	type done struct {
-		dir string
-		mod int64
+		dir   string
+		mod   int64
+		ended bool
+		owner string
 	}
 	var old []done
 	for _, e := range ents {
@@ -212,14 +214,14 @@ func (a *agent) pruneJobDirs() {
 		if err != nil {
 			continue
 		}
-		old = append(old, done{filepath.Join(jobsDir, e.Name()), fi.ModTime().UnixNano()})
+		old = append(old, done{filepath.Join(jobsDir, e.Name()), fi.ModTime().UnixNano(), s.Ended && !strings.HasPrefix(e.Name(), preparedPrefix), s.Owner})
 	}
 	if len(old) <= a.cfg.KeepJobDirs {
 		return
 	}
 	sort.Slice(old, func(i, k int) bool { return old[i].mod > old[k].mod })
 	for _, d := range old[a.cfg.KeepJobDirs:] {
-		if err := os.RemoveAll(d.dir); err != nil {
+		if err := a.retireJobDir(d.dir, d.owner, d.ended); err != nil {
 			a.logger().Warn("could not remove an old job directory", "dir", d.dir, "err", err)
 		}
 	}

@@ -58,6 +58,10 @@ type job struct {
 
 	logSent int64        // bytes of std.log the server holds; owned by the log shipper
 	pgid    atomic.Int64 // the process group of its processes while they run; 0 before and after
+	// ended: every process of the job's user was ended with the job, so
+	// nothing of it holds its folder (which may then be kept for a later
+	// job: jobdirs.go).
+	ended atomic.Bool
 
 	image      string             // the job's image when it runs in containers
 	containers []string           // names of its containers
@@ -168,11 +172,18 @@ type savedJob struct {
 	// PGID is the job's process group while its command runs (0 before
 	// and after), for KillJobs to end when the agent is gone.
 	PGID int `json:"pgid,omitempty"`
+	// Ended says that every process of the job's user was ended with the
+	// job (job.ended); Owner is who submitted it (Assignment.Owner). A
+	// pruned folder is kept for the same owner's next job when both are
+	// set (jobdirs.go).
+	Ended bool   `json:"ended,omitempty"`
+	Owner string `json:"owner,omitempty"`
 }
 
 func (j *job) save(acked bool) {
 	j.mu.Lock()
-	s := savedJob{UID: j.asg.UID, Attempt: j.asg.Attempt, Outputs: j.asg.Outputs, State: j.state, Acked: acked, PGID: int(j.pgid.Load())}
+	s := savedJob{UID: j.asg.UID, Attempt: j.asg.Attempt, Outputs: j.asg.Outputs, State: j.state, Acked: acked, PGID: int(j.pgid.Load()),
+		Ended: j.ended.Load(), Owner: j.asg.Owner}
 	j.mu.Unlock()
 	b, err := json.Marshal(s)
 	if err == nil {
@@ -282,8 +293,13 @@ func (j *job) execute(ctx context.Context) (int, string) {
 		if err := os.RemoveAll(j.dir); err != nil {
 			return exitNotRun, "prepare the working directory: " + err.Error()
 		}
-		if err := os.MkdirAll(j.dir, 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(j.dir), 0o755); err != nil {
 			return exitNotRun, "prepare the working directory: " + err.Error()
+		}
+		if !j.a.takeSpare(j.dir, j.asg.Owner) {
+			if err := os.Mkdir(j.dir, 0o755); err != nil {
+				return exitNotRun, "prepare the working directory: " + err.Error()
+			}
 		}
 	}
 	j.save(false)
@@ -530,12 +546,18 @@ func (j *job) wait(g *procGroup) int {
 			}
 			if left == 0 {
 				signalGroup(g.pgid, syscall.SIGKILL)
-				if cred := j.a.jobCred; cred != nil && j.image == "" && !(j.initKillsAll && g.initExited()) {
-					// Processes that left the group end too, before the
-					// agent reads the job's outputs.
-					if err := jobinit.KillAllOf(cred); err != nil {
-						j.log.Warn("could not end the job user's processes", "err", err)
+				if cred := j.a.jobCred; cred != nil && j.image == "" {
+					ended := j.initKillsAll && g.initExited()
+					if !ended {
+						// Processes that left the group end too, before the
+						// agent reads the job's outputs.
+						err := jobinit.KillAllOf(cred)
+						if err != nil {
+							j.log.Warn("could not end the job user's processes", "err", err)
+						}
+						ended = err == nil
 					}
+					j.ended.Store(ended)
 				}
 				g.log.flush()
 				return code
