@@ -2,6 +2,8 @@ package agent
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,5 +159,46 @@ func TestResetJobDir(t *testing.T) {
 	must(unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|0x40))) // FS_NODUMP_FL
 	if err := resetJobDir(dir); err == nil || !strings.Contains(err.Error(), "inode flags") {
 		t.Errorf("a folder with a flag its user set was reset (err %v), want it refused", err)
+	}
+}
+
+// Only the folder of a job whose processes all ended, with a known
+// submitter, is kept, and only that submitter's next job takes it.
+func TestSpareOnlyForTheSameSubmitter(t *testing.T) {
+	a := &agent{cfg: Config{WorkDir: t.TempDir()}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	jobs := filepath.Join(a.cfg.WorkDir, "jobs")
+	folder := func(name string) string {
+		t.Helper()
+		d := filepath.Join(jobs, name)
+		if err := os.MkdirAll(filepath.Join(d, outputDir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, c := range []struct {
+		name, owner string
+		ended       bool
+	}{{"running-left", "alice", false}, {"no-owner", "", true}} {
+		if err := a.retireJobDir(folder(c.name), c.owner, c.ended); err != nil {
+			t.Fatal(err)
+		}
+		if ents, _ := os.ReadDir(a.sparesDir()); len(ents) != 0 {
+			t.Errorf("%s: kept as a spare (%d spares)", c.name, len(ents))
+		}
+		if _, err := os.Stat(filepath.Join(jobs, c.name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: not removed (%v)", c.name, err)
+		}
+	}
+	if err := a.retireJobDir(folder("done"), "alice", true); err != nil {
+		t.Fatal(err)
+	}
+	if a.takeSpare(filepath.Join(jobs, "bobs"), "bob") || a.takeSpare(filepath.Join(jobs, "anon"), "") {
+		t.Error("another submitter's job (or one of no known submitter) took alice's spare")
+	}
+	if !a.takeSpare(filepath.Join(jobs, "alices"), "alice") {
+		t.Error("alice's next job did not get her spare")
+	}
+	if _, err := os.Stat(filepath.Join(jobs, "alices", outputDir)); err != nil {
+		t.Errorf("the spare has no outputs folder: %v", err)
 	}
 }
