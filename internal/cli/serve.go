@@ -18,6 +18,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/controller"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
+	"github.com/cumulus-ml/cumulus/internal/provider/local"
 	"github.com/cumulus-ml/cumulus/internal/replica"
 )
 
@@ -117,6 +118,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.DurationVar(&o.LeaderLease, "leader-lease", replica.DefaultLease, "with a PostgreSQL store: how long the replica running the controllers holds its lease unrenewed; a dead leader's successor takes over within it")
 	fl.StringVar(&o.MetricsListen, "metrics-listen", "", "also serve the Prometheus metrics at /metrics on this loopback address, without authentication, e.g. 127.0.0.1:9787 (env CUMULUS_METRICS_LISTEN; the API listener serves them to signed-in readers either way)")
 	fl.StringVar(&o.NodesDir, "nodes-dir", "", "with --provider local: folder of the node folders where jobs run, outside the data dir (env CUMULUS_NODES_DIR; default <data dir>-nodes)")
+	fl.StringVar(&o.JobUsersDir, "job-users-dir", "", "with --provider local and isolated jobs: the machine's folder (root's) where each nodes dir claims its block of job users, so that two servers on one machine never share them (env CUMULUS_JOB_USERS_DIR; default "+local.DefaultJobUsersDir+")")
 	fl.BoolVar(&nodeHost, "node-host", true, "with --provider local: run a compute's nodes in one agent process, its node host (env CUMULUS_NODE_HOST); false gives each node a process of its own, so that a crash costs one node, for about 2.4 MB more memory (PSS) a node")
 	fl.BoolVar(&isolateJobs, "isolate-jobs", true, "with --provider local: run each node's jobs as a user of their own that cannot see the data dir, other nodes or the agent (needs root; env CUMULUS_ISOLATE_JOBS); false runs them as the server's user")
 	fl.StringVar(&o.TLSCert, "tls-cert", "", "TLS certificate file (PEM)")
@@ -191,6 +193,9 @@ func envDefaults(cmd *cobra.Command, o *daemon.Options) {
 	}
 	if v := os.Getenv("CUMULUS_NODES_DIR"); v != "" && !cmd.Flags().Changed("nodes-dir") {
 		o.NodesDir = v
+	}
+	if v := os.Getenv("CUMULUS_JOB_USERS_DIR"); v != "" && !cmd.Flags().Changed("job-users-dir") {
+		o.JobUsersDir = v
 	}
 	if v := os.Getenv("CUMULUS_LOCATIONS"); v != "" && !cmd.Flags().Changed("locations") {
 		o.Locations = splitList(v)

@@ -107,6 +107,7 @@ type Options struct {
 	Provider         string
 	AgentCommand     []string
 	NodesDir         string        // local: node folders, outside DataDir ("" = config.NodesDir(DataDir))
+	JobUsersDir      string        // local: the machine's claims of job users ("" = local.DefaultJobUsersDir)
 	JobsAsServerUser bool          // local: jobs run as the server's user, not isolated (see local.Options)
 	ProcessPerNode   bool          // local: an agent process per node, not one node host per compute (see local.Options)
 	NodeImage        string        // docker: the node image; built from this binary at start if missing
@@ -675,7 +676,7 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 		if err := nodesOutsideData(o.NodesDir, o.DataDir); err != nil {
 			return nil, err
 		}
-		prov := local.New(local.Options{BaseDir: o.NodesDir, AgentCommand: o.AgentCommand,
+		prov := local.New(local.Options{BaseDir: o.NodesDir, AgentCommand: o.AgentCommand, JobUsersDir: o.JobUsersDir,
 			JobsAsServerUser: o.JobsAsServerUser, ProcessPerNode: o.ProcessPerNode, Log: log, ControlPlane: controlPlane})
 		if ok, why := prov.Isolation(); !ok {
 			log.Warn("jobs are not isolated from the control plane: " + why)

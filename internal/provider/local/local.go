@@ -6,6 +6,7 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,9 @@ type Options struct {
 	// GPUs reads the machine's accelerators, which the nodes divide
 	// (nil: nvidia-smi, gpu.NvidiaSMI).
 	GPUs gpu.Inventory
+	// JobUsersDir is the machine's folder where nodes folders claim their
+	// blocks of job users (jobusers.go); "" is DefaultJobUsersDir.
+	JobUsersDir string
 }
 
 // Provider runs nodes as local agent processes.
@@ -410,7 +414,8 @@ var isolation struct {
 
 // Job users: node n of this provider runs its jobs as uid (and gid)
 // jobUIDBase + block*jobUIDBlock + n, where block comes from a hash of the
-// nodes folder, so that two servers on one machine rarely share users.
+// nodes folder and is claimed machine-wide (jobusers.go), so that two
+// servers on one machine never share users.
 // Numbers this high belong to no account on an ordinary machine.
 const (
 	jobUIDBase   = 2_000_000_000
@@ -438,7 +443,13 @@ func (p *Provider) jobUID(nodeID string) (int, error) {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(abs))
-	first := jobUIDBase + int(h.Sum32()%jobUIDBlocks)*jobUIDBlock
+	block := int(h.Sum32() % jobUIDBlocks)
+	if claimed, err := claimBlock(cmp.Or(p.o.JobUsersDir, DefaultJobUsersDir), abs, block); err != nil {
+		p.o.Log.Warn("the node's job users are not claimed on this machine: another server here could get the same", "err", err)
+	} else {
+		block = claimed
+	}
+	first := jobUIDBase + block*jobUIDBlock
 	used := map[int]bool{}
 	files, _ := filepath.Glob(filepath.Join(p.o.BaseDir, "*", uidFile))
 	for _, f := range files {
