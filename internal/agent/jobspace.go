@@ -67,15 +67,8 @@ func (a *agent) freshJobSpace(owner string) error {
 		return nil
 	}
 	for _, name := range []string{privateTmp} {
-		d := filepath.Join(a.cfg.WorkDir, name)
-		ents, err := os.ReadDir(d)
-		if err != nil {
+		if err := emptyDir(filepath.Join(a.cfg.WorkDir, name)); err != nil {
 			return fmt.Errorf("empty the private /%s: %w", name, err)
-		}
-		for _, e := range ents {
-			if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
-				return fmt.Errorf("empty the private /%s: %w", name, err)
-			}
 		}
 	}
 	a.mu.Lock()
