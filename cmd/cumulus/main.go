@@ -8,6 +8,7 @@ import (
 	_ "time/tzdata" // compute schedules name IANA time zones: work on machines without /usr/share/zoneinfo
 
 	"github.com/cumulus-ml/cumulus/internal/cli"
+	_ "github.com/cumulus-ml/cumulus/internal/procs" // before the other inits: a one-shot command runs on one processor
 )
 
 func main() {
