@@ -28,7 +28,7 @@ func TestConcurrentReportsAreAllWritten(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = s.Report(f.ctx, fmt.Sprintf("n%02d", i), agentapi.JobState{UID: fmt.Sprintf("j%02d", i), Attempt: 1,
+			_, errs[i] = s.Report(f.ctx, fmt.Sprintf("n%02d", i), agentapi.JobState{UID: fmt.Sprintf("j%02d", i), Attempt: 1,
 				Phase: agentapi.PhaseExited, Started: t0, Ended: t0})
 		})
 	}
@@ -74,7 +74,7 @@ func TestAPanicWhileWritingHandsOn(t *testing.T) {
 	s := &Service{Clock: clock.NewFake(t0), Hub: hub.New()} // no store: writing panics
 	report := func() (p any) {
 		defer func() { p = recover() }()
-		_ = s.Report(t.Context(), "n1", exited("j1", 1))
+		_, _ = s.Report(t.Context(), "n1", exited("j1", 1))
 		return nil
 	}
 	for i := range 2 { // the second waits for ever if the first left the writing held

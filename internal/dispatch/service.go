@@ -166,9 +166,14 @@ func (s *Service) instructions(ctx context.Context, nodeID string, known *store.
 	return p.Response, nil
 }
 
-// Report records a phase an agent reports for one of its jobs.
-func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) error {
-	return s.ReportAll(ctx, nodeID, []agentapi.JobState{st})
+// Report records a phase an agent reports for one of its jobs, and tells
+// what the write means.
+func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) (Outcome, error) {
+	outs, err := s.reportAll(ctx, nodeID, []agentapi.JobState{st})
+	if err != nil {
+		return Outcome{}, err
+	}
+	return outs[0], nil
 }
 
 // Leaving handles a node's agent telling that its machine is going away

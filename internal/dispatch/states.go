@@ -27,10 +27,13 @@ func DefaultRetries() Retries {
 
 // Outcome is what a write means for others: Changed says jobs or nodes
 // changed (the controllers look again), Wake names the nodes whose held
-// polls should look again (they may have to stop a job).
+// polls should look again (they may have to stop a job), Rows that an exit
+// was of a parallel step that appends rows to an output (once the step has
+// ended, the rows are to be filed there).
 type Outcome struct {
 	Changed bool
 	Wake    []string
+	Rows    bool
 }
 
 // exitNeverStarted is the exit code recorded for a part of a job that a
@@ -64,6 +67,10 @@ func ApplyJobState(ctx context.Context, q store.Querier, nodeID string, st agent
 	case agentapi.PhaseExited:
 		at := orNow(st.Ended, now)
 		out.Changed = true
+		if j.Doc.IsParallel() {
+			rows, _ := j.Doc.ParallelRows()
+			out.Rows = rows != ""
+		}
 		n, err := store.GetNode(ctx, q, nodeID)
 		current := err == nil && n.JobID == j.UID && st.Attempt == j.Attempt
 		evicted, gone := current && !n.Evicted.IsZero(), current && st.NodeStopped

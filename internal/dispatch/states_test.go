@@ -67,6 +67,31 @@ func TestApplyJobState(t *testing.T) {
 			t.Errorf("node %s with %q idle since %v, want idle since %v", n.State, n.JobID, n.IdleSince, later)
 		}
 	})
+	t.Run("only an exit of a parallel step that keeps rows asks for them to be filed", func(t *testing.T) {
+		f := newFixture(t)
+		f.node("n1", api.NodeRunning, "j1")
+		f.job("j1", api.JobRunning, "n1")
+		if out := f.apply("n1", exited("j1", 1), later); out.Rows {
+			t.Error("the exit of a command job asks for rows to be filed")
+		}
+		f.node("n2", api.NodeRunning, "p")
+		f.parallelJob("p", "n2")
+		if out := f.apply("n2", agentapi.JobState{UID: "p", Attempt: 1, Phase: agentapi.PhaseRunning, Started: t0}, later); out.Rows {
+			t.Error("a parallel step's start asks for rows to be filed")
+		}
+		if out := f.apply("n2", exited("p", 1), later); !out.Rows {
+			t.Error("the exit of a parallel step with append_row_to does not ask for its rows to be filed")
+		}
+		f.node("n3", api.NodeRunning, "q")
+		j := f.parallelJob("q", "n3")
+		j.Doc.Properties.ParallelSpec.Task.AppendRowTo = ""
+		if err := store.UpdateJob(f.ctx, f.db.W(), &j); err != nil {
+			t.Fatal(err)
+		}
+		if out := f.apply("n3", exited("q", 1), later); out.Rows {
+			t.Error("the exit of a parallel step that keeps no rows asks for rows to be filed")
+		}
+	})
 	t.Run("an exit that carries its start runs the job before it ends", func(t *testing.T) {
 		f := newFixture(t)
 		f.node("n1", api.NodeRunning, "j1")
