@@ -658,23 +658,27 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		return err
 	}
 	counts, total := api.CountNodes(byState)
+	state := api.AllocationStateOf(total, int32(plan.Target), counts)
+	blocked := append(slices.Clone(plan.Blocked), queueBlocks(troubled)...)
+	// Most passes change nothing: the compute as this pass read it says
+	// so without a write transaction.
+	if c.sameStatus(st.doc.Value, st.scale.active, plan, state, blocked, short, troubled) {
+		return nil
+	}
 	return c.DB.Tx(ctx, func(q store.Querier) error {
 		d, err := store.Get[api.Compute](ctx, q, store.KindCompute, st.sc.WorkspaceID(), st.doc.Value.Name)
 		if err != nil {
 			return err
 		}
 		comp := d.Value
+		if c.sameStatus(comp, st.scale.active, plan, state, blocked, short, troubled) {
+			return nil
+		}
 		a := comp.Aml()
 		was := *a
 		before := api.AllocationStateOf(int32(len(st.nodes)), a.TargetNodeCount, counts)
-		state := api.AllocationStateOf(total, int32(plan.Target), counts)
 		a.ActiveSchedule = st.scale.active // the reasons word the entry in force now
-		blocked := append(slices.Clone(plan.Blocked), queueBlocks(troubled)...)
 		errs := c.statusErrors(&comp, plan, blocked, short, troubled)
-		if int32(plan.Target) == a.TargetNodeCount && state == a.AllocationState && sameErrors(errs, a.Errors) &&
-			sameActive(st.scale.active, was.ActiveSchedule) && reflect.DeepEqual(blocked, a.Blocked) {
-			return nil
-		}
 		events := append(scheduleEvents(comp.ID, was.ActiveSchedule, st.scale, now),
 			statusEvents(comp.ID, &was, state, plan.Target, int(total), errs, now)...)
 		if state != a.AllocationState || before != state {
@@ -695,6 +699,19 @@ func (c *Clusters) recordStatus(ctx context.Context, st clusterState, plan decid
 		}
 		return nil
 	})
+}
+
+// sameStatus reports whether comp already has the status the plan
+// implies: its target, allocation state (state), errors, schedule in
+// force (active) and blocks.
+func (c *Clusters) sameStatus(comp api.Compute, active *api.ActiveSchedule, plan decide.Plan, state string, blocked api.Blocks, short *shortfall, troubled []store.Node) bool {
+	a := *comp.Aml() // a copy: the properties are shared with whoever read comp
+	if int32(plan.Target) != a.TargetNodeCount || state != a.AllocationState || !sameActive(active, a.ActiveSchedule) || !reflect.DeepEqual(blocked, a.Blocked) {
+		return false
+	}
+	a.ActiveSchedule = active // the reasons word the entry in force now
+	comp.Properties.Properties = &a
+	return sameErrors(c.statusErrors(&comp, plan, blocked, short, troubled), a.Errors)
 }
 
 // statusErrors explains why a cluster is not where its jobs want it, in

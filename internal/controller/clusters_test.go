@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -466,5 +467,39 @@ func TestLongQueueHeadInPriorityOrder(t *testing.T) {
 	}
 	if a := h.storedCompute(c).Aml(); len(a.Errors) == 0 || !strings.Contains(a.Errors[0].Error.Message, "at maxNodeCount 2") {
 		t.Fatalf("errors %+v; want the cluster blocked at its maximum", a.Errors)
+	}
+}
+
+// txCounter counts the store's transactions.
+type txCounter struct{ n atomic.Int64 }
+
+func (o *txCounter) TxDone(time.Duration, bool)          { o.n.Add(1) }
+func (o *txCounter) JobTransition(store.JobTransition)   {}
+func (o *txCounter) NodeTransition(store.NodeTransition) {}
+
+// A pass over clusters where nothing changed writes nothing: the status
+// it would record is the one the compute has, and no write transaction
+// is opened to find that out. A change (a job queued) is still written.
+func TestSteadyPassOpensNoTransaction(t *testing.T) {
+	h := newHarness(t)
+	c := h.compute("cpu", 1, 2, "PT1H")
+	h.pass()
+	h.register(c)
+	h.pass()
+	h.pass()
+	txs := &txCounter{}
+	h.db.SetObserver(txs)
+	h.pass()
+	h.pass()
+	if n := txs.n.Load(); n != 0 {
+		t.Errorf("two passes over a steady cluster made %d transactions, want none", n)
+	}
+	h.submit(c, 2)
+	h.pass()
+	if n := txs.n.Load(); n == 0 {
+		t.Error("a pass after a job was queued wrote nothing")
+	}
+	if s := h.storedCompute(c).Aml(); s.TargetNodeCount != 2 {
+		t.Errorf("target %d after a 2-node job was queued, want 2", s.TargetNodeCount)
 	}
 }
