@@ -20,13 +20,13 @@ func TestEveryCommandIsSortedByProcessors(t *testing.T) {
 			t.Errorf("command %s: one-shot %v, keeps every processor %v; sort it into one (procs.OneShot) or the other", c.name, one, all)
 		}
 	}
-	for name, heavy := range procs.OneShot {
-		if !names[name] {
-			t.Errorf("procs.OneShot names %s, which is no command", name)
+	for _, c := range procs.OneShot {
+		if !names[c.Name] {
+			t.Errorf("procs.OneShot names %s, which is no command", c.Name)
 		}
-		for _, sub := range heavy {
-			if cmd, _, err := NewRoot(nil, nil).Find([]string{name, sub}); err != nil || cmd.Name() != sub {
-				t.Errorf("procs.OneShot names %s %s, which is no command", name, sub)
+		for _, sub := range c.Except {
+			if cmd, _, err := NewRoot(nil, nil).Find([]string{c.Name, sub}); err != nil || cmd.Name() != sub {
+				t.Errorf("procs.OneShot names %s %s, which is no command", c.Name, sub)
 			}
 		}
 	}

@@ -10,7 +10,7 @@
 //
 // The decision must come early: a package's init runs in the order Go
 // sorts packages by import path among those whose imports are done, and
-// this one imports only os and runtime, so it runs before most
+// this one imports only os, runtime and slices, so it runs before most
 // of the program's inits. GOMAXPROCS set in the environment is left as
 // it is.
 package procs
@@ -18,22 +18,31 @@ package procs
 import (
 	"os"
 	"runtime"
+	"slices"
 )
 
 // OneShot are the top-level commands that send the server a request or a
-// few and exit, each with those of its subcommands that do work of their
-// own instead and keep every processor. Every other command (serve,
-// agent, sim, store, node-image, ui) keeps them all, and so does a
+// few and exit, each with those of its subcommands (Except) that do work
+// of their own instead and keep every processor. Every other command
+// (serve, agent, sim, store, node-image, ui) keeps them all, and so does a
 // command line that does not start with a command's name (a flag first):
-// one processor is an optimization, never a surprise.
-var OneShot = map[string][]string{
-	"compute": {"simulate"}, "computetarget": nil, "identity": nil, "job": nil, "workspace": nil, "quota": nil,
-	"environment": nil, "data": nil, "datastore": nil, "queue": nil, "auth": nil, "audit": nil, "cost": nil,
-	"budget": nil, "lock": nil, "apply": nil, "sdk": nil, "version": nil,
+// one processor is an optimization, never a surprise. An array, not a
+// map: every process of the program, the jobs' inits too, runs this
+// package's init, and a map would be built there each time.
+var OneShot = [...]struct {
+	Name   string
+	Except []string
+}{
+	{"compute", []string{"simulate"}}, {"computetarget", nil}, {"identity", nil}, {"job", nil}, {"workspace", nil},
+	{"quota", nil}, {"environment", nil}, {"data", nil}, {"datastore", nil}, {"queue", nil}, {"auth", nil},
+	{"audit", nil}, {"cost", nil}, {"budget", nil}, {"lock", nil}, {"apply", nil}, {"sdk", nil}, {"version", nil},
 }
 
 func init() {
-	if _, set := os.LookupEnv("GOMAXPROCS"); !set && IsOneShot(os.Args[1:]) {
+	if !IsOneShot(os.Args[1:]) {
+		return
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(1)
 	}
 }
@@ -44,14 +53,11 @@ func IsOneShot(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
-	heavy, ok := OneShot[args[0]]
-	if !ok {
-		return false
-	}
-	for _, sub := range heavy {
-		if len(args) > 1 && args[1] == sub {
-			return false
+	for _, c := range OneShot {
+		if c.Name != args[0] {
+			continue
 		}
+		return len(args) == 1 || !slices.Contains(c.Except, args[1])
 	}
-	return true
+	return false
 }
