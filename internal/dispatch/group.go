@@ -30,29 +30,26 @@ type report struct {
 // ReportAll records the phases an agent reports for its jobs, in one
 // transaction with other agents' concurrent reports.
 func (s *Service) ReportAll(ctx context.Context, nodeID string, states []agentapi.JobState) error {
-	_, err := s.reportAll(ctx, nodeID, states)
-	return err
-}
-
-// reportAll is ReportAll, returning the outcome of each state.
-func (s *Service) reportAll(ctx context.Context, nodeID string, states []agentapi.JobState) ([]Outcome, error) {
 	if len(states) == 0 {
-		return nil, nil
+		return nil
 	}
 	r := &report{node: nodeID, states: states}
 	// The batch holds other callers' reports: it is written even when
 	// this caller goes away.
 	s.group.Do(r, func(batch []*report) { s.writeReports(context.WithoutCancel(ctx), batch) })
 	if r.err != nil {
-		return nil, r.err
+		return r.err
 	}
-	for _, out := range r.outs {
+	for i, out := range r.outs {
 		if out.Changed {
 			s.changed()
 			s.wake(out.Wake)
 		}
+		if out.Rows && s.RowsExited != nil {
+			s.RowsExited(ctx, states[i].UID)
+		}
 	}
-	return r.outs, nil
+	return nil
 }
 
 // writeReports writes a batch; a panic while writing fails the batch's

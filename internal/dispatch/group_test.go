@@ -1,7 +1,9 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,7 +30,7 @@ func TestConcurrentReportsAreAllWritten(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = s.Report(f.ctx, fmt.Sprintf("n%02d", i), agentapi.JobState{UID: fmt.Sprintf("j%02d", i), Attempt: 1,
+			errs[i] = s.Report(f.ctx, fmt.Sprintf("n%02d", i), agentapi.JobState{UID: fmt.Sprintf("j%02d", i), Attempt: 1,
 				Phase: agentapi.PhaseExited, Started: t0, Ended: t0})
 		})
 	}
@@ -74,7 +76,7 @@ func TestAPanicWhileWritingHandsOn(t *testing.T) {
 	s := &Service{Clock: clock.NewFake(t0), Hub: hub.New()} // no store: writing panics
 	report := func() (p any) {
 		defer func() { p = recover() }()
-		_, _ = s.Report(t.Context(), "n1", exited("j1", 1))
+		_ = s.Report(t.Context(), "n1", exited("j1", 1))
 		return nil
 	}
 	for i := range 2 { // the second waits for ever if the first left the writing held
@@ -88,5 +90,39 @@ func TestAPanicWhileWritingHandsOn(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("report %d waits for a batch that panicked", i)
 		}
+	}
+}
+
+// The exit of a part of a parallel step that keeps rows is told
+// (RowsExited) once written, whether it came in an event or a poll; other
+// jobs' exits and a parallel step's start are not.
+func TestRowsExitedToldOfParallelExits(t *testing.T) {
+	f := newFixture(t)
+	f.node("n1", api.NodeRunning, "j1")
+	f.job("j1", api.JobRunning, "n1")
+	f.node("n2", api.NodeRunning, "p")
+	f.parallelJob("p", "n2")
+	f.node("n3", api.NodeRunning, "q")
+	f.parallelJob("q", "n3")
+	s, _ := f.service()
+	var told []string
+	s.RowsExited = func(_ context.Context, uid string) { told = append(told, uid) }
+	if err := s.Report(f.ctx, "n1", exited("j1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Report(f.ctx, "n2", agentapi.JobState{UID: "p", Attempt: 1, Phase: agentapi.PhaseRunning, Started: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if len(told) != 0 {
+		t.Errorf("told of %v, want nothing for a command job's exit and a parallel step's start", told)
+	}
+	if err := s.Report(f.ctx, "n2", exited("p", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PollNode(f.ctx, f.getNode("n3"), []agentapi.JobState{exited("q", 1)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(told, []string{"p", "q"}) {
+		t.Errorf("told of %v, want the exits of p (an event) and q (a poll)", told)
 	}
 }

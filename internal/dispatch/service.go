@@ -53,6 +53,11 @@ type Service struct {
 	TrackingToken func(uid string) string
 	// Changed, when set, is told that jobs or nodes changed.
 	Changed func()
+	// RowsExited, when set, is told of each exit of a part of a parallel
+	// step that appends rows to an output, once the report of it is
+	// written (in an event or a poll): when the step has ended, its rows
+	// are to be filed.
+	RowsExited func(ctx context.Context, uid string)
 	// Prices price node time for jobs' cost limits; nil: limits are not
 	// enforced.
 	Prices *cost.Prices
@@ -166,14 +171,9 @@ func (s *Service) instructions(ctx context.Context, nodeID string, known *store.
 	return p.Response, nil
 }
 
-// Report records a phase an agent reports for one of its jobs, and tells
-// what the write means.
-func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) (Outcome, error) {
-	outs, err := s.reportAll(ctx, nodeID, []agentapi.JobState{st})
-	if err != nil {
-		return Outcome{}, err
-	}
-	return outs[0], nil
+// Report records a phase an agent reports for one of its jobs.
+func (s *Service) Report(ctx context.Context, nodeID string, st agentapi.JobState) error {
+	return s.ReportAll(ctx, nodeID, []agentapi.JobState{st})
 }
 
 // Leaving handles a node's agent telling that its machine is going away

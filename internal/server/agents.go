@@ -146,14 +146,8 @@ func (s *Server) agentEvent(w http.ResponseWriter, r *http.Request, p params) er
 			return err
 		}
 	}
-	out, err := s.dispatch.Report(r.Context(), node.ID, ev)
-	if err != nil {
+	if err := s.dispatch.Report(r.Context(), node.ID, ev); err != nil {
 		return err
-	}
-	if out.Rows { // an exit of a parallel step that keeps rows: read it again only then
-		if err := s.fileParallelRows(r.Context(), ev.UID); err != nil {
-			s.log.Warn("the rows of a parallel step were not filed at its output's datastore path", "job", ev.UID, "err", err)
-		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -251,6 +251,14 @@ func (s *Server) agentParallel(w http.ResponseWriter, r *http.Request, p params)
 	return nil
 }
 
+// parallelPartExited files the rows of a parallel step when one of its
+// parts' exit ended it (dispatch.Service.RowsExited).
+func (s *Server) parallelPartExited(ctx context.Context, uid string) {
+	if err := s.fileParallelRows(ctx, uid); err != nil {
+		s.log.Warn("the rows of a parallel step were not filed at its output's datastore path", "job", uid, "err", err)
+	}
+}
+
 // fileParallelRows writes the rows file of a parallel step that has ended
 // into its append_row_to output (once), and files that output at its
 // datastore path with the rows in it (again each time: whoever wrote the

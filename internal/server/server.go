@@ -212,7 +212,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
 		Retries: dispatch.Retries{MaxAttempts: cfg.MaxAttempts, MaxPreemptions: cfg.MaxPreemptions},
-		Outputs: s.outputs, Changed: s.changed, Prices: &s.cfg.Prices}
+		Outputs: s.outputs, Changed: s.changed, RowsExited: s.parallelPartExited, Prices: &s.cfg.Prices}
 	s.usage = newUsageRecorder(cfg, d)
 	if d.Identity != nil {
 		s.dispatch.ClientID = defaultClientID
