@@ -50,10 +50,13 @@ func (s *server) rankLog(name string, rank int) string {
 func (s *server) waitJob(name string, want string, timeout time.Duration) api.Job {
 	s.t.Helper()
 	var j api.Job
-	waitFor(s.t, name+" to end", timeout, func() bool {
-		j = s.job(name)
-		return api.JobTerminal(j.Properties.Status)
-	})
+	deadline := time.Now().Add(timeout)
+	for j = s.job(name); !api.JobTerminal(j.Properties.Status); j = s.job(name) {
+		if time.Now().After(deadline) { // what it waits for says why (a node that cannot start, a quota)
+			s.t.Fatalf("timed out after %s waiting for %s to end: %s (%s)", timeout, name, j.Properties.Status, j.Properties.StatusMessage)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if j.Properties.Status != want {
 		var logs strings.Builder
 		for rank := range j.InstanceCount() {
