@@ -178,6 +178,13 @@ func TestLeftoverPreparedContainerRemovedAtAgentStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the prepared containers to go with their agent", 30*time.Second, func() bool { return len(preparedOf(node)) == 0 })
+	// The server hears that the node's agent is gone and deletes the node,
+	// its folder too: what the test leaves there must come after that, or
+	// the deletion takes it away before the new agent can find it.
+	waitFor(t, "the server to delete the node whose agent was killed", time.Minute, func() bool {
+		_, err := os.Stat(filepath.Join(config.NodesDir(s.dataDir), node))
+		return os.IsNotExist(err)
+	})
 
 	left := filepath.Join(work, "jobs", "prepared-left")
 	if err := os.MkdirAll(left, 0o755); err != nil {
