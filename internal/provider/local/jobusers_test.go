@@ -1,7 +1,6 @@
 package local
 
 import (
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,9 +53,7 @@ func TestClaimBlock(t *testing.T) {
 func TestJobUsersOfAHeldBlockGoElsewhere(t *testing.T) {
 	claims := t.TempDir()
 	base := t.TempDir()
-	h := fnv.New32a()
-	h.Write([]byte(base))
-	held := int(h.Sum32() % jobUIDBlocks)
+	held := hashBlock(base)
 	other := t.TempDir() // another server's nodes folder, still there
 	if err := os.WriteFile(filepath.Join(claims, strconv.Itoa(held)), []byte(other), 0o600); err != nil {
 		t.Fatal(err)

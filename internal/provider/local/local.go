@@ -68,6 +68,12 @@ type Options struct {
 type Provider struct {
 	o  Options
 	mu sync.Mutex // serializes Create and Delete
+	// userBlock is the block of job users this provider's nodes folder
+	// holds, once claimed (jobUserBlock; under mu); ok tells it is.
+	userBlock struct {
+		n  int
+		ok bool
+	}
 }
 
 var (
@@ -423,6 +429,31 @@ const (
 	jobUIDBlocks = 10_000
 )
 
+// hashBlock is the block of job users of the nodes folder abs (an absolute
+// path) unless another folder holds it.
+func hashBlock(abs string) int {
+	h := fnv.New32a()
+	h.Write([]byte(abs))
+	return int(h.Sum32() % jobUIDBlocks)
+}
+
+// jobUserBlock returns the block of job users of the nodes folder abs,
+// claimed machine-wide at its first call (jobusers.go); when it cannot be
+// claimed, its hash's, and the next call tries again. The caller holds
+// p.mu.
+func (p *Provider) jobUserBlock(abs string) int {
+	if p.userBlock.ok {
+		return p.userBlock.n
+	}
+	block, err := claimBlock(cmp.Or(p.o.JobUsersDir, DefaultJobUsersDir), abs, hashBlock(abs))
+	if err != nil {
+		p.o.Log.Warn("the node's job users are not claimed on this machine: another server here could get the same", "err", err)
+		return hashBlock(abs)
+	}
+	p.userBlock.n, p.userBlock.ok = block, true
+	return block
+}
+
 // jobUID returns the user of a node's jobs: the one it was given (job.uid
 // in its folder), else the lowest one no other node folder holds. The
 // caller holds p.mu. With it the node folder becomes passable (not
@@ -441,15 +472,7 @@ func (p *Provider) jobUID(nodeID string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("job user: %w", err)
 	}
-	h := fnv.New32a()
-	h.Write([]byte(abs))
-	block := int(h.Sum32() % jobUIDBlocks)
-	if claimed, err := claimBlock(cmp.Or(p.o.JobUsersDir, DefaultJobUsersDir), abs, block); err != nil {
-		p.o.Log.Warn("the node's job users are not claimed on this machine: another server here could get the same", "err", err)
-	} else {
-		block = claimed
-	}
-	first := jobUIDBase + block*jobUIDBlock
+	first := jobUIDBase + p.jobUserBlock(abs)*jobUIDBlock
 	used := map[int]bool{}
 	files, _ := filepath.Glob(filepath.Join(p.o.BaseDir, "*", uidFile))
 	for _, f := range files {
