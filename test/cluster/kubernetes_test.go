@@ -44,12 +44,12 @@ func kubeLab(t testing.TB) *kubelab.Lab {
 		if labErr != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		theLab, labErr = kubelab.Start(ctx, labDir)
+		theLab, labErr = kubelab.Start(context.Background(), labDir)
 		if labErr != nil {
 			return
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
 		for _, n := range []kubelab.NodeSpec{
 			{Name: "kw-0", CPUs: 32, MemoryGi: 128, PodCIDR: "127.2.1.0/24"},
 			{Name: "kw-1", CPUs: 32, MemoryGi: 128, PodCIDR: "127.2.2.0/24"},

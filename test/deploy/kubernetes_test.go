@@ -107,9 +107,7 @@ type applier struct {
 // creates the namespace the manifest is applied to.
 func newApplier(t *testing.T) *applier {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	lab, err := kubelab.Start(ctx, t.TempDir())
+	lab, err := kubelab.Start(t.Context(), t.TempDir())
 	if errors.Is(err, kubelab.ErrNoTools) && os.Getenv("CI") == "" {
 		t.Skip(err)
 	}
@@ -117,6 +115,8 @@ func newApplier(t *testing.T) *applier {
 		t.Fatal(err)
 	}
 	t.Cleanup(lab.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
 	if _, err := lab.Client.CoreV1().Namespaces().Create(ctx,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -94,8 +94,11 @@ type Lab struct {
 }
 
 // Start brings up the control plane in dir; Close stops it. It first
-// waits for a build of the tools under way (up to BuildWait, outside ctx,
-// which bounds the control plane's start).
+// waits for a build of the tools under way (up to BuildWait), then for the
+// control plane to be ready (up to 3 minutes); ctx cancels either wait.
+// Give it a context without a deadline of its own: a deadline set before
+// the call would count the build's wait, which on a fresh machine can
+// take most of it.
 func Start(ctx context.Context, dir string) (*Lab, error) {
 	tools := ToolsDir()
 	if err := waitForBuild(tools); err != nil {

@@ -57,9 +57,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	lab, err = kubelab.Start(ctx, tmp)
+	lab, err = kubelab.Start(context.Background(), tmp)
 	if errors.Is(err, kubelab.ErrNoTools) && os.Getenv("CI") == "" {
 		labReason = err.Error()
 		fmt.Fprintln(os.Stderr, "skipping the Kubernetes lab tests:", labReason)
@@ -70,6 +68,8 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer lab.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	for i, n := range []kubelab.NodeSpec{
 		{Name: "kw-cpu-0", CPUs: 32, MemoryGi: 128, PodCIDR: "127.1.1.0/24"},
 		{Name: "kw-cpu-1", CPUs: 32, MemoryGi: 128, PodCIDR: "127.1.2.0/24"},
