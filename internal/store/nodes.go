@@ -70,6 +70,7 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 	if err != nil {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
+	wroteNode(q, n.ID, body, "")
 	if was == "" {
 		if err := ledgerNode(ctx, q, n); err != nil {
 			return err
@@ -125,12 +126,58 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 			// leave the nodes before this one claimed.
 			return false, fmt.Errorf("claim node %s: %w", id, ErrConflict)
 		}
+		wroteNode(q, id, nil, jobUID)
 	}
 	return true, nil
 }
 
+// wroteNode tells the node view of q's store, if it keeps one, of a node
+// write just made through q: the document written (body), its claim by a
+// job (claimBy), or, neither given, its removal. The view keeps the
+// document as a read would decode it (times, empty lists), not the value
+// the writer had.
+func wroteNode(q Querier, id string, body []byte, claimBy string) {
+	var tell func(nodeChange)
+	switch q := q.(type) {
+	case prepared:
+		tell = q.wroteNode
+	case fencedWriter: // the write was a transaction of its own, committed
+		if q.s.nodes != nil {
+			tell = func(c nodeChange) { q.s.nodes.apply([]nodeChange{c}) }
+		}
+	}
+	if tell == nil {
+		return
+	}
+	c := nodeChange{id: id, claimBy: claimBy}
+	if body != nil {
+		var n Node
+		if err := json.Unmarshal(body, &n); err == nil {
+			c.put = &n
+		} // else: forgotten, read again
+	}
+	tell(c)
+}
+
 // GetNode reads one node.
 func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
+	p, ok := q.(prepared)
+	if !ok || p.view == nil {
+		return getNode(ctx, q, id)
+	}
+	if n, ok := p.view.get(id); ok {
+		return n, nil
+	}
+	from := p.view.begin()
+	n, err := getNode(ctx, q, id)
+	if err == nil {
+		p.view.fill(n, from)
+	}
+	return n, err
+}
+
+// getNode reads one node from SQL.
+func getNode(ctx context.Context, q Querier, id string) (Node, error) {
 	var body string
 	err := q.QueryRowContext(ctx, `SELECT body FROM nodes WHERE id = ?`, id).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -184,6 +231,7 @@ func DeleteNode(ctx context.Context, q Querier, id string, at time.Time) error {
 	if _, err := q.ExecContext(ctx, `DELETE FROM nodes WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete node: %w", err)
 	}
+	wroteNode(q, id, nil, "")
 	if err := ledgerRemoved(ctx, q, id, at); err != nil {
 		return err
 	}

@@ -72,6 +72,12 @@ type prepared struct {
 	note     func(any)
 	watching func() bool
 	engine   engine // the SQL engine behind plain
+	// view, on the readers' Querier of a store that keeps a nodeView,
+	// answers reads of one node; wroteNode, on its writers' Queriers, is
+	// told of each node write (queued for the commit in a transaction,
+	// applied at once outside one).
+	view      *nodeView
+	wroteNode func(nodeChange)
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.
@@ -125,6 +131,10 @@ type txStmts struct {
 	// changed are the job status changes written in this transaction;
 	// the observer hears of them after the commit.
 	changed []any
+	// nodes are the node writes of this transaction, for the store's
+	// nodeView after the commit (nil view: not recorded).
+	view  *nodeView
+	nodes []nodeChange
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -154,5 +164,19 @@ func (t *txStmts) querier(observed bool) Querier {
 	if observed {
 		p.note = func(c any) { t.changed = append(t.changed, c) }
 	}
+	if t.view != nil {
+		p.wroteNode = func(c nodeChange) { t.nodes = append(t.nodes, c) }
+	}
 	return p
+}
+
+// committed applies the transaction's node writes to the view once it has
+// committed (err nil); when the commit failed they may or may not be in
+// the store, and the view forgets those nodes.
+func (t *txStmts) committed(err error) {
+	if err != nil {
+		t.view.forget(t.nodes)
+		return
+	}
+	t.view.apply(t.nodes)
 }

@@ -42,6 +42,8 @@ type DB struct {
 	fence *Fence // when set, every transaction first checks this lease (see Fenced)
 
 	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
+
+	nodes *nodeView // SQLite: the nodes as this process wrote or read them (nil: PostgreSQL)
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -187,7 +189,13 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	ro.SetMaxIdleConns(readConns)
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
-	s.wq, s.rq = s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
+	// The one server of a SQLite store is its only writer: it keeps the
+	// nodes as it wrote them (nodeView).
+	s.nodes = newNodeView()
+	wq, rq := s.w.querier(s.noteNow, s.watched).(prepared), s.r.querier(nil, nil).(prepared)
+	wq.wroteNode = func(c nodeChange) { s.nodes.apply([]nodeChange{c}) }
+	rq.view = s.nodes
+	s.wq, s.rq = wq, rq
 	return s, nil
 }
 
@@ -235,7 +243,7 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	}
 	var q Querier = prepared{stmt: noStmt, plain: tx, engine: sqliteEngine}
 	if s.w != nil { // nil while migrating
-		ts = &txStmts{tx: tx, cache: s.w}
+		ts = &txStmts{tx: tx, cache: s.w, view: s.nodes}
 		q = ts.querier(obs != nil)
 	}
 	if err := s.checkFence(ctx, q); err != nil {
@@ -246,7 +254,11 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	if ts != nil {
+		ts.committed(err)
+	}
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if ts != nil {

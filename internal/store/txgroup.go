@@ -90,7 +90,7 @@ func (s *DB) writeTxs(batch []*txCall) bool {
 	if err != nil {
 		return false
 	}
-	ts := &txStmts{tx: tx, cache: s.w}
+	ts := &txStmts{tx: tx, cache: s.w, view: s.nodes}
 	q := ts.querier(obs != nil)
 	if err := s.checkFence(ctx, q); err != nil {
 		_ = tx.Rollback()
@@ -102,7 +102,9 @@ func (s *DB) writeTxs(batch []*txCall) bool {
 			return false
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	ts.committed(err)
+	if err != nil {
 		return false
 	}
 	for _, query := range ts.missed {
