@@ -57,7 +57,7 @@ func (c *stmtCache) prepare(ctx context.Context, query string) *sql.Stmt {
 }
 
 // querier runs queries through the cache's statements.
-func (c *stmtCache) querier(note func(any), watching func() bool) Querier {
+func (c *stmtCache) querier(note func(any), watching func() bool) prepared {
 	return prepared{stmt: c.prepare, plain: c.db, note: note, watching: watching, engine: sqliteEngine}
 }
 

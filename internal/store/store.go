@@ -192,7 +192,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// The one server of a SQLite store is its only writer: it keeps the
 	// nodes as it wrote them (nodeView).
 	s.nodes = newNodeView()
-	wq, rq := s.w.querier(s.noteNow, s.watched).(prepared), s.r.querier(nil, nil).(prepared)
+	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
 	wq.wroteNode = func(c nodeChange) { s.nodes.apply([]nodeChange{c}) }
 	rq.view = s.nodes
 	s.wq, s.rq = wq, rq
