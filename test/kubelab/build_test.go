@@ -1,6 +1,8 @@
 package kubelab
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,10 +14,11 @@ import (
 
 // Start waits for a build of the tools under way (scripts/kube-tools.sh
 // holds build.lock) and goes on once it ends; it gives up after BuildWait,
-// pointing at the build's log. No lock file: no wait.
+// pointing at the build's log, or when its caller's context ends. No lock
+// file: no wait.
 func TestWaitForBuild(t *testing.T) {
 	dir := t.TempDir()
-	if err := waitForBuild(dir); err != nil {
+	if err := waitForBuild(context.Background(), dir); err != nil {
 		t.Fatalf("no build ever started: %v; want nil at once", err)
 	}
 	lock, err := os.Create(filepath.Join(dir, "build.lock"))
@@ -28,7 +31,7 @@ func TestWaitForBuild(t *testing.T) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		done := make(chan error, 1)
-		go func() { done <- waitForBuild(dir) }()
+		go func() { done <- waitForBuild(context.Background(), dir) }()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		select {
@@ -54,9 +57,18 @@ func TestWaitForBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	synctest.Test(t, func(t *testing.T) {
-		err := waitForBuild(dir)
+		err := waitForBuild(context.Background(), dir)
 		if err == nil || !strings.Contains(err.Error(), "build.log") {
 			t.Errorf("waitForBuild with a build that never ends = %v; want an error pointing at its log", err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		err := waitForBuild(ctx, dir)
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Minute {
+			t.Errorf("waitForBuild with a context that ended after a minute = %v after %s; want the context's error at once", err, time.Since(start))
 		}
 	})
 }

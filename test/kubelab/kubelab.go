@@ -56,7 +56,7 @@ var BuildWait = 25 * time.Minute
 // scripts/test.sh runs it in the background from its start, so that only
 // the tests that need the tools wait for them. No lock file: no build was
 // ever started here.
-func waitForBuild(dir string) error {
+func waitForBuild(ctx context.Context, dir string) error {
 	f, err := os.Open(filepath.Join(dir, "build.lock"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -77,7 +77,11 @@ func waitForBuild(dir string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the Kubernetes test tools were still building after %s; see %s", BuildWait, filepath.Join(dir, "build.log"))
 		}
-		time.Sleep(time.Second) // the build takes minutes
+		select { // the build takes minutes
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 }
 
@@ -101,7 +105,7 @@ type Lab struct {
 // take most of it.
 func Start(ctx context.Context, dir string) (*Lab, error) {
 	tools := ToolsDir()
-	if err := waitForBuild(tools); err != nil {
+	if err := waitForBuild(ctx, tools); err != nil {
 		return nil, err
 	}
 	kubetest := filepath.Join(tools, "kubetest")
