@@ -116,6 +116,54 @@ func TestJobCountsAndTransitions(t *testing.T) {
 	}
 }
 
+// A status change is reported from the status the updated version held:
+// the one a job was read with (from the store or the cache of decoded
+// jobs), then the one its last update wrote; a job made without a read
+// has its stored status looked up.
+func TestJobTransitionsFromTheVersionUpdated(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	obs := &recordingObserver{}
+	db.SetObserver(obs)
+	a, b := queuedJob("u1", "a", 1, 0, "", ""), queuedJob("u2", "b", 1, 0, "", "")
+	for _, j := range []*Job{a, b} {
+		if err := InsertJob(ctx, db.W(), j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(j *Job, status string) {
+		t.Helper()
+		j.Doc.Properties.Status = status
+		if err := db.Tx(ctx, func(q Querier) error { return UpdateJob(ctx, q, j) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(a, api.JobPreparing) // the value inserted
+	set(a, api.JobRunning)   // the same value, updated
+	cache := NewJobCache()
+	for range 2 { // the second read is the cache's
+		if _, err := ListJobsCached(ctx, db.Q(), cache, "/ws", "", "", 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err := ListJobsCached(ctx, db.Q(), cache, "/ws", "", "", 10)
+	if err != nil || len(listed) != 2 {
+		t.Fatalf("list = %d jobs, %v", len(listed), err)
+	}
+	i := slices.IndexFunc(listed, func(j Job) bool { return j.UID == "u1" })
+	set(&listed[i], api.JobCompleted)
+	made := &Job{UID: "u2", Parent: "/ws", Compute: "/c", Version: b.Version, Doc: b.Doc}
+	set(made, api.JobCanceled)
+	want := []JobTransition{{Compute: "/c", To: api.JobQueued}, {Compute: "/c", To: api.JobQueued},
+		{Compute: "/c", From: api.JobQueued, To: api.JobPreparing},
+		{Compute: "/c", From: api.JobPreparing, To: api.JobRunning},
+		{Compute: "/c", From: api.JobRunning, To: api.JobCompleted},
+		{Compute: "/c", From: api.JobQueued, To: api.JobCanceled}}
+	if !slices.Equal(obs.moves, want) {
+		t.Errorf("transitions = %+v,\nwant %+v", obs.moves, want)
+	}
+}
+
 // PutNode reports state changes, with the provisioning time when a
 // requested node's agent registered; rewrites of the same state are not
 // changes.

@@ -88,5 +88,6 @@ func decodeJobBody(j *Job, body []byte, created int64) error {
 	j.EmptyOutputs = b.Empty
 	j.Created = time.UnixMilli(created).UTC()
 	j.ran = markOf(j)
+	j.stored = b.Doc.Properties.Status
 	return nil
 }

@@ -48,6 +48,9 @@ type Job struct {
 	EmptyOutputs []EmptyOutput
 
 	ran runMark // what the cost ledger holds of its latest attempt
+	// stored is the status the store holds for Version: what an update
+	// of this version replaces ("" for a job not read from the store).
+	stored string
 }
 
 type jobBody struct {
@@ -106,7 +109,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		}
 		return fmt.Errorf("insert job: %w", err)
 	}
-	j.Seq, j.Version = seq, 1
+	j.Seq, j.Version, j.stored = seq, 1, p.Status
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
@@ -125,8 +128,10 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	p := &j.Doc.Properties
 	n, noted := noting(q)
-	var was string
-	if noted {
+	// The update below applies only to the version j was read at, whose
+	// status j remembers: the status it replaces needs no read.
+	was := j.stored
+	if noted && was == "" {
 		if err := q.QueryRowContext(ctx, `SELECT status FROM jobs WHERE uid = ?`, j.UID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("update job: %w", err)
 		}
@@ -143,6 +148,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("job %s: %w", j.Doc.Name, ErrETagMismatch)
 	}
 	j.Version++
+	j.stored = p.Status
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}

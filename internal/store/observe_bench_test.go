@@ -9,7 +9,8 @@ import (
 )
 
 // BenchmarkUpdateJobObserved is the cost an observer (the metrics) adds
-// to a job write: the look-up of the status it replaces.
+// to a job write: telling it the status the write replaces (remembered
+// from the read, looked up only for a job made without one).
 func BenchmarkUpdateJobObserved(b *testing.B) {
 	for _, observed := range []bool{false, true} {
 		b.Run(fmt.Sprintf("observed=%v", observed), func(b *testing.B) {
