@@ -143,7 +143,7 @@ func wroteNode(q Querier, id string, body []byte, claimBy string) {
 		tell = q.wroteNode
 	case fencedWriter: // the write was a transaction of its own, committed
 		if q.s.nodes != nil {
-			tell = func(c nodeChange) { q.s.nodes.apply([]nodeChange{c}) }
+			tell = q.s.nodes.applyOne
 		}
 	}
 	if tell == nil {

@@ -108,6 +108,9 @@ func (v *nodeView) apply(changes []nodeChange) {
 	}
 }
 
+// applyOne applies one committed write.
+func (v *nodeView) applyOne(c nodeChange) { v.apply([]nodeChange{c}) }
+
 // forget drops what the view holds of these nodes: writes whose commit
 // failed may or may not be in the store.
 func (v *nodeView) forget(changes []nodeChange) {

@@ -193,7 +193,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// nodes as it wrote them (nodeView).
 	s.nodes = newNodeView()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
-	wq.wroteNode = func(c nodeChange) { s.nodes.apply([]nodeChange{c}) }
+	wq.wroteNode = s.nodes.applyOne
 	rq.view = s.nodes
 	s.wq, s.rq = wq, rq
 	return s, nil
