@@ -127,6 +127,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	now := s.clock.Now().UTC()
 	var out store.Job
 	var comp api.Compute
+	var counts map[string]int
 	created := false
 	err = s.tx(r, func(q store.Querier) error {
 		var err error
@@ -134,7 +135,19 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		if created {
 			answering(r, http.StatusCreated)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		// The answer's queue reason counts the compute's nodes: counted
+		// here, by the writer from pages it holds, they need no reader to
+		// look into the store again right after this commit.
+		counts = nil
+		if out.Doc.Properties.WordsWait() && out.Compute != "" && out.Compute == comp.ID {
+			if c, err := store.NodeCounts(r.Context(), q, comp.ID); err == nil {
+				counts = c
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return err
@@ -146,7 +159,12 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	}
 	var computes map[string]*jobCompute
 	if out.Compute != "" && out.Compute == comp.ID { // as the transaction read it: not read again
-		computes = map[string]*jobCompute{out.Compute: {doc: &comp}}
+		jc := &jobCompute{doc: &comp}
+		if counts != nil {
+			v := computeWithCounts(comp, counts)
+			jc.doc, jc.counted = &v, true
+		}
+		computes = map[string]*jobCompute{out.Compute: jc}
 	}
 	writeJSON(w, status, s.jobView(r, out, computes))
 	return nil
