@@ -149,7 +149,10 @@ func wroteNode(q Querier, id string, body []byte, claimBy string) {
 	if tell == nil {
 		return
 	}
-	c := nodeChange{id: id, claimBy: claimBy}
+	c := nodeChange{id: id}
+	if claimBy != "" {
+		c.edit = claimed(claimBy)
+	}
 	if body != nil {
 		var n Node
 		if err := json.Unmarshal(body, &n); err == nil {
@@ -171,7 +174,7 @@ func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
 	from := p.view.begin()
 	n, err := getNode(ctx, q, id)
 	if err == nil {
-		p.view.fill(n, from)
+		p.view.fill(n.ID, n, from)
 	}
 	return n, err
 }

@@ -151,19 +151,19 @@ func TestNodeViewKeepsNoReadThatRacedAWrite(t *testing.T) {
 
 	from := v.begin()
 	v.apply([]nodeChange{{id: "n1", put: &fresh}})
-	v.fill(old, from)
+	v.fill("n1", old, from)
 	if got, _ := v.get("n1"); got.State != api.NodeRunning {
 		t.Fatalf("a read that raced a write left the node %s", got.State)
 	}
 
 	from = v.begin()
 	v.apply([]nodeChange{{id: "n1"}})
-	v.fill(old, from)
+	v.fill("n1", old, from)
 	if got, ok := v.get("n1"); ok {
 		t.Fatalf("a read that raced the node's removal brought it back: %+v", got)
 	}
 
-	v.fill(old, v.begin()) // no write since: kept
+	v.fill("n1", old, v.begin()) // no write since: kept
 	if _, ok := v.get("n1"); !ok {
 		t.Fatal("a read that raced nothing was not kept")
 	}
@@ -173,11 +173,11 @@ func TestNodeViewKeepsNoReadThatRacedAWrite(t *testing.T) {
 		id := string(rune('a'+i%26)) + time.Duration(i).String()
 		v.apply([]nodeChange{{id: id}})
 	}
-	v.fill(viewNode("n2"), from)
+	v.fill("n2", viewNode("n2"), from)
 	if _, ok := v.get("n2"); ok {
 		t.Fatal("a read from before the view forgot its writes was kept")
 	}
-	v.apply([]nodeChange{{id: "n2", claimBy: "job-1"}}) // a claim of a node not held adds nothing
+	v.apply([]nodeChange{{id: "n2", edit: claimed("job-1")}}) // a claim of a node not held adds nothing
 	if _, ok := v.get("n2"); ok {
 		t.Fatal("a claim made up a node the view did not hold")
 	}

@@ -78,6 +78,9 @@ type prepared struct {
 	// applied at once outside one).
 	view      *nodeView
 	wroteNode func(nodeChange)
+	// jobs and wroteJob are the same for the jobView.
+	jobs     *jobView
+	wroteJob func(jobChange)
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.
@@ -135,6 +138,9 @@ type txStmts struct {
 	// nodeView after the commit (nil view: not recorded).
 	view  *nodeView
 	nodes []nodeChange
+	// jobView and jobs are the same for the job view.
+	jobView *jobView
+	jobs    []jobChange
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -167,16 +173,21 @@ func (t *txStmts) querier(observed bool) Querier {
 	if t.view != nil {
 		p.wroteNode = func(c nodeChange) { t.nodes = append(t.nodes, c) }
 	}
+	if t.jobView != nil {
+		p.wroteJob = func(c jobChange) { t.jobs = append(t.jobs, c) }
+	}
 	return p
 }
 
-// committed applies the transaction's node writes to the view once it has
-// committed (err nil); when the commit failed they may or may not be in
-// the store, and the view forgets those nodes.
+// committed applies the transaction's node and job writes to the views
+// once it has committed (err nil); when the commit failed they may or may
+// not be in the store, and the views forget those rows.
 func (t *txStmts) committed(err error) {
 	if err != nil {
 		t.view.forget(t.nodes)
+		t.jobView.forget(t.jobs)
 		return
 	}
 	t.view.apply(t.nodes)
+	t.jobView.apply(t.jobs)
 }

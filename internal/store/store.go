@@ -44,6 +44,7 @@ type DB struct {
 	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
 
 	nodes *nodeView // SQLite: the nodes as this process wrote or read them (nil: PostgreSQL)
+	jobs  *jobView  // SQLite: the jobs on nodes, likewise
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -190,11 +191,11 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
-	// nodes as it wrote them (nodeView).
-	s.nodes = newNodeView()
+	// nodes and the jobs on them as it wrote them (nodeView, jobView).
+	s.nodes, s.jobs = newNodeView(), newJobView()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
-	wq.wroteNode = s.nodes.applyOne
-	rq.view = s.nodes
+	wq.wroteNode, wq.wroteJob = s.nodes.applyOne, s.jobs.applyOne
+	rq.view, rq.jobs = s.nodes, s.jobs
 	s.wq, s.rq = wq, rq
 	return s, nil
 }
@@ -243,7 +244,7 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	}
 	var q Querier = prepared{stmt: noStmt, plain: tx, engine: sqliteEngine}
 	if s.w != nil { // nil while migrating
-		ts = &txStmts{tx: tx, cache: s.w, view: s.nodes}
+		ts = &txStmts{tx: tx, cache: s.w, view: s.nodes, jobView: s.jobs}
 		q = ts.querier(obs != nil)
 	}
 	if err := s.checkFence(ctx, q); err != nil {
