@@ -111,7 +111,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	j.Seq, j.Version, j.stored = seq, 1, p.Status
 	r := rowOf(j, string(body))
-	wroteJob(q, jobChange{id: j.UID, put: &r})
+	wrote(q, jobsOf, jobChange{id: j.UID, put: &r})
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	j.Version++
 	j.stored = p.Status
-	wroteJob(q, updated(j, string(body)))
+	wrote(q, jobsOf, updated(j, string(body)))
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func DeleteJob(ctx context.Context, q Querier, uid string) error {
 	if _, err := q.ExecContext(ctx, `DELETE FROM jobs WHERE uid = ?`, uid); err != nil {
 		return fmt.Errorf("delete job: %w", err)
 	}
-	wroteJob(q, jobChange{id: uid})
+	wrote(q, jobsOf, jobChange{id: uid})
 	return nil
 }
 

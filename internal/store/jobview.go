@@ -71,31 +71,16 @@ func updated(j *Job, body string) jobChange {
 	return c
 }
 
-// wroteJob tells the job view of q's store, if it keeps one, of a job
-// write just made through q.
-func wroteJob(q Querier, c jobChange) {
-	switch q := q.(type) {
-	case prepared:
-		if q.wroteJob != nil {
-			q.wroteJob(c)
-		}
-	case fencedWriter: // the write was a transaction of its own, committed
-		if q.s.jobs != nil {
-			q.s.jobs.applyOne(c)
-		}
-	}
-}
-
 // GetJobByUID reads a job by its internal id.
 func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
-	p, ok := q.(prepared)
-	if !ok || p.jobs == nil {
+	v := viewOf(q, jobsOf)
+	if v == nil {
 		return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE uid = ?`, uid)
 	}
-	if r, ok := p.jobs.get(uid); ok {
+	if r, ok := v.get(uid); ok {
 		return r.job(uid)
 	}
-	from := p.jobs.begin()
+	from := v.begin()
 	var r jobRow
 	err := q.QueryRowContext(ctx, `SELECT parent, compute, status, seq, version, body, created FROM jobs WHERE uid = ?`, uid).
 		Scan(&r.parent, &r.compute, &r.status, &r.seq, &r.version, &r.body, &r.created)
@@ -105,6 +90,6 @@ func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
 	if err != nil {
 		return Job{}, fmt.Errorf("query jobs: %w", err)
 	}
-	p.jobs.fill(uid, r, from)
+	v.fill(uid, r, from)
 	return r.job(uid)
 }

@@ -107,7 +107,7 @@ func TestJobViewHoldsTheRowAsStored(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, held := db.jobs.get("j1"); !held {
+	if _, held := db.views.jobs.get("j1"); !held {
 		t.Fatal("the view does not hold a running job its writer placed")
 	}
 	viewed, err := GetJobByUID(ctx, db.Q(), "j1")

@@ -135,3 +135,66 @@ func (v *rowView[T]) forget(changes []rowChange[T]) {
 	}
 	v.apply(forgotten)
 }
+
+// views are the rows a SQLite store's one writer keeps as committed, by
+// table (nil on PostgreSQL).
+type views struct {
+	nodes  *nodeView
+	jobs   *jobView
+	tokens *tokenView
+}
+
+func newViews() *views {
+	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView()}
+}
+
+// viewWrite is a write of a row for a view: applied once it has
+// committed, forgotten when the commit failed (it may or may not be in
+// the store).
+type viewWrite interface {
+	apply()
+	forget()
+}
+
+type rowWrite[T any] struct {
+	v *rowView[T]
+	c rowChange[T]
+}
+
+func (w rowWrite[T]) apply()  { w.v.applyOne(w.c) }
+func (w rowWrite[T]) forget() { w.v.forget([]rowChange[T]{w.c}) }
+
+// wrote tells the view (of) of q's store, if it keeps views, of a write
+// just made through q: queued for the commit of q's transaction, applied
+// at once when q wrote outside one.
+func wrote[T any](q Querier, of func(*views) *rowView[T], c rowChange[T]) {
+	switch q := q.(type) {
+	case prepared:
+		if q.writes == nil {
+			return
+		}
+		w := rowWrite[T]{of(q.writes), c}
+		if q.queue != nil {
+			q.queue(w)
+		} else {
+			w.apply()
+		}
+	case fencedWriter: // the write was a transaction of its own, committed
+		if q.s.views != nil {
+			rowWrite[T]{of(q.s.views), c}.apply()
+		}
+	}
+}
+
+// viewOf is the view (of) that answers reads through q: a SQLite store's
+// readers' Querier (Q); nil for any other, whose reads go to SQL.
+func viewOf[T any](q Querier, of func(*views) *rowView[T]) *rowView[T] {
+	if p, ok := q.(prepared); ok && p.reads != nil {
+		return of(p.reads)
+	}
+	return nil
+}
+
+func nodesOf(v *views) *nodeView   { return v.nodes }
+func jobsOf(v *views) *jobView     { return v.jobs }
+func tokensOf(v *views) *tokenView { return v.tokens }

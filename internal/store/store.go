@@ -43,8 +43,7 @@ type DB struct {
 
 	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
 
-	nodes *nodeView // SQLite: the nodes as this process wrote or read them (nil: PostgreSQL)
-	jobs  *jobView  // SQLite: the jobs on nodes, likewise
+	views *views // SQLite: rows as this process wrote or read them (nil: PostgreSQL)
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -191,11 +190,10 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
-	// nodes and the jobs on them as it wrote them (nodeView, jobView).
-	s.nodes, s.jobs = newNodeView(), newJobView()
+	// nodes, the jobs on them and the tokens as it wrote them (views).
+	s.views = newViews()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
-	wq.wroteNode, wq.wroteJob = s.nodes.applyOne, s.jobs.applyOne
-	rq.view, rq.jobs = s.nodes, s.jobs
+	wq.writes, rq.reads = s.views, s.views
 	s.wq, s.rq = wq, rq
 	return s, nil
 }
@@ -244,7 +242,7 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	}
 	var q Querier = prepared{stmt: noStmt, plain: tx, engine: sqliteEngine}
 	if s.w != nil { // nil while migrating
-		ts = &txStmts{tx: tx, cache: s.w, view: s.nodes, jobView: s.jobs}
+		ts = &txStmts{tx: tx, cache: s.w, views: s.views}
 		q = ts.querier(obs != nil)
 	}
 	if err := s.checkFence(ctx, q); err != nil {
