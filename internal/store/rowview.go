@@ -139,13 +139,14 @@ func (v *rowView[T]) forget(changes []rowChange[T]) {
 // views are the rows a SQLite store's one writer keeps as committed, by
 // table (nil on PostgreSQL).
 type views struct {
-	nodes  *nodeView
-	jobs   *jobView
-	tokens *tokenView
+	nodes     *nodeView
+	jobs      *jobView
+	tokens    *tokenView
+	resources *resourceView
 }
 
 func newViews() *views {
-	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView()}
+	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView(), resources: newResourceView()}
 }
 
 // viewWrite is a write of a row for a view: applied once it has
@@ -195,6 +196,7 @@ func viewOf[T any](q Querier, of func(*views) *rowView[T]) *rowView[T] {
 	return nil
 }
 
-func nodesOf(v *views) *nodeView   { return v.nodes }
-func jobsOf(v *views) *jobView     { return v.jobs }
-func tokensOf(v *views) *tokenView { return v.tokens }
+func nodesOf(v *views) *nodeView         { return v.nodes }
+func jobsOf(v *views) *jobView           { return v.jobs }
+func tokensOf(v *views) *tokenView       { return v.tokens }
+func resourcesOf(v *views) *resourceView { return v.resources }
