@@ -77,11 +77,10 @@ func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
 	if v == nil {
 		return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE uid = ?`, uid)
 	}
-	if r, ok := v.get(uid); ok {
+	r, ok, from := v.held(uid)
+	if ok {
 		return r.job(uid)
 	}
-	from := v.begin()
-	var r jobRow
 	err := q.QueryRowContext(ctx, `SELECT parent, compute, status, seq, version, body, created FROM jobs WHERE uid = ?`, uid).
 		Scan(&r.parent, &r.compute, &r.status, &r.seq, &r.version, &r.body, &r.created)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -135,12 +134,7 @@ func TestJobViewHoldsTheRowAsStored(t *testing.T) {
 // read from SQL.
 func TestJobReadsOnNodesAreAnsweredFromTheView(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, other := twoStoresOfOneFile(t)
 	running, queued := queuedJob("run", "run", 1, 0, "", ""), queuedJob("wait", "wait", 1, 0, "", "")
 	if err := db.Tx(ctx, func(q Querier) error {
 		if err := InsertJob(ctx, q, running); err != nil {
@@ -154,11 +148,6 @@ func TestJobReadsOnNodesAreAnsweredFromTheView(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	if _, err := other.W().ExecContext(ctx, `UPDATE jobs SET version = version + 10`); err != nil {
 		t.Fatal(err)
 	}
@@ -178,16 +167,16 @@ func TestJobViewHoldsJobsOnNodesOnly(t *testing.T) {
 	row := func(status string) jobRow {
 		return jobRow{compute: "/c", status: status, body: "{}", seq: 1, version: 1}
 	}
-	v.fill("q", row(api.JobQueued), v.begin())
-	v.fill("done", row(api.JobCompleted), v.begin())
-	v.fill("parent", jobRow{status: api.JobRunning}, v.begin()) // a sweep: on no nodes of its own
+	v.fill("q", row(api.JobQueued), begin(v))
+	v.fill("done", row(api.JobCompleted), begin(v))
+	v.fill("parent", jobRow{status: api.JobRunning}, begin(v)) // a sweep: on no nodes of its own
 	for _, id := range []string{"q", "done", "parent"} {
 		if _, ok := v.get(id); ok {
 			t.Errorf("the view kept %s", id)
 		}
 	}
 	for i := range 3 {
-		v.fill(fmt.Sprint("r", i), row(api.JobRunning), v.begin())
+		v.fill(fmt.Sprint("r", i), row(api.JobRunning), begin(v))
 	}
 	if _, ok := v.get("r2"); ok || len(v.rows) != 2 {
 		t.Fatalf("the view holds %d jobs past its bound of 2", len(v.rows))

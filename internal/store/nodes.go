@@ -156,10 +156,10 @@ func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
 	if v == nil {
 		return getNode(ctx, q, id)
 	}
-	if n, ok := v.get(id); ok {
+	n, ok, from := v.held(id)
+	if ok {
 		return n, nil
 	}
-	from := v.begin()
 	n, err := getNode(ctx, q, id)
 	if err == nil {
 		v.fill(n.ID, n, from)

@@ -69,16 +69,11 @@ func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[
 // one and it holds the row.
 func getResource(ctx context.Context, q Querier, kind, parent, name string) (resourceRow, error) {
 	v, id := viewOf(q, resourcesOf), resourceID(kind, parent, name)
-	if v != nil {
-		if r, ok := v.get(id); ok {
-			return r, nil
-		}
+	r, ok, from := v.held(id)
+	if ok {
+		return r, nil
 	}
-	var from uint64
-	if v != nil {
-		from = v.begin()
-	}
-	r := resourceRow{kind: kind}
+	r = resourceRow{kind: kind}
 	err := q.QueryRowContext(ctx, `SELECT version, body, created FROM resources WHERE kind = ? AND parent = ? AND name = ?`,
 		kind, Key(parent), Key(name)).Scan(&r.version, &r.body, &r.created)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -87,9 +82,7 @@ func getResource(ctx context.Context, q Querier, kind, parent, name string) (res
 	if err != nil {
 		return r, fmt.Errorf("get %s: %w", kind, err)
 	}
-	if v != nil {
-		v.fill(id, r, from)
-	}
+	v.fill(id, r, from)
 	return r, nil
 }
 

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,23 +76,13 @@ func TestResourceReadsFollowCommittedWrites(t *testing.T) {
 // (here, as another process changed it).
 func TestResourceViewHoldsWorkspacesAndComputes(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, other := twoStoresOfOneFile(t)
 	at := time.Now()
 	for _, kind := range []string{KindCompute, KindBudget} {
 		if _, err := Put(ctx, db.W(), kind, "/ws", "x", map[string]string{"v": "1"}, 0, at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	other, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	if _, err := other.W().ExecContext(ctx, `UPDATE resources SET body = '{"v":"2"}'`); err != nil {
 		t.Fatal(err)
 	}

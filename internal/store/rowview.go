@@ -57,25 +57,33 @@ type rowChange[T any] struct {
 
 // get returns a copy of the row as the view holds it.
 func (v *rowView[T]) get(id string) (T, bool) {
-	v.mu.Lock()
-	r, ok := v.rows[id]
-	v.mu.Unlock()
-	if !ok {
-		return r, false
-	}
-	return v.own(r), true
+	r, ok, _ := v.held(id)
+	return r, ok
 }
 
-// begin is the view's generation before a read from SQL, for fill.
-func (v *rowView[T]) begin() uint64 {
+// held returns a copy of the row as the view holds it or, when it holds
+// none, the view's generation for the read from SQL that follows (fill).
+// A nil view holds nothing.
+func (v *rowView[T]) held(id string) (r T, ok bool, from uint64) {
+	if v == nil {
+		return r, false, 0
+	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.gen
+	r, ok = v.rows[id]
+	from = v.gen
+	v.mu.Unlock()
+	if !ok {
+		return r, false, from
+	}
+	return v.own(r), true, from
 }
 
 // fill keeps a row read from SQL by a read that began at generation from,
-// unless a write of that row was applied since.
+// unless a write of that row was applied since (a nil view keeps nothing).
 func (v *rowView[T]) fill(id string, r T, from uint64) {
+	if v == nil {
+		return
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if from < v.floor || v.wrote[id] > from {

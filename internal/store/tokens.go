@@ -63,14 +63,9 @@ func tokenAsStored(id, name, hash, role string, created, expires int64, revoked 
 // TokenByHash finds a token by the hash of its secret.
 func TokenByHash(ctx context.Context, q Querier, hash string) (Token, error) {
 	v := viewOf(q, tokensOf)
-	if v != nil {
-		if t, ok := v.get(hash); ok {
-			return t, nil
-		}
-	}
-	var from uint64
-	if v != nil {
-		from = v.begin()
+	t, ok, from := v.held(hash)
+	if ok {
+		return t, nil
 	}
 	var id, name, stored, role string
 	var created, expires, revoked int64
@@ -82,10 +77,8 @@ func TokenByHash(ctx context.Context, q Querier, hash string) (Token, error) {
 	if err != nil {
 		return Token{}, fmt.Errorf("token: %w", err)
 	}
-	t := tokenAsStored(id, name, stored, role, created, expires, revoked != 0)
-	if v != nil {
-		v.fill(hash, t, from)
-	}
+	t = tokenAsStored(id, name, stored, role, created, expires, revoked != 0)
+	v.fill(hash, t, from)
 	return t, nil
 }
 
