@@ -162,15 +162,13 @@ func ListTokens(ctx context.Context, q Querier, principal string) ([]Token, erro
 
 // RevokeToken marks a token revoked; ErrNotFound when absent.
 func RevokeToken(ctx context.Context, q Querier, id string) error {
-	var hash string
-	err := q.QueryRowContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ? RETURNING hash`, id).Scan(&hash)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("token %s: %w", id, ErrNotFound)
-	}
+	res, err := q.ExecContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}
-	wrote(q, tokensOf, tokenChange{id: hash, edit: func(t Token) Token { t.Revoked = true; return t }})
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("token %s: %w", id, ErrNotFound)
+	}
 	return nil
 }
 

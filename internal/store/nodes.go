@@ -137,32 +137,41 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 // document as a read would decode it (times, empty lists), not the value
 // the writer had.
 func wroteNode(q Querier, id string, body []byte, claimBy string) {
-	c := nodeChange{id: id}
-	if claimBy != "" {
-		c.edit = claimed(claimBy)
+	var tell func(nodeChange)
+	switch q := q.(type) {
+	case prepared:
+		tell = q.wroteNode
+	case fencedWriter: // the write was a transaction of its own, committed
+		if q.s.nodes != nil {
+			tell = q.s.nodes.applyOne
+		}
 	}
+	if tell == nil {
+		return
+	}
+	c := nodeChange{id: id, claimBy: claimBy}
 	if body != nil {
 		var n Node
 		if err := json.Unmarshal(body, &n); err == nil {
 			c.put = &n
 		} // else: forgotten, read again
 	}
-	wrote(q, nodesOf, c)
+	tell(c)
 }
 
 // GetNode reads one node.
 func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
-	v := viewOf(q, nodesOf)
-	if v == nil {
+	p, ok := q.(prepared)
+	if !ok || p.view == nil {
 		return getNode(ctx, q, id)
 	}
-	n, ok, from := v.held(id)
-	if ok {
+	if n, ok := p.view.get(id); ok {
 		return n, nil
 	}
+	from := p.view.begin()
 	n, err := getNode(ctx, q, id)
 	if err == nil {
-		v.fill(n.ID, n, from)
+		p.view.fill(n, from)
 	}
 	return n, err
 }

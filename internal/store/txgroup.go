@@ -90,7 +90,7 @@ func (s *DB) writeTxs(batch []*txCall) bool {
 	if err != nil {
 		return false
 	}
-	ts := &txStmts{tx: tx, cache: s.w, views: s.views}
+	ts := &txStmts{tx: tx, cache: s.w, view: s.nodes}
 	q := ts.querier(obs != nil)
 	if err := s.checkFence(ctx, q); err != nil {
 		_ = tx.Rollback()
