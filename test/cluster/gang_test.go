@@ -40,7 +40,8 @@ func checkAllreduce(t *testing.T, log string) {
 // (plain mpi4py under mpirun) on a max-3 cluster of isolated nodes whose
 // idle nodes go after 5 s, three times over, on several servers at once
 // whose jobs load the machine (and whose jobs have the same numbers): each
-// job ends Completed, none hangs. On isolated nodes Open MPI's daemon once
+// job ends Completed, none hangs, and no attempt ends but one that found
+// its port taken. On isolated nodes Open MPI's daemon once
 // could not find the launch agent named by node 0's path, crashed after it
 // had detached, and mpirun waited forever while the node, free after its
 // launcher's exit, was scaled away.
@@ -60,8 +61,14 @@ func TestGangSequenceOnABusyMachine(t *testing.T) {
 				s.submitWithCode(mpi, "ds3", "allreduce.py", 2, 2, "mpi")
 				s.waitJob(pt, api.JobCompleted, 4*time.Minute)
 				j := s.waitJob(mpi, api.JobCompleted, 4*time.Minute)
-				if n := len(j.Properties.Attempts); n != 1 {
-					t.Errorf("%s took %d attempts: %+v", mpi, n, j.Properties.Attempts)
+				// An attempt that found a port it was given in use (another
+				// server's or job's on this busy machine) starts again on
+				// other ports, as designed; no attempt may end otherwise.
+				for _, a := range j.Properties.Attempts[:max(len(j.Properties.Attempts)-1, 0)] {
+					if !strings.HasPrefix(a.Reason, "port ") || !strings.Contains(a.Reason, " was in use on node ") {
+						t.Errorf("%s took %d attempts: %+v", mpi, len(j.Properties.Attempts), j.Properties.Attempts)
+						break
+					}
 				}
 				checkAllreduce(t, s.rankLog(mpi, 0))
 			}
