@@ -127,7 +127,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	now := s.clock.Now().UTC()
 	var out store.Job
 	var comp api.Compute
-	var counts map[string]int
+	var jc *jobCompute // the job's compute as the transaction read it (nil: none)
 	created := false
 	err = s.tx(r, func(q store.Querier) error {
 		var err error
@@ -138,13 +138,18 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		if err != nil {
 			return err
 		}
+		jc = nil
+		if out.Compute == "" || out.Compute != comp.ID {
+			return nil
+		}
+		jc = &jobCompute{doc: &comp}
 		// The answer's queue reason counts the compute's nodes: counted
 		// here, by the writer from pages it holds, they need no reader to
 		// look into the store again right after this commit.
-		counts = nil
-		if out.Doc.Properties.WordsWait() && out.Compute != "" && out.Compute == comp.ID {
-			if c, err := store.NodeCounts(r.Context(), q, comp.ID); err == nil {
-				counts = c
+		if out.Doc.Properties.WordsWait() {
+			if counts, err := store.NodeCounts(r.Context(), q, comp.ID); err == nil {
+				v := computeWithCounts(comp, counts)
+				jc.doc, jc.counted = &v, true
 			}
 		}
 		return nil
@@ -158,12 +163,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 		status = http.StatusCreated
 	}
 	var computes map[string]*jobCompute
-	if out.Compute != "" && out.Compute == comp.ID { // as the transaction read it: not read again
-		jc := &jobCompute{doc: &comp}
-		if counts != nil {
-			v := computeWithCounts(comp, counts)
-			jc.doc, jc.counted = &v, true
-		}
+	if jc != nil { // not read again
 		computes = map[string]*jobCompute{out.Compute: jc}
 	}
 	writeJSON(w, status, s.jobView(r, out, computes))

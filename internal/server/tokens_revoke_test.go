@@ -6,8 +6,8 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/server"
 )
 
-// A token that has been used (and is kept in memory since) stops working
-// the moment its revocation is answered, for every request after it; a
+// A token that has been used stops working the moment its revocation is
+// answered, for every request after it; a
 // revocation that failed changes nothing; and another token of the same
 // principal keeps working.
 func TestRevokedTokenIsRefusedAtOnce(t *testing.T) {
