@@ -162,13 +162,15 @@ func ListTokens(ctx context.Context, q Querier, principal string) ([]Token, erro
 
 // RevokeToken marks a token revoked; ErrNotFound when absent.
 func RevokeToken(ctx context.Context, q Querier, id string) error {
-	res, err := q.ExecContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ?`, id)
+	var hash string
+	err := q.QueryRowContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ? RETURNING hash`, id).Scan(&hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("token %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("revoke token: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("token %s: %w", id, ErrNotFound)
-	}
+	wrote(q, tokensOf, tokenChange{id: hash, edit: func(t Token) Token { t.Revoked = true; return t }})
 	return nil
 }
 

@@ -110,6 +110,8 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version, j.stored = seq, 1, p.Status
+	r := rowOf(j, string(body))
+	wrote(q, jobsOf, jobChange{id: j.UID, put: &r})
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
@@ -149,6 +151,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	j.Version++
 	j.stored = p.Status
+	wrote(q, jobsOf, updated(j, string(body)))
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
@@ -167,6 +170,7 @@ func DeleteJob(ctx context.Context, q Querier, uid string) error {
 	if _, err := q.ExecContext(ctx, `DELETE FROM jobs WHERE uid = ?`, uid); err != nil {
 		return fmt.Errorf("delete job: %w", err)
 	}
+	wrote(q, jobsOf, jobChange{id: uid})
 	return nil
 }
 
@@ -175,11 +179,6 @@ const jobCols = `uid, parent, compute, seq, version, body, created`
 // GetJob reads a job by workspace and name.
 func GetJob(ctx context.Context, q Querier, parent, name string) (Job, error) {
 	return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE parent = ? AND name = ?`, Key(parent), Key(name))
-}
-
-// GetJobByUID reads a job by its internal id.
-func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
-	return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE uid = ?`, uid)
 }
 
 // JobsByStatus lists a compute's jobs in the given statuses, oldest first.

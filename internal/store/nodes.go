@@ -137,41 +137,32 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 // document as a read would decode it (times, empty lists), not the value
 // the writer had.
 func wroteNode(q Querier, id string, body []byte, claimBy string) {
-	var tell func(nodeChange)
-	switch q := q.(type) {
-	case prepared:
-		tell = q.wroteNode
-	case fencedWriter: // the write was a transaction of its own, committed
-		if q.s.nodes != nil {
-			tell = q.s.nodes.applyOne
-		}
+	c := nodeChange{id: id}
+	if claimBy != "" {
+		c.edit = claimed(claimBy)
 	}
-	if tell == nil {
-		return
-	}
-	c := nodeChange{id: id, claimBy: claimBy}
 	if body != nil {
 		var n Node
 		if err := json.Unmarshal(body, &n); err == nil {
 			c.put = &n
 		} // else: forgotten, read again
 	}
-	tell(c)
+	wrote(q, nodesOf, c)
 }
 
 // GetNode reads one node.
 func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
-	p, ok := q.(prepared)
-	if !ok || p.view == nil {
+	v := viewOf(q, nodesOf)
+	if v == nil {
 		return getNode(ctx, q, id)
 	}
-	if n, ok := p.view.get(id); ok {
+	n, ok, from := v.held(id)
+	if ok {
 		return n, nil
 	}
-	from := p.view.begin()
 	n, err := getNode(ctx, q, id)
 	if err == nil {
-		p.view.fill(n, from)
+		v.fill(n.ID, n, from)
 	}
 	return n, err
 }

@@ -116,20 +116,10 @@ func TestNodeViewHoldsTheDocumentAsStored(t *testing.T) {
 // their rows.)
 func TestNodeReadsAreAnsweredFromTheView(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "state.db")
-	db, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, other := twoStoresOfOneFile(t)
 	if err := db.Tx(ctx, func(q Querier) error { return PutNode(ctx, q, viewNode("n1")) }); err != nil {
 		t.Fatal(err)
 	}
-	other, err := OpenSQLite(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
 	if _, err := other.W().ExecContext(ctx, `UPDATE nodes SET body = json_set(body, '$.state', 'leaving')`); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +131,27 @@ func TestNodeReadsAreAnsweredFromTheView(t *testing.T) {
 	}
 }
 
+// begin is the view's generation for a read from SQL starting now.
+func begin[T any](v *rowView[T]) uint64 {
+	_, _, from := v.held("")
+	return from
+}
+
+// twoStoresOfOneFile opens one SQLite file twice, as two processes would:
+// a server's store and another's, which changes rows behind its back.
+func twoStoresOfOneFile(t *testing.T) (db, other *DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "state.db")
+	for _, s := range []**DB{&db, &other} {
+		var err error
+		if *s, err = OpenSQLite(context.Background(), path); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { (*s).Close() })
+	}
+	return db, other
+}
+
 // A read that began before a write of its node was applied may hold the
 // node as it was: the view does not keep it, neither over the write nor
 // over the node's removal, nor when it can no longer tell.
@@ -149,35 +160,35 @@ func TestNodeViewKeepsNoReadThatRacedAWrite(t *testing.T) {
 	old, fresh := viewNode("n1"), viewNode("n1")
 	fresh.State = api.NodeRunning
 
-	from := v.begin()
-	v.apply([]nodeChange{{id: "n1", put: &fresh}})
-	v.fill(old, from)
+	from := begin(v)
+	commit(v, nodeChange{id: "n1", put: &fresh})
+	v.fill("n1", old, from)
 	if got, _ := v.get("n1"); got.State != api.NodeRunning {
 		t.Fatalf("a read that raced a write left the node %s", got.State)
 	}
 
-	from = v.begin()
-	v.apply([]nodeChange{{id: "n1"}})
-	v.fill(old, from)
+	from = begin(v)
+	commit(v, nodeChange{id: "n1"})
+	v.fill("n1", old, from)
 	if got, ok := v.get("n1"); ok {
 		t.Fatalf("a read that raced the node's removal brought it back: %+v", got)
 	}
 
-	v.fill(old, v.begin()) // no write since: kept
+	v.fill("n1", old, begin(v)) // no write since: kept
 	if _, ok := v.get("n1"); !ok {
 		t.Fatal("a read that raced nothing was not kept")
 	}
 
-	from = v.begin()
+	from = begin(v)
 	for i := range maxWrote + 1 { // the view forgets which nodes it wrote
 		id := string(rune('a'+i%26)) + time.Duration(i).String()
-		v.apply([]nodeChange{{id: id}})
+		commit(v, nodeChange{id: id})
 	}
-	v.fill(viewNode("n2"), from)
+	v.fill("n2", viewNode("n2"), from)
 	if _, ok := v.get("n2"); ok {
 		t.Fatal("a read from before the view forgot its writes was kept")
 	}
-	v.apply([]nodeChange{{id: "n2", claimBy: "job-1"}}) // a claim of a node not held adds nothing
+	commit(v, nodeChange{id: "n2", edit: claimed("job-1")}) // a claim of a node not held adds nothing
 	if _, ok := v.get("n2"); ok {
 		t.Fatal("a claim made up a node the view did not hold")
 	}

@@ -54,21 +54,65 @@ func SameKey(a, b string) bool { return strings.EqualFold(a, b) }
 // Get reads one resource; ErrNotFound when absent.
 func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[T], error) {
 	var d Doc[T]
-	var body string
-	var created int64
-	err := q.QueryRowContext(ctx, `SELECT version, body, created FROM resources WHERE kind = ? AND parent = ? AND name = ?`,
-		kind, Key(parent), Key(name)).Scan(&d.Version, &body, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("%s %s: %w", kind, name, ErrNotFound)
-	}
+	r, err := getResource(ctx, q, kind, parent, name)
 	if err != nil {
-		return d, fmt.Errorf("get %s: %w", kind, err)
+		return d, err
 	}
-	if err := json.Unmarshal([]byte(body), &d.Value); err != nil {
+	if err := json.Unmarshal([]byte(r.body), &d.Value); err != nil {
 		return d, fmt.Errorf("decode %s %s: %w", kind, name, err)
 	}
-	d.Created = time.UnixMilli(created).UTC()
+	d.Version, d.Created = r.version, time.UnixMilli(r.created).UTC()
 	return d, nil
+}
+
+// getResource reads a resource's row, from the view when q's store keeps
+// one and it holds the row.
+func getResource(ctx context.Context, q Querier, kind, parent, name string) (resourceRow, error) {
+	v, id := viewOf(q, resourcesOf), resourceID(kind, parent, name)
+	r, ok, from := v.held(id)
+	if ok {
+		return r, nil
+	}
+	r = resourceRow{kind: kind}
+	err := q.QueryRowContext(ctx, `SELECT version, body, created FROM resources WHERE kind = ? AND parent = ? AND name = ?`,
+		kind, Key(parent), Key(name)).Scan(&r.version, &r.body, &r.created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("%s %s: %w", kind, name, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("get %s: %w", kind, err)
+	}
+	v.fill(id, r, from)
+	return r, nil
+}
+
+// resourceView holds the workspaces and computes as this process last
+// wrote or read them (rowView), their rows as stored: every API request
+// reads its workspace, and every job placed on a node its compute (for
+// the identity the node hands it).
+type resourceView = rowView[resourceRow]
+
+type resourceChange = rowChange[resourceRow]
+
+// resourceRow is a resource's row: its kind, version, stored document and
+// creation.
+type resourceRow struct {
+	kind, body       string
+	version, created int64
+}
+
+// maxViewedResources bounds the resources the view holds.
+const maxViewedResources = 1 << 12
+
+func newResourceView() *resourceView {
+	return newRowView(func(r resourceRow) resourceRow { return r }, func(r resourceRow) bool {
+		return r.kind == KindWorkspace || r.kind == KindCompute
+	}, maxViewedResources)
+}
+
+// resourceID is a resource's key in the view.
+func resourceID(kind, parent, name string) string {
+	return kind + "\x00" + Key(parent) + "\x00" + Key(name)
 }
 
 // Put writes a resource. ifVersion IfNoneMatch means "create; fail with
@@ -96,19 +140,25 @@ func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, 
 	case ifVersion > 0 && cur != ifVersion:
 		return 0, fmt.Errorf("%s %s: %w", kind, name, ErrETagMismatch)
 	}
+	id, stored := resourceID(kind, parent, name), string(body)
 	if exists {
 		_, err = q.ExecContext(ctx, `UPDATE resources SET version = ?, body = ? WHERE kind = ? AND parent = ? AND name = ?`,
-			cur+1, string(body), kind, Key(parent), Key(name))
+			cur+1, stored, kind, Key(parent), Key(name))
 		if err != nil {
 			return 0, fmt.Errorf("put %s: %w", kind, err)
 		}
+		wrote(q, resourcesOf, resourceChange{id: id, edit: func(r resourceRow) resourceRow {
+			r.version, r.body = cur+1, stored
+			return r
+		}})
 		return cur + 1, nil
 	}
 	_, err = q.ExecContext(ctx, `INSERT INTO resources (kind, parent, name, version, body, created) VALUES (?, ?, ?, 1, ?, ?)`,
-		kind, Key(parent), Key(name), string(body), now.UnixMilli())
+		kind, Key(parent), Key(name), stored, now.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("put %s: %w", kind, err)
 	}
+	wrote(q, resourcesOf, resourceChange{id: id, put: &resourceRow{kind: kind, body: stored, version: 1, created: now.UnixMilli()}})
 	return 1, nil
 }
 
@@ -125,6 +175,7 @@ func Delete(ctx context.Context, q Querier, kind, parent, name string, ifVersion
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", kind, err)
 	}
+	wrote(q, resourcesOf, resourceChange{id: resourceID(kind, parent, name)})
 	if n, _ := res.RowsAffected(); n == 0 {
 		if ifVersion > 0 {
 			if _, err := Get[json.RawMessage](ctx, q, kind, parent, name); err == nil {

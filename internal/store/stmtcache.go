@@ -72,12 +72,12 @@ type prepared struct {
 	note     func(any)
 	watching func() bool
 	engine   engine // the SQL engine behind plain
-	// view, on the readers' Querier of a store that keeps a nodeView,
-	// answers reads of one node; wroteNode, on its writers' Queriers, is
-	// told of each node write (queued for the commit in a transaction,
-	// applied at once outside one).
-	view      *nodeView
-	wroteNode func(nodeChange)
+	// reads, on the readers' Querier of a store that keeps views,
+	// answers reads of one row; writes, on its writers' Queriers, are told
+	// of each write of a row they hold (wrote): queued for the commit in a
+	// transaction (queue), applied at once outside one (queue nil).
+	reads, writes *views
+	queue         func(viewWrite)
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.
@@ -131,10 +131,10 @@ type txStmts struct {
 	// changed are the job status changes written in this transaction;
 	// the observer hears of them after the commit.
 	changed []any
-	// nodes are the node writes of this transaction, for the store's
-	// nodeView after the commit (nil view: not recorded).
-	view  *nodeView
-	nodes []nodeChange
+	// wrote are this transaction's writes of rows the store's views hold,
+	// for them after the commit (nil views: not recorded).
+	views *views
+	wrote []viewWrite
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -164,19 +164,25 @@ func (t *txStmts) querier(observed bool) Querier {
 	if observed {
 		p.note = func(c any) { t.changed = append(t.changed, c) }
 	}
-	if t.view != nil {
-		p.wroteNode = func(c nodeChange) { t.nodes = append(t.nodes, c) }
+	if t.views != nil {
+		p.writes, p.queue = t.views, func(w viewWrite) { t.wrote = append(t.wrote, w) }
 	}
 	return p
 }
 
-// committed applies the transaction's node writes to the view once it has
-// committed (err nil); when the commit failed they may or may not be in
-// the store, and the view forgets those nodes.
-func (t *txStmts) committed(err error) {
-	if err != nil {
-		t.view.forget(t.nodes)
-		return
+// marking marks the transaction's writes of rows the views hold, just
+// before its commit: their reads go to SQL until committed settles them.
+func (t *txStmts) marking() {
+	for _, w := range t.wrote {
+		w.mark()
 	}
-	t.view.apply(t.nodes)
+}
+
+// committed settles the transaction's writes once its commit returned:
+// applied to the views when it committed (err nil); when it failed they
+// may or may not be in the store, and the views drop those rows.
+func (t *txStmts) committed(err error) {
+	for _, w := range t.wrote {
+		w.settle(err == nil)
+	}
 }

@@ -43,7 +43,7 @@ type DB struct {
 
 	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
 
-	nodes *nodeView // SQLite: the nodes as this process wrote or read them (nil: PostgreSQL)
+	views *views // SQLite: rows as this process wrote or read them (nil: PostgreSQL)
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -190,11 +190,10 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
-	// nodes as it wrote them (nodeView).
-	s.nodes = newNodeView()
+	// nodes, the jobs on them and the tokens as it wrote them (views).
+	s.views = newViews()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
-	wq.wroteNode = s.nodes.applyOne
-	rq.view = s.nodes
+	wq.writes, rq.reads = s.views, s.views
 	s.wq, s.rq = wq, rq
 	return s, nil
 }
@@ -243,7 +242,7 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	}
 	var q Querier = prepared{stmt: noStmt, plain: tx, engine: sqliteEngine}
 	if s.w != nil { // nil while migrating
-		ts = &txStmts{tx: tx, cache: s.w, view: s.nodes}
+		ts = &txStmts{tx: tx, cache: s.w, views: s.views}
 		q = ts.querier(obs != nil)
 	}
 	if err := s.checkFence(ctx, q); err != nil {
@@ -253,6 +252,9 @@ func (s *DB) soloTx(ctx context.Context, fn func(q Querier) error) (err error) {
 	if err := fn(q); err != nil {
 		_ = tx.Rollback()
 		return err
+	}
+	if ts != nil {
+		ts.marking()
 	}
 	err = tx.Commit()
 	if ts != nil {

@@ -30,26 +30,55 @@ func InsertToken(ctx context.Context, q Querier, t Token) error {
 	if err != nil {
 		return fmt.Errorf("insert token: %w", err)
 	}
+	stored := tokenAsStored(t.ID, t.Name, t.Hash, t.Role, t.Created.UnixMilli(), exp, false)
+	wrote(q, tokensOf, tokenChange{id: t.Hash, put: &stored})
 	return nil
+}
+
+// tokenView holds the tokens as this process last wrote or read them, by
+// hash (rowView): every API request authenticates its bearer token, and
+// its read from SQL was a reader connection's fresh look into the WAL
+// under a busy writer. A hash no token has is not held: each such request
+// reads SQL.
+type tokenView = rowView[Token]
+
+type tokenChange = rowChange[Token]
+
+// maxViewedTokens bounds the tokens the view holds.
+const maxViewedTokens = 1 << 12
+
+func newTokenView() *tokenView {
+	return newRowView(func(t Token) Token { return t }, nil, maxViewedTokens)
+}
+
+// tokenAsStored is a token as a read of its row gives it.
+func tokenAsStored(id, name, hash, role string, created, expires int64, revoked bool) Token {
+	t := Token{ID: id, Name: name, Hash: hash, Role: role, Created: time.UnixMilli(created).UTC(), Revoked: revoked}
+	if expires > 0 {
+		t.Expires = time.UnixMilli(expires).UTC()
+	}
+	return t
 }
 
 // TokenByHash finds a token by the hash of its secret.
 func TokenByHash(ctx context.Context, q Querier, hash string) (Token, error) {
-	var t Token
+	v := viewOf(q, tokensOf)
+	t, ok, from := v.held(hash)
+	if ok {
+		return t, nil
+	}
+	var id, name, stored, role string
 	var created, expires, revoked int64
 	err := q.QueryRowContext(ctx, `SELECT id, name, hash, role, created, expires, revoked FROM tokens WHERE hash = ?`, hash).
-		Scan(&t.ID, &t.Name, &t.Hash, &t.Role, &created, &expires, &revoked)
+		Scan(&id, &name, &stored, &role, &created, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return t, fmt.Errorf("token: %w", ErrNotFound)
+		return Token{}, fmt.Errorf("token: %w", ErrNotFound)
 	}
 	if err != nil {
-		return t, fmt.Errorf("token: %w", err)
+		return Token{}, fmt.Errorf("token: %w", err)
 	}
-	t.Created = time.UnixMilli(created).UTC()
-	if expires > 0 {
-		t.Expires = time.UnixMilli(expires).UTC()
-	}
-	t.Revoked = revoked != 0
+	t = tokenAsStored(id, name, stored, role, created, expires, revoked != 0)
+	v.fill(hash, t, from)
 	return t, nil
 }
 

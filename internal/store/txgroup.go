@@ -90,7 +90,7 @@ func (s *DB) writeTxs(batch []*txCall) bool {
 	if err != nil {
 		return false
 	}
-	ts := &txStmts{tx: tx, cache: s.w, view: s.nodes}
+	ts := &txStmts{tx: tx, cache: s.w, views: s.views}
 	q := ts.querier(obs != nil)
 	if err := s.checkFence(ctx, q); err != nil {
 		_ = tx.Rollback()
@@ -102,6 +102,7 @@ func (s *DB) writeTxs(batch []*txCall) bool {
 			return false
 		}
 	}
+	ts.marking()
 	err = tx.Commit()
 	ts.committed(err)
 	if err != nil {
