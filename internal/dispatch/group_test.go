@@ -60,6 +60,7 @@ func TestAFailingReportFailsOnlyItself(t *testing.T) {
 	if _, err := f.db.W().ExecContext(f.ctx, `UPDATE jobs SET body = 'not json' WHERE uid = 'j2'`); err != nil {
 		t.Fatal(err)
 	}
+	f.reopen()
 	s, _ := f.service()
 	good := &report{node: "n1", states: []agentapi.JobState{exited("j1", 1)}}
 	bad := &report{node: "n2", states: []agentapi.JobState{exited("j2", 1)}}

@@ -12,17 +12,19 @@ import (
 // fixture is a real SQLite store holding one compute, for the functions
 // that read and write the store.
 type fixture struct {
-	t   testing.TB
-	ctx context.Context
-	db  *store.DB
-	ws  string // the workspace id
-	c   api.Compute
+	t    testing.TB
+	ctx  context.Context
+	db   *store.DB
+	path string // the store's file
+	ws   string // the workspace id
+	c    api.Compute
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := t.Context()
-	db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "c.db"))
+	path := filepath.Join(t.TempDir(), "c.db")
+	db, err := store.OpenSQLite(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,21 @@ func newFixture(t testing.TB) *fixture {
 	if _, err := store.Put(ctx, db.W(), store.KindCompute, sc.WorkspaceID(), c.Name, c, 0, t0); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, ctx: ctx, db: db, ws: sc.WorkspaceID(), c: c}
+	return &fixture{t: t, ctx: ctx, db: db, path: path, ws: sc.WorkspaceID(), c: c}
+}
+
+// reopen opens the store's file again, as a restarted server would: its
+// server reads rows it wrote from what it wrote, not a change another
+// program made to the file.
+func (f *fixture) reopen() {
+	f.t.Helper()
+	f.db.Close()
+	db, err := store.OpenSQLite(f.ctx, f.path)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { db.Close() })
+	f.db = db
 }
 
 // node stores node id of the compute in state, holding job uid ("" none).

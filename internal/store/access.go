@@ -162,6 +162,9 @@ func ListTokens(ctx context.Context, q Querier, principal string) ([]Token, erro
 
 // RevokeToken marks a token revoked; ErrNotFound when absent.
 func RevokeToken(ctx context.Context, q Querier, id string) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return RevokeToken(ctx, q, id) }); own {
+		return err
+	}
 	var hash string
 	err := q.QueryRowContext(ctx, `UPDATE tokens SET revoked = 1 WHERE id = ? RETURNING hash`, id).Scan(&hash)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -47,10 +47,14 @@ func TestJobCountsAndTransitions(t *testing.T) {
 	db.SetObserver(obs)
 	a := queuedJob("u1", "a", 1, 0, "", "")
 	b := queuedJob("u2", "b", 1, 0, "", "")
-	for _, j := range []*Job{a, b} {
-		if err := InsertJob(ctx, db.W(), j); err != nil {
+	write := func(fn func(q Querier) error) {
+		t.Helper()
+		if err := db.Tx(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, j := range []*Job{a, b} {
+		write(func(q Querier) error { return InsertJob(ctx, q, j) })
 	}
 	start := a.Created.Add(90 * time.Second)
 	err := db.Tx(ctx, func(q Querier) error {
@@ -88,9 +92,7 @@ func TestJobCountsAndTransitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Doc.Properties.StatusMessage = "waiting"
-	if err := UpdateJob(ctx, db.W(), &j); err != nil {
-		t.Fatal(err)
-	}
+	write(func(q Querier) error { return UpdateJob(ctx, q, &j) })
 	got, err := AllJobCounts(ctx, db.Q())
 	if err != nil {
 		t.Fatal(err)
@@ -100,9 +102,7 @@ func TestJobCountsAndTransitions(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("AllJobCounts = %+v, want %+v", got, want)
 	}
-	if err := DeleteJob(ctx, db.W(), "u2"); err != nil {
-		t.Fatal(err)
-	}
+	write(func(q Querier) error { return DeleteJob(ctx, q, "u2") })
 	if got, _ := AllJobCounts(ctx, db.Q()); !slices.Equal(got, want[1:]) {
 		t.Errorf("after delete: AllJobCounts = %+v, want %+v", got, want[1:])
 	}
@@ -111,8 +111,8 @@ func TestJobCountsAndTransitions(t *testing.T) {
 	if !slices.Equal(obs.moves, wantMoves) {
 		t.Errorf("transitions = %+v, want %+v", obs.moves, wantMoves)
 	}
-	if !slices.Equal(obs.txs, []bool{true, false}) {
-		t.Errorf("transactions committed = %v, want [true false]", obs.txs)
+	if want := []bool{true, true, true, false, true, true}; !slices.Equal(obs.txs, want) {
+		t.Errorf("transactions committed = %v, want %v", obs.txs, want)
 	}
 }
 

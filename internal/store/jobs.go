@@ -81,6 +81,9 @@ func bodyOf(j *Job) jobBody {
 
 // InsertJob stores a new job, giving it the next submission sequence.
 func InsertJob(ctx context.Context, q Querier, j *Job) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return InsertJob(ctx, q, j) }); own {
+		return err
+	}
 	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
@@ -124,6 +127,9 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 // UpdateJob writes a job back if its version is unchanged (ErrETagMismatch
 // otherwise) and bumps the version.
 func UpdateJob(ctx context.Context, q Querier, j *Job) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return UpdateJob(ctx, q, j) }); own {
+		return err
+	}
 	body, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
@@ -167,6 +173,9 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 
 // DeleteJob removes a job record.
 func DeleteJob(ctx context.Context, q Querier, uid string) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return DeleteJob(ctx, q, uid) }); own {
+		return err
+	}
 	if _, err := q.ExecContext(ctx, `DELETE FROM jobs WHERE uid = ?`, uid); err != nil {
 		return fmt.Errorf("delete job: %w", err)
 	}

@@ -73,7 +73,7 @@ func updated(j *Job, body string) jobChange {
 
 // GetJobByUID reads a job by its internal id.
 func GetJobByUID(ctx context.Context, q Querier, uid string) (Job, error) {
-	v := viewOf(q, jobsOf)
+	v := viewOf(q, jobsOf, uid)
 	if v == nil {
 		return oneJob(ctx, q, `SELECT `+jobCols+` FROM jobs WHERE uid = ?`, uid)
 	}

@@ -55,6 +55,9 @@ type Node struct {
 
 // PutNode inserts or replaces a node record.
 func PutNode(ctx context.Context, q Querier, n Node) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return PutNode(ctx, q, n) }); own {
+		return err
+	}
 	body, err := json.Marshal(n)
 	if err != nil {
 		return fmt.Errorf("encode node: %w", err)
@@ -98,6 +101,13 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 // never both succeed. The document is edited in SQL, not decoded: the
 // scheduler writes thousands of these a second.
 func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string) (bool, error) {
+	var all bool
+	if own, err := inOwnTx(ctx, q, func(q Querier) (err error) {
+		all, err = ClaimIdleNodes(ctx, q, ids, jobUID)
+		return err
+	}); own {
+		return all, err
+	}
 	args := make([]any, 0, len(ids)+2)
 	for _, id := range ids {
 		args = append(args, id)
@@ -152,7 +162,7 @@ func wroteNode(q Querier, id string, body []byte, claimBy string) {
 
 // GetNode reads one node.
 func GetNode(ctx context.Context, q Querier, id string) (Node, error) {
-	v := viewOf(q, nodesOf)
+	v := viewOf(q, nodesOf, id)
 	if v == nil {
 		return getNode(ctx, q, id)
 	}
@@ -212,6 +222,9 @@ func NodesHoldingGPUs(ctx context.Context, q Querier) ([]Node, error) {
 // DeleteNode removes a node record and records its removal at a time;
 // absent is not an error.
 func DeleteNode(ctx context.Context, q Querier, id string, at time.Time) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return DeleteNode(ctx, q, id, at) }); own {
+		return err
+	}
 	n, err := GetNode(ctx, q, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil

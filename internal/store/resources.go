@@ -68,7 +68,8 @@ func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[
 // getResource reads a resource's row, from the view when q's store keeps
 // one and it holds the row.
 func getResource(ctx context.Context, q Querier, kind, parent, name string) (resourceRow, error) {
-	v, id := viewOf(q, resourcesOf), resourceID(kind, parent, name)
+	id := resourceID(kind, parent, name)
+	v := viewOf(q, resourcesOf, id)
 	r, ok, from := v.held(id)
 	if ok {
 		return r, nil
@@ -121,6 +122,13 @@ func resourceID(kind, parent, name string) string {
 // (ErrETagMismatch otherwise, also when absent).
 // It returns the new version.
 func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, ifVersion int64, now time.Time) (int64, error) {
+	var version int64
+	if own, err := inOwnTx(ctx, q, func(q Querier) (err error) {
+		version, err = Put(ctx, q, kind, parent, name, v, ifVersion, now)
+		return err
+	}); own {
+		return version, err
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s: %w", kind, err)
@@ -165,6 +173,9 @@ func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, 
 // Delete removes a resource; ErrNotFound when absent. ifVersion > 0 makes
 // it conditional.
 func Delete(ctx context.Context, q Querier, kind, parent, name string, ifVersion int64) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return Delete(ctx, q, kind, parent, name, ifVersion) }); own {
+		return err
+	}
 	query := `DELETE FROM resources WHERE kind = ? AND parent = ? AND name = ?`
 	args := []any{kind, Key(parent), Key(name)}
 	if ifVersion > 0 {

@@ -1,6 +1,9 @@
 package store
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // rowView holds rows of one table as this process last wrote or read
 // them, so that a read outside a transaction (Q) of one row is answered
@@ -193,6 +196,13 @@ func newViews() *views {
 type viewWrite interface {
 	mark()
 	settle(committed bool)
+	row() viewedRow
+}
+
+// viewedRow names a row of a view.
+type viewedRow struct {
+	view any // *rowView[T]
+	id   string
 }
 
 type rowWrite[T any] struct {
@@ -203,34 +213,55 @@ type rowWrite[T any] struct {
 
 func (w *rowWrite[T]) mark()                 { w.at = w.v.mark(w.c.id) }
 func (w *rowWrite[T]) settle(committed bool) { w.v.settle(w.c, w.at, committed) }
+func (w *rowWrite[T]) row() viewedRow        { return viewedRow{w.v, w.c.id} }
 
 // wrote tells the view (of) of q's store, if it keeps views, of a write
-// just made through q: queued for the commit of q's transaction; a write
-// outside one, already committed, drops the row.
+// just made through q's transaction, for its commit. (A write of these
+// rows through a store's W is made in a transaction of its own: inOwnTx.)
 func wrote[T any](q Querier, of func(*views) *rowView[T], c rowChange[T]) {
-	switch q := q.(type) {
-	case prepared:
-		switch {
-		case q.writes == nil:
-		case q.queue != nil:
-			q.queue(&rowWrite[T]{v: of(q.writes), c: c})
-		default:
-			of(q.writes).drop(c.id)
-		}
-	case fencedWriter: // the write was a transaction of its own, committed
-		if q.s.views != nil {
-			of(q.s.views).drop(c.id)
-		}
+	if p, ok := q.(prepared); ok && p.writes != nil && p.queue != nil {
+		p.queue(&rowWrite[T]{v: of(p.writes), c: c})
 	}
 }
 
-// viewOf is the view (of) that answers reads through q: a SQLite store's
-// readers' Querier (Q); nil for any other, whose reads go to SQL.
-func viewOf[T any](q Querier, of func(*views) *rowView[T]) *rowView[T] {
-	if p, ok := q.(prepared); ok && p.reads != nil {
-		return of(p.reads)
+// inOwnTx runs fn in a transaction of its own when q is a SQLite store's
+// W or Q (or its fenced store's W), which would write the rows a view
+// holds outside a transaction: the view would hear of such a write only
+// after it committed, too late to mark the row (and a write through Q
+// not at all). It reports false, having done nothing, for any other q.
+func inOwnTx(ctx context.Context, q Querier, fn func(Querier) error) (bool, error) {
+	var tx func(context.Context, func(Querier) error) error
+	switch q := q.(type) {
+	case prepared:
+		if q.queue == nil {
+			tx = q.tx // nil but on a SQLite store's W and Q
+		}
+	case fencedWriter:
+		if q.s.views != nil {
+			tx = q.s.Tx
+		}
 	}
-	return nil
+	if tx == nil {
+		return false, nil
+	}
+	return true, tx(ctx, fn)
+}
+
+// viewOf is the view (of) that answers a read of row id through q: a
+// SQLite store's readers' Querier (Q), or its writer's in a transaction
+// that has not written the row (the one writer's transaction sees what
+// was committed last, as the view holds it); nil for any other, whose
+// reads go to SQL.
+func viewOf[T any](q Querier, of func(*views) *rowView[T], id string) *rowView[T] {
+	p, ok := q.(prepared)
+	if !ok || p.reads == nil {
+		return nil
+	}
+	v := of(p.reads)
+	if p.wroteRow != nil && p.wroteRow(viewedRow{v, id}) {
+		return nil
+	}
+	return v
 }
 
 func nodesOf(v *views) *nodeView         { return v.nodes }

@@ -79,10 +79,9 @@ func TestViewAppliesNoWriteOverALaterOne(t *testing.T) {
 	}
 }
 
-// A write outside a transaction has committed before the view hears of
-// it: the view drops the row, and a read from before the drop is not
-// kept.
-func TestViewDropsAWriteOutsideATransaction(t *testing.T) {
+// A write of a viewed row through W is made in a transaction of its own,
+// marked before its commit like any other.
+func TestViewKeepsAWriteThroughW(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	sqliteOnly(t, db)
@@ -93,15 +92,52 @@ func TestViewDropsAWriteOutsideATransaction(t *testing.T) {
 	if _, ok := db.views.nodes.get("n1"); !ok {
 		t.Fatal("a node written in a transaction is not in the view")
 	}
+	obs := &recordingObserver{}
+	db.SetObserver(obs)
 	n.State = api.NodeLeaving
 	if err := PutNode(ctx, db.W(), n); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := db.views.nodes.get("n1"); ok {
-		t.Fatal("a node written outside a transaction stayed in the view")
+	if got, ok := db.views.nodes.get("n1"); !ok || got.State != api.NodeLeaving {
+		t.Fatalf("after a write through W the view holds %+v (%v), want the node as written", got, ok)
 	}
-	if got, err := GetNode(ctx, db.Q(), "n1"); err != nil || got.State != api.NodeLeaving {
-		t.Fatalf("the node reads %+v (%v), want it as written", got, err)
+	if len(obs.txs) != 1 || !obs.txs[0] {
+		t.Fatalf("the write through W made transactions %v, want one committed", obs.txs)
+	}
+}
+
+// A transaction reads the rows it wrote as it wrote them, from SQL, and
+// the others as committed; what it wrote and rolled back is not seen.
+func TestATransactionReadsItsOwnWrites(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t)
+	n := viewNode("n1")
+	if err := db.Tx(ctx, func(q Querier) error { return PutNode(ctx, q, n) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := GetNode(ctx, db.Q(), "n1"); err != nil { // held by the view
+		t.Fatal(err)
+	}
+	undo := errors.New("undo")
+	err := db.Tx(ctx, func(q Querier) error {
+		if got, err := GetNode(ctx, q, "n1"); err != nil || got.State != api.NodeIdle {
+			return fmt.Errorf("before its write the transaction reads %+v (%v)", got, err)
+		}
+		m := n
+		m.State = api.NodeLeaving
+		if err := PutNode(ctx, q, m); err != nil {
+			return err
+		}
+		if got, err := GetNode(ctx, q, "n1"); err != nil || got.State != api.NodeLeaving {
+			return fmt.Errorf("after its write the transaction reads %+v (%v), want its write", got, err)
+		}
+		return undo
+	})
+	if !errors.Is(err, undo) {
+		t.Fatal(err)
+	}
+	if got, err := GetNode(ctx, db.Q(), "n1"); err != nil || got.State != api.NodeIdle {
+		t.Fatalf("after the rollback the node reads %+v (%v), want it as committed", got, err)
 	}
 }
 
@@ -149,12 +185,26 @@ func TestViewReadsNeverGoBack(t *testing.T) {
 					if err != nil {
 						return err
 					}
+					var inSQL int64
+					if err := q.QueryRowContext(ctx, `SELECT version FROM resources WHERE kind = ? AND name = 'c'`, KindCompute).Scan(&inSQL); err != nil {
+						return err
+					}
+					if d.Version != inSQL {
+						fail("a transaction read the compute at version %d, its SQL at %d", d.Version, inSQL)
+					}
 					if version, err = Put(ctx, q, KindCompute, "/ws", "c", compute{d.Value.N + 1}, d.Version, time.Now()); err != nil {
 						return err
 					}
 					n, err := GetNode(ctx, q, "n1")
 					if err != nil {
 						return err
+					}
+					var hash string
+					if err := q.QueryRowContext(ctx, `SELECT json_extract(body, '$.tokenHash') FROM nodes WHERE id = 'n1'`).Scan(&hash); err != nil {
+						return err
+					}
+					if n.TokenHash != hash {
+						fail("a transaction that wrote the compute read the node at %s, its SQL at %s", n.TokenHash, hash)
 					}
 					n.TokenHash = fmt.Sprint(version)
 					tokenHash = n.TokenHash

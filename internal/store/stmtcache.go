@@ -78,6 +78,10 @@ type prepared struct {
 	// transaction (queue), applied at once outside one (queue nil).
 	reads, writes *views
 	queue         func(viewWrite)
+	// wroteRow, in a transaction, says whether it wrote a row (whose
+	// reads then go to SQL); tx, on a SQLite store's W and Q, is its Tx.
+	wroteRow func(viewedRow) bool
+	tx       func(context.Context, func(Querier) error) error
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.
@@ -133,8 +137,9 @@ type txStmts struct {
 	changed []any
 	// wrote are this transaction's writes of rows the store's views hold,
 	// for them after the commit (nil views: not recorded).
-	views *views
-	wrote []viewWrite
+	views   *views
+	wrote   []viewWrite
+	written map[viewedRow]bool
 }
 
 func (t *txStmts) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -165,7 +170,15 @@ func (t *txStmts) querier(observed bool) Querier {
 		p.note = func(c any) { t.changed = append(t.changed, c) }
 	}
 	if t.views != nil {
-		p.writes, p.queue = t.views, func(w viewWrite) { t.wrote = append(t.wrote, w) }
+		p.reads, p.writes = t.views, t.views
+		p.queue = func(w viewWrite) {
+			t.wrote = append(t.wrote, w)
+			if t.written == nil {
+				t.written = map[viewedRow]bool{}
+			}
+			t.written[w.row()] = true
+		}
+		p.wroteRow = func(r viewedRow) bool { return t.written[r] }
 	}
 	return p
 }

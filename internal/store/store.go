@@ -194,6 +194,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.views = newViews()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
 	wq.writes, rq.reads = s.views, s.views
+	wq.tx, rq.tx = s.Tx, s.Tx
 	s.wq, s.rq = wq, rq
 	return s, nil
 }

@@ -21,6 +21,9 @@ type Token struct {
 
 // InsertToken stores a token record.
 func InsertToken(ctx context.Context, q Querier, t Token) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return InsertToken(ctx, q, t) }); own {
+		return err
+	}
 	var exp int64
 	if !t.Expires.IsZero() {
 		exp = t.Expires.UnixMilli()
@@ -62,7 +65,7 @@ func tokenAsStored(id, name, hash, role string, created, expires int64, revoked 
 
 // TokenByHash finds a token by the hash of its secret.
 func TokenByHash(ctx context.Context, q Querier, hash string) (Token, error) {
-	v := viewOf(q, tokensOf)
+	v := viewOf(q, tokensOf, hash)
 	t, ok, from := v.held(hash)
 	if ok {
 		return t, nil
