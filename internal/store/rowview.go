@@ -6,9 +6,11 @@ import (
 )
 
 // rowView holds rows of one table as this process last wrote or read
-// them, so that a read outside a transaction (Q) of one row is answered
-// without SQL: a reader connection's look into the WAL after every commit
-// of a busy writer, and the read itself, cost more than the answer.
+// them, so that a read of one row is answered without SQL: outside a
+// transaction (Q), a reader connection's look into the WAL after every
+// commit of a busy writer, and the read itself, cost more than the
+// answer; inside one, the row as committed is the view's (unless the
+// transaction wrote it).
 //
 // The writer keeps it, and it is right only while this process is the
 // only writer of the store: it is kept for SQLite alone, which one server
@@ -23,20 +25,19 @@ import (
 //     order they mark, so a settle applies its write only if no write of
 //     the row was marked since; otherwise, and when the commit failed, the
 //     row is dropped and read again.
-//   - A write outside a transaction (W) commits before the view hears of
-//     it: the view drops the row rather than apply it. The server's
-//     writes outside transactions are of rows the view does not hold (a
-//     queued job's reason, the default workspace's creation).
+//   - A write through W or Q would commit before the view heard of it:
+//     such a write of a viewed row is made in a transaction of its own
+//     (inOwnTx).
 //   - A read that raced a write is not kept: a reader that began before a
-//     write was marked, applied or dropped may have read the row as it was
+//     write was marked or settled may have read the row as it was
 //     before it, so its row is kept only if no write of that row was marked
 //     or settled since the read began (wrote, by the view's generation),
 //     and none is pending.
 type rowView[T any] struct {
 	mu    sync.Mutex
 	rows  map[string]T      // id → the row as committed
-	gen   uint64            // marks, settles and drops so far
-	wrote map[string]uint64 // id → gen of its last mark, settle or drop
+	gen   uint64            // marks and settles so far
+	wrote map[string]uint64 // id → gen of its last mark or settle
 	// pending counts a row's marked writes not yet settled; marked is the
 	// gen of its last mark (both kept only while pending).
 	pending map[string]int
@@ -147,13 +148,6 @@ func (v *rowView[T]) settle(c rowChange[T], at uint64, committed bool) {
 		delete(v.pending, c.id)
 		delete(v.marked, c.id)
 	}
-}
-
-// drop forgets row id, written outside a transaction.
-func (v *rowView[T]) drop(id string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.change(rowChange[T]{id: id})
 }
 
 // change applies one write to the rows held; v.mu is held.

@@ -37,12 +37,12 @@ func TestViewAnswersNoMarkedRow(t *testing.T) {
 
 	// A read that began while the write was marked, ending after it
 	// settled, may have read the row before the commit: not kept.
-	v.drop("n1")
+	commit(v, nodeChange{id: "n1"}) // removed
 	w = &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &fresh}}
 	w.mark()
 	from = begin(v)
 	w.settle(true)
-	v.drop("n1") // and a removal after it
+	commit(v, nodeChange{id: "n1"}) // and a removal after it
 	v.fill("n1", old, from)
 	if got, ok := v.get("n1"); ok {
 		t.Fatalf("a read made while a write was pending was kept: %s", got.State)

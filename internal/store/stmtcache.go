@@ -72,16 +72,15 @@ type prepared struct {
 	note     func(any)
 	watching func() bool
 	engine   engine // the SQL engine behind plain
-	// reads, on the readers' Querier of a store that keeps views,
-	// answers reads of one row; writes, on its writers' Queriers, are told
-	// of each write of a row they hold (wrote): queued for the commit in a
-	// transaction (queue), applied at once outside one (queue nil).
+	// reads, on the Queriers of a store that keeps views (its readers'
+	// and its transactions'), answers reads of one row. In a transaction,
+	// writes are told of each write of a row they hold (wrote), queued for
+	// the commit (queue), and wroteRow says whether it wrote a row (whose
+	// reads then go to SQL). tx, on a SQLite store's W and Q, is its Tx.
 	reads, writes *views
 	queue         func(viewWrite)
-	// wroteRow, in a transaction, says whether it wrote a row (whose
-	// reads then go to SQL); tx, on a SQLite store's W and Q, is its Tx.
-	wroteRow func(viewedRow) bool
-	tx       func(context.Context, func(Querier) error) error
+	wroteRow      func(viewedRow) bool
+	tx            func(context.Context, func(Querier) error) error
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.

@@ -190,10 +190,11 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
-	// nodes, the jobs on them and the tokens as it wrote them (views).
+	// nodes, the jobs on them, the tokens, workspaces and computes as it
+	// wrote them (views); its W and Q write those rows in transactions.
 	s.views = newViews()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
-	wq.writes, rq.reads = s.views, s.views
+	rq.reads = s.views
 	wq.tx, rq.tx = s.Tx, s.Tx
 	s.wq, s.rq = wq, rq
 	return s, nil
