@@ -4,9 +4,10 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cumulus-ml/cumulus/internal/syncbuf"
 )
 
 func TestByteSize(t *testing.T) {
@@ -61,7 +62,7 @@ func TestServeRefusesAPollTimeoutPastTheHeartbeat(t *testing.T) {
 // A heartbeat timeout under the default hold, the hold not asked for,
 // is served (the hold is cut to a third of it), not refused.
 func TestServeCutsTheDefaultPollTimeoutToAShortHeartbeat(t *testing.T) {
-	var out, errb lockedBuffer // the server's log and serve's own lines, from several goroutines
+	var out, errb syncbuf.Buffer // the server's log and serve's own lines, from several goroutines
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
 	Main(ctx, []string{"serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--heartbeat-timeout", "15s"}, &out, &errb)
@@ -83,23 +84,4 @@ func TestServeRefusesANodeHostThatIsNotABoolean(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("serve wrote %d files in its data dir before refusing", len(ents))
 	}
-}
-
-// lockedBuffer is an output that a running server's log and serve's own
-// lines may write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

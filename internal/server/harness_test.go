@@ -23,6 +23,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/secret"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
+	"github.com/cumulus-ml/cumulus/internal/syncbuf"
 )
 
 // The harness serves the real API (server.New over a real SQLite store in
@@ -54,27 +55,10 @@ type harness struct {
 	srv    *server.Server
 	dir    string
 	ops    *controller.Operations
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	mu     sync.Mutex
 	failed []string // 5xx answers seen
 	m      *metrics.Metrics
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 type harnessOpts struct {
@@ -97,7 +81,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ops := &controller.Operations{DB: db, Clock: clock.Real{}, Log: log, Resync: 50 * time.Millisecond}
 	ops.Init()

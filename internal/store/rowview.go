@@ -213,8 +213,8 @@ func (w *rowWrite[T]) row() viewedRow        { return viewedRow{w.v, w.c.id} }
 // just made through q's transaction, for its commit. (A write of these
 // rows through a store's W is made in a transaction of its own: inOwnTx.)
 func wrote[T any](q Querier, of func(*views) *rowView[T], c rowChange[T]) {
-	if p, ok := q.(prepared); ok && p.writes != nil && p.queue != nil {
-		p.queue(&rowWrite[T]{v: of(p.writes), c: c})
+	if p, ok := q.(prepared); ok && p.queue != nil {
+		p.queue(&rowWrite[T]{v: of(p.reads), c: c})
 	}
 }
 

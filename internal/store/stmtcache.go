@@ -74,13 +74,13 @@ type prepared struct {
 	engine   engine // the SQL engine behind plain
 	// reads, on the Queriers of a store that keeps views (its readers'
 	// and its transactions'), answers reads of one row. In a transaction,
-	// writes are told of each write of a row they hold (wrote), queued for
-	// the commit (queue), and wroteRow says whether it wrote a row (whose
-	// reads then go to SQL). tx, on a SQLite store's W and Q, is its Tx.
-	reads, writes *views
-	queue         func(viewWrite)
-	wroteRow      func(viewedRow) bool
-	tx            func(context.Context, func(Querier) error) error
+	// queue takes each write of a row a view holds (wrote) for the commit,
+	// and wroteRow says whether it wrote a row (whose reads then go to
+	// SQL). tx, on a SQLite store's W and Q, is its Tx.
+	reads    *views
+	queue    func(viewWrite)
+	wroteRow func(viewedRow) bool
+	tx       func(context.Context, func(Querier) error) error
 }
 
 // noting returns q as a prepared Querier whose changes someone listens to.
@@ -169,7 +169,7 @@ func (t *txStmts) querier(observed bool) Querier {
 		p.note = func(c any) { t.changed = append(t.changed, c) }
 	}
 	if t.views != nil {
-		p.reads, p.writes = t.views, t.views
+		p.reads = t.views
 		p.queue = func(w viewWrite) {
 			t.wrote = append(t.wrote, w)
 			if t.written == nil {

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/gpu/gputest"
+	"github.com/cumulus-ml/cumulus/internal/syncbuf"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
@@ -46,24 +46,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// syncBuffer collects a subprocess's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // env is the environment of every subprocess: a private data dir and
@@ -96,7 +78,7 @@ type cluster struct {
 	url     string
 	token   string
 	proc    *exec.Cmd
-	out     *syncBuffer
+	out     *syncbuf.Buffer
 	path    string // put before PATH for the server: a stand-in nvidia-smi (see standInGPUs)
 	done    chan struct{}
 	waitErr error
@@ -145,7 +127,7 @@ func (c *cluster) running() bool {
 func (c *cluster) serve() {
 	c.t.Helper()
 	if c.out == nil {
-		c.out = &syncBuffer{}
+		c.out = &syncbuf.Buffer{}
 	}
 	fmt.Fprintf(c.out, "---- start\n")
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(c.port),

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/syncbuf"
 	"github.com/cumulus-ml/cumulus/internal/testbin"
 )
 
@@ -35,7 +36,7 @@ type served struct {
 	bin     string
 	dataDir string
 	env     []string // the environment 'cumulus sdk env' gives, plus PATH with cumulus
-	out     *syncBuffer
+	out     *syncbuf.Buffer
 }
 
 // server is the `cumulus serve` (sim provider) most tests in the package
@@ -86,7 +87,7 @@ func serve(ctx context.Context, dir string, provider ...string) (*served, func()
 	if err := os.Symlink(bin, filepath.Join(binDir, "cumulus")); err != nil && !os.IsExist(err) {
 		return nil, nil, err
 	}
-	srv := &served{bin: bin, dataDir: filepath.Join(dir, "data"), out: &syncBuffer{}}
+	srv := &served{bin: bin, dataDir: filepath.Join(dir, "data"), out: &syncbuf.Buffer{}}
 
 	base := []string{"HOME=" + dir, "CUMULUS_DATA_DIR=" + srv.dataDir, "PATH=" + binDir + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, kv := range os.Environ() {
@@ -334,22 +335,4 @@ func TestJavaScriptSDK(t *testing.T) {
 	runScenario(t, "js", []string{"api-version 2022-10-01", "workspace updated", "created", "get ", "list ", "updated",
 		"listKeys VirtualMachine", "sizes ", "usage ", "unsupported 400 UserError", "job ", "job cancelled", "deleted"},
 		node, filepath.Join("js", "scenario.mjs"))
-}
-
-// syncBuffer collects a subprocess's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
