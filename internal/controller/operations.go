@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -32,14 +33,26 @@ type Operations struct {
 	Retain   time.Duration // how long finished operations stay readable
 	OnChange func()        // called after an operation changed a compute
 
-	wake chan struct{}
+	wake     chan struct{}
+	prunedAt time.Time   // when finished operations were last pruned
+	pending  atomic.Bool // the last pass found operations in progress
 }
 
-// Notify wakes the loop (non-blocking).
+// Notify wakes the loop (non-blocking): an operation may have started.
 func (o *Operations) Notify() {
 	select {
 	case o.wakeChan() <- struct{}{}:
 	default:
+	}
+}
+
+// NotifyIfPending wakes the loop after a change an operation in progress
+// may wait on (a job ended, a node went), but only if the last pass left
+// one in progress: with none, a pass per agent report would find nothing
+// to do. An operation started since was told with Notify.
+func (o *Operations) NotifyIfPending() {
+	if o.pending.Load() {
+		o.Notify()
 	}
 }
 
@@ -53,6 +66,7 @@ func (o *Operations) wakeChan() chan struct{} {
 // Init must be called before Run and Notify are used concurrently.
 func (o *Operations) Init() {
 	o.wakeChan()
+	o.pending.Store(true) // until a pass has looked
 	if o.Resync <= 0 {
 		o.Resync = 2 * time.Second
 	}
@@ -81,8 +95,12 @@ func (o *Operations) Run(ctx context.Context) {
 func (o *Operations) RunOnce(ctx context.Context) error {
 	ops, err := store.PendingOperations(ctx, o.DB.Q())
 	if err != nil {
+		o.pending.Store(true)
 		return err
 	}
+	// Set before advancing them: a change while they advance wakes the
+	// next pass.
+	o.pending.Store(len(ops) > 0)
 	var errs []error
 	for _, op := range ops {
 		if op.Kind == store.OpComputeDelete || op.Kind == store.OpWorkspaceDelete {
@@ -94,8 +112,13 @@ func (o *Operations) RunOnce(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("operation %s (%s %s): %w", op.ID, op.Kind, op.Target, err))
 		}
 	}
-	if err := store.PruneOperations(ctx, o.DB.W(), o.Clock.Now().Add(-o.Retain)); err != nil {
-		errs = append(errs, err)
+	// Pruning is a write: done at most once a resync, not at every wake.
+	if now := o.Clock.Now(); o.prunedAt.IsZero() || now.Sub(o.prunedAt) >= o.Resync {
+		if err := store.PruneOperations(ctx, o.DB.W(), now.Add(-o.Retain)); err != nil {
+			errs = append(errs, err)
+		} else {
+			o.prunedAt = now
+		}
 	}
 	return errors.Join(errs...)
 }

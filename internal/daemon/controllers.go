@@ -101,6 +101,23 @@ func (r *relay) Notify() {
 	}
 }
 
+// NotifyIfPending tells this process's controllers of a change only work
+// in progress waits on (they may ignore it), and the other replicas as
+// Notify does.
+func (r *relay) NotifyIfPending() {
+	r.mu.Lock()
+	local, remote := r.local, r.remote
+	r.mu.Unlock()
+	if p, ok := local.(server.PendingNotifier); ok {
+		p.NotifyIfPending()
+	} else if local != nil {
+		local.Notify()
+	}
+	if remote != nil {
+		remote()
+	}
+}
+
 // notifyLocal wakes this process's controllers, if it runs them.
 func (r *relay) notifyLocal() {
 	r.mu.Lock()

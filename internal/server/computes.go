@@ -439,6 +439,20 @@ func scopeOfPath(r *http.Request) string {
 	return ""
 }
 
+// jobsChanged wakes the controllers after a write of jobs or nodes that
+// starts no operation (a submit, an agent's report): the operations' loop
+// looks only if it has operations in progress, which may wait on it.
+func (s *Server) jobsChanged() {
+	if p, ok := s.ops.(PendingNotifier); ok {
+		p.NotifyIfPending()
+	} else if s.ops != nil {
+		s.ops.Notify()
+	}
+	if s.clusters != nil {
+		s.clusters.Notify()
+	}
+}
+
 // changed wakes the controllers after a write they act on.
 func (s *Server) changed() {
 	if s.ops != nil {

@@ -157,7 +157,7 @@ func (s *Server) putJob(w http.ResponseWriter, r *http.Request, p params) error 
 	if err != nil {
 		return err
 	}
-	s.changed()
+	s.jobsChanged()
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

@@ -105,6 +105,14 @@ type Config struct {
 // Notifier is told when something changed that a controller acts on.
 type Notifier interface{ Notify() }
 
+// PendingNotifier is a Notifier that can be told of a change only work
+// already in progress waits on (NotifyIfPending), which it may ignore
+// when it has none.
+type PendingNotifier interface {
+	Notifier
+	NotifyIfPending()
+}
+
 // Server serves the API.
 type Server struct {
 	cfg      Config
@@ -212,7 +220,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s.dispatch = &dispatch.Service{DB: d.DB, Clock: d.Clock, Hub: d.Hub, PollTimeout: cfg.PollTimeout,
 		Retries: dispatch.Retries{MaxAttempts: cfg.MaxAttempts, MaxPreemptions: cfg.MaxPreemptions},
-		Outputs: s.outputs, Changed: s.changed, RowsExited: s.parallelPartExited, Prices: &s.cfg.Prices}
+		Outputs: s.outputs, Changed: s.jobsChanged, RowsExited: s.parallelPartExited, Prices: &s.cfg.Prices}
 	s.usage = newUsageRecorder(cfg, d)
 	if d.Identity != nil {
 		s.dispatch.ClientID = defaultClientID
