@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -84,28 +85,47 @@ func ListPrincipals(ctx context.Context, q Querier) ([]Principal, error) {
 
 // PutRoleAssignment stores a role assignment.
 func PutRoleAssignment(ctx context.Context, q Querier, a RoleAssignment) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return PutRoleAssignment(ctx, q, a) }); own {
+		return err
+	}
 	_, err := q.ExecContext(ctx, `INSERT INTO role_assignments (id, principal, role, scope, created) VALUES (?, ?, ?, ?, ?)`,
 		a.ID, a.Principal, a.Role, Key(a.Scope), a.Created.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("put role assignment: %w", err)
 	}
+	wrote(q, grantsOf, grantChange{id: a.Principal}) // read again after the commit
 	return nil
 }
 
 // DeleteRoleAssignment removes one; ErrNotFound when absent.
 func DeleteRoleAssignment(ctx context.Context, q Querier, id string) error {
-	res, err := q.ExecContext(ctx, `DELETE FROM role_assignments WHERE id = ?`, id)
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return DeleteRoleAssignment(ctx, q, id) }); own {
+		return err
+	}
+	var principal string
+	err := q.QueryRowContext(ctx, `DELETE FROM role_assignments WHERE id = ? RETURNING principal`, id).Scan(&principal)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("role assignment %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("delete role assignment: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("role assignment %s: %w", id, ErrNotFound)
-	}
+	wrote(q, grantsOf, grantChange{id: principal})
 	return nil
 }
 
 // RoleAssignments lists assignments, of one principal when given.
 func RoleAssignments(ctx context.Context, q Querier, principal string) ([]RoleAssignment, error) {
+	var v *grantView
+	var from uint64
+	if principal != "" {
+		v = viewOf(q, grantsOf, principal)
+		as, ok, gen := v.held(principal)
+		if ok {
+			return as, nil
+		}
+		from = gen
+	}
 	query := `SELECT id, principal, role, scope, created FROM role_assignments`
 	var args []any
 	if principal != "" {
@@ -127,7 +147,28 @@ func RoleAssignments(ctx context.Context, q Querier, principal string) ([]RoleAs
 		a.Created = time.UnixMilli(created).UTC()
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list role assignments: %w", err)
+	}
+	v.fill(principal, out, from)
+	return out, nil
+}
+
+// grantView holds each principal's role assignments as this process last
+// read them (rowView; a write drops the principal's, read again after its
+// commit): every API request is authorized by its caller's, and their
+// read from SQL was a reader connection's fresh look into the WAL under
+// a busy writer. A principal with none is held too (its requests are
+// refused as quickly).
+type grantView = rowView[[]RoleAssignment]
+
+type grantChange = rowChange[[]RoleAssignment]
+
+// maxViewedGrants bounds the principals the view holds.
+const maxViewedGrants = 1 << 12
+
+func newGrantView() *grantView {
+	return newRowView(slices.Clone[[]RoleAssignment], nil, maxViewedGrants)
 }
 
 // ListTokens lists tokens (never their secrets: only hashes are stored).

@@ -179,10 +179,11 @@ type views struct {
 	jobs      *jobView
 	tokens    *tokenView
 	resources *resourceView
+	grants    *grantView
 }
 
 func newViews() *views {
-	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView(), resources: newResourceView()}
+	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView(), resources: newResourceView(), grants: newGrantView()}
 }
 
 // viewWrite is a transaction's write of a row a view holds: marked just
@@ -262,3 +263,4 @@ func nodesOf(v *views) *nodeView         { return v.nodes }
 func jobsOf(v *views) *jobView           { return v.jobs }
 func tokensOf(v *views) *tokenView       { return v.tokens }
 func resourcesOf(v *views) *resourceView { return v.resources }
+func grantsOf(v *views) *grantView       { return v.grants }
