@@ -82,6 +82,12 @@ func decodeJobBody(j *Job, body []byte, created int64) error {
 	if err := json.Unmarshal(body, &b); err != nil {
 		return fmt.Errorf("decode job %s: %w", j.UID, err)
 	}
+	j.setBody(b, created)
+	return nil
+}
+
+// setBody fills j from its decoded body and creation time.
+func (j *Job) setBody(b jobBody, created int64) {
 	j.Doc, j.Attempt, j.Nodes, j.Exits, j.Preemptions = b.Doc, b.Attempt, b.Nodes, b.Exits, b.Preempt
 	j.PortRetries, j.MPIDone = b.Ports, b.MPIDone
 	j.Reclaims, j.Reclaimed = b.Reclaim, b.Last
@@ -89,5 +95,4 @@ func decodeJobBody(j *Job, body []byte, created int64) error {
 	j.Created = time.UnixMilli(created).UTC()
 	j.ran = markOf(j)
 	j.stored = b.Doc.Properties.Status
-	return nil
 }

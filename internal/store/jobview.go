@@ -24,6 +24,7 @@ type jobChange = rowChange[jobRow]
 type jobRow struct {
 	parent, compute, status, body string
 	seq, version, created         int64
+	dec                           *decoded // body decoded, once held
 }
 
 // maxViewedJobs bounds the jobs the view holds; past it, a job's polls
@@ -31,7 +32,12 @@ type jobRow struct {
 const maxViewedJobs = 1 << 14
 
 func newJobView() *jobView {
-	return newRowView(func(r jobRow) jobRow { return r }, onNodes, maxViewedJobs)
+	return newRowView(func(r jobRow) jobRow {
+		if r.dec == nil {
+			r.dec = new(decoded)
+		}
+		return r
+	}, onNodes, maxViewedJobs)
 }
 
 // onNodes says whether a job's row is one the view holds: the job of a
@@ -43,9 +49,11 @@ func onNodes(r jobRow) bool {
 // job decodes the row of job uid.
 func (r jobRow) job(uid string) (Job, error) {
 	j := Job{UID: uid, Parent: r.parent, Compute: r.compute, Seq: r.seq, Version: r.version}
-	if err := decodeJobBody(&j, []byte(r.body), r.created); err != nil {
-		return Job{}, err
+	b, err := decodeVia[jobBody](r.dec, r.body)
+	if err != nil {
+		return Job{}, fmt.Errorf("decode job %s: %w", uid, err)
 	}
+	j.setBody(b, r.created)
 	return j, nil
 }
 
@@ -62,7 +70,7 @@ func rowOf(j *Job, body string) jobRow {
 func updated(j *Job, body string) jobChange {
 	r := rowOf(j, body)
 	c := jobChange{id: j.UID, edit: func(held jobRow) jobRow {
-		held.status, held.body, held.version = r.status, r.body, r.version
+		held.status, held.body, held.version, held.dec = r.status, r.body, r.version, new(decoded)
 		return held
 	}}
 	if j.Seq != 0 && !j.Created.IsZero() {

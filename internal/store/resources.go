@@ -58,7 +58,7 @@ func Get[T any](ctx context.Context, q Querier, kind, parent, name string) (Doc[
 	if err != nil {
 		return d, err
 	}
-	if err := json.Unmarshal([]byte(r.body), &d.Value); err != nil {
+	if d.Value, err = decodeVia[T](r.dec, r.body); err != nil {
 		return d, fmt.Errorf("decode %s %s: %w", kind, name, err)
 	}
 	d.Version, d.Created = r.version, time.UnixMilli(r.created).UTC()
@@ -100,13 +100,19 @@ type resourceChange = rowChange[resourceRow]
 type resourceRow struct {
 	kind, body       string
 	version, created int64
+	dec              *decoded // body decoded, once held
 }
 
 // maxViewedResources bounds the resources the view holds.
 const maxViewedResources = 1 << 12
 
 func newResourceView() *resourceView {
-	return newRowView(func(r resourceRow) resourceRow { return r }, func(r resourceRow) bool {
+	return newRowView(func(r resourceRow) resourceRow {
+		if r.dec == nil {
+			r.dec = new(decoded)
+		}
+		return r
+	}, func(r resourceRow) bool {
 		return r.kind == KindWorkspace || r.kind == KindCompute
 	}, maxViewedResources)
 }
@@ -156,7 +162,7 @@ func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, 
 			return 0, fmt.Errorf("put %s: %w", kind, err)
 		}
 		wrote(q, resourcesOf, resourceChange{id: id, edit: func(r resourceRow) resourceRow {
-			r.version, r.body = cur+1, stored
+			r.version, r.body, r.dec = cur+1, stored, new(decoded)
 			return r
 		}})
 		return cur + 1, nil
