@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,9 @@ type StoredLock struct {
 // that checked locks (GuardLocks) to end, so that no such write commits
 // against a snapshot without this lock.
 func PutLock(ctx context.Context, q Querier, scope string, l api.Lock, now time.Time) (created bool, err error) {
+	if own, err := inOwnTx(ctx, q, func(q Querier) (err error) { created, err = PutLock(ctx, q, scope, l, now); return err }); own {
+		return created, err
+	}
 	if err := lockTable(ctx, q, "SHARE ROW EXCLUSIVE"); err != nil {
 		return false, err
 	}
@@ -42,6 +46,7 @@ func PutLock(ctx context.Context, q Querier, scope string, l api.Lock, now time.
 	if err != nil {
 		return false, fmt.Errorf("put lock: %w", err)
 	}
+	wrote(q, locksOf, lockChange{id: allLocks}) // read again after the commit
 	if n, _ := res.RowsAffected(); n > 0 {
 		return false, nil
 	}
@@ -71,6 +76,9 @@ func GetLock(ctx context.Context, q Querier, scope, name string) (StoredLock, er
 // must run in a transaction, and waits for the write transactions that
 // checked locks, as PutLock does.
 func DeleteLock(ctx context.Context, q Querier, scope, name string) error {
+	if own, err := inOwnTx(ctx, q, func(q Querier) error { return DeleteLock(ctx, q, scope, name) }); own {
+		return err
+	}
 	if err := lockTable(ctx, q, "SHARE ROW EXCLUSIVE"); err != nil {
 		return err
 	}
@@ -78,6 +86,7 @@ func DeleteLock(ctx context.Context, q Querier, scope, name string) error {
 	if err != nil {
 		return fmt.Errorf("delete lock: %w", err)
 	}
+	wrote(q, locksOf, lockChange{id: allLocks})
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("lock %s: %w", name, ErrNotFound)
 	}
@@ -89,31 +98,103 @@ func DeleteLock(ctx context.Context, q Querier, scope, name string) error {
 // locks of resources under it too.
 func LocksAround(ctx context.Context, q Querier, scope string, below bool) ([]StoredLock, error) {
 	k := strings.TrimSuffix(Key(scope), "/")
-	query := `SELECT body, created FROM locks WHERE scope = ? OR substr(CAST(? AS TEXT), 1, length(scope) + 1) = scope || '/'`
+	if v := viewOf(q, locksOf, allLocks); v != nil {
+		if rows, ok, err := heldLocks(ctx, q, v); err != nil || ok {
+			return locksOfRows(rows, func(r lockRow) bool {
+				return r.scope == k || strings.HasPrefix(k, r.scope+"/") || below && strings.HasPrefix(r.scope, k+"/")
+			})
+		}
+	}
+	query := `SELECT scope, name, body, created FROM locks WHERE scope = ? OR substr(CAST(? AS TEXT), 1, length(scope) + 1) = scope || '/'`
 	args := []any{k, k}
 	if below {
 		query += ` OR substr(scope, 1, ?) = ?`
 		args = append(args, len(k)+1, k+"/")
 	}
-	rows, err := q.QueryContext(ctx, query+` ORDER BY scope, name`, args...)
+	rows, err := lockRows(ctx, q, query+` ORDER BY scope, name`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return locksOfRows(rows, nil)
+}
+
+// lockView holds every lock as this process last read them, under the one
+// id allLocks (rowView; a write of a lock, or the removal of a workspace
+// or compute, whose locks go with it, drops them, read again after its
+// commit): every write request checks the locks around its target, and
+// their read from SQL was a reader connection's fresh look into the WAL
+// under a busy writer. More than maxViewedLocks are not held.
+type lockView = rowView[[]lockRow]
+
+type lockChange = rowChange[[]lockRow]
+
+// allLocks is the id the view holds the locks under.
+const allLocks = "locks"
+
+// maxViewedLocks bounds the locks the view holds.
+const maxViewedLocks = 1 << 10
+
+// lockRow is a lock's row: its keys, stored document and creation.
+type lockRow struct {
+	scope, name, body string
+	created           int64
+}
+
+func newLockView() *lockView {
+	return newRowView(slices.Clone[[]lockRow], func(rows []lockRow) bool { return len(rows) <= maxViewedLocks }, 0)
+}
+
+// heldLocks returns every lock, by scope and name, from the view v or, when
+// it holds none, from SQL (kept by the view). ok is false, with no rows,
+// when there are more than the view holds.
+func heldLocks(ctx context.Context, q Querier, v *lockView) (rows []lockRow, ok bool, err error) {
+	rows, ok, from := v.held(allLocks)
+	if ok {
+		return rows, true, nil
+	}
+	rows, err = lockRows(ctx, q, `SELECT scope, name, body, created FROM locks ORDER BY scope, name LIMIT ?`, maxViewedLocks+1)
+	if err != nil || len(rows) > maxViewedLocks {
+		return nil, false, err
+	}
+	v.fill(allLocks, rows, from)
+	return rows, true, nil
+}
+
+// lockRows runs a query of locks' rows.
+func lockRows(ctx context.Context, q Querier, query string, args ...any) ([]lockRow, error) {
+	rs, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	defer rows.Close()
-	var out []StoredLock
-	for rows.Next() {
-		var body string
-		var created int64
-		if err := rows.Scan(&body, &created); err != nil {
+	defer rs.Close()
+	var out []lockRow
+	for rs.Next() {
+		var r lockRow
+		if err := rs.Scan(&r.scope, &r.name, &r.body, &r.created); err != nil {
 			return nil, fmt.Errorf("list locks: %w", err)
 		}
-		l, err := decodeLock(body, created)
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("list locks: %w", err)
+	}
+	return out, nil
+}
+
+// locksOfRows decodes the rows that match (nil: all).
+func locksOfRows(rows []lockRow, match func(lockRow) bool) ([]StoredLock, error) {
+	var out []StoredLock
+	for _, r := range rows {
+		if match != nil && !match(r) {
+			continue
+		}
+		l, err := decodeLock(r.body, r.created)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, l)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // GuardLocks is called by a write transaction before it reads the locks

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -177,5 +178,38 @@ func TestGuardLocksHoldsOffLockChanges(t *testing.T) {
 	}
 	if err := noWait(func(q Querier) error { _, err := PutLock(ctx, q, lockWS, l, time.Unix(1, 0)); return err }); err != nil {
 		t.Errorf("the lock after the write ended: %v", err)
+	}
+}
+
+// With more locks than the writer's view holds, the locks around a scope
+// are found all the same (by SQL), and a new one is seen at once.
+func TestLocksAroundPastWhatTheViewHolds(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	err := db.Tx(ctx, func(q Querier) error {
+		for i := range maxViewedLocks + 1 {
+			scope := fmt.Sprintf("%s/computes/c%d", lockWS, i)
+			l := api.Lock{ID: api.LockID(scope, "l"), Name: "l", Type: api.TypeLock, Properties: api.LockProperties{Level: api.LockReadOnly}}
+			if _, err := PutLock(ctx, q, scope, l, time.Unix(1000, 0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, err := LocksAround(ctx, db.Q(), lockWS+"/computes/c7", false)
+		if err != nil || len(got) != 1 || got[0].Scope != lockWS+"/computes/c7" {
+			t.Fatalf("the locks around c7: %+v %v, want its one", got, err)
+		}
+	}
+	if got, err := LocksAround(ctx, db.Q(), lockWS, true); err != nil || len(got) != maxViewedLocks+1 {
+		t.Fatalf("%d locks below the workspace (%v), want %d", len(got), err, maxViewedLocks+1)
+	}
+	putTestLock(t, db, lockWS, "ws-lock", api.LockCanNotDelete)
+	if got, err := LocksAround(ctx, db.Q(), lockWS+"/computes/c7", false); err != nil || len(got) != 2 || got[0].Lock.Name != "ws-lock" {
+		t.Fatalf("after a workspace lock, the locks around c7: %v %v, want [ws-lock l]", lockNames(got), err)
 	}
 }

@@ -193,6 +193,9 @@ func Delete(ctx context.Context, q Querier, kind, parent, name string, ifVersion
 		return fmt.Errorf("delete %s: %w", kind, err)
 	}
 	wrote(q, resourcesOf, resourceChange{id: resourceID(kind, parent, name)})
+	if kind == KindWorkspace || kind == KindCompute {
+		wrote(q, locksOf, lockChange{id: allLocks}) // its locks went with it
+	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		if ifVersion > 0 {
 			if _, err := Get[json.RawMessage](ctx, q, kind, parent, name); err == nil {

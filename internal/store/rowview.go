@@ -180,10 +180,11 @@ type views struct {
 	tokens    *tokenView
 	resources *resourceView
 	grants    *grantView
+	locks     *lockView
 }
 
 func newViews() *views {
-	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView(), resources: newResourceView(), grants: newGrantView()}
+	return &views{nodes: newNodeView(), jobs: newJobView(), tokens: newTokenView(), resources: newResourceView(), grants: newGrantView(), locks: newLockView()}
 }
 
 // viewWrite is a transaction's write of a row a view holds: marked just
@@ -264,3 +265,4 @@ func jobsOf(v *views) *jobView           { return v.jobs }
 func tokensOf(v *views) *tokenView       { return v.tokens }
 func resourcesOf(v *views) *resourceView { return v.resources }
 func grantsOf(v *views) *grantView       { return v.grants }
+func locksOf(v *views) *lockView         { return v.locks }
