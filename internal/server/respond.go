@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/cumulus-ml/cumulus/internal/api"
@@ -99,65 +98,6 @@ func decodeBytes(body []byte, v any) error {
 		return api.BadRequest(api.CodeInvalidRequest, "the request body has data after the JSON object")
 	}
 	return nil
-}
-
-// checkJSON refuses what Go's decoder would take silently, in any part of
-// a body (a field Cumulus reads or not): a key twice in one object (the
-// decoder keeps the last, another reader the first) and a number no
-// float64 holds (1e999).
-func checkJSON(body string) error {
-	dec := json.NewDecoder(strings.NewReader(body))
-	dec.UseNumber()
-	type frame struct {
-		object bool
-		keys   map[string]bool
-		key    bool // the next token of an object is a key
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return nil // not JSON: decoding says what is wrong
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if top != nil && top.object && top.key {
-			if k, ok := tok.(string); ok {
-				if top.keys[k] {
-					return api.BadRequest(api.CodeInvalidRequest, "the request body has the key %q twice in one object", k)
-				}
-				top.keys[k] = true
-				top.key = false
-				continue
-			}
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
-				continue
-			case '[':
-				stack = append(stack, &frame{})
-				continue
-			default:
-				stack = stack[:len(stack)-1]
-			}
-		case json.Number:
-			if _, err := strconv.ParseFloat(string(t), 64); err != nil {
-				return api.BadRequest(api.CodeInvalidRequest, "the request body has the number %s, which is out of range", t)
-			}
-		}
-		// A value ended: the object it is in expects a key next.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].key = true
-		}
-	}
 }
 
 // jsonKind names the JSON value body starts with when it is not an
