@@ -292,3 +292,77 @@ func TestFencedWritesAreObserved(t *testing.T) {
 		t.Errorf("node transitions %+v, want idle → unusable last", obs.nodes)
 	}
 }
+
+// A claim of one node gets it only while it is idle and free: a busy
+// node, one not ready, or one that is not there is refused (false, no
+// error) and left as it was; of writers racing for the same nodes one at
+// a time, exactly one gets each.
+func TestClaimsOfOneNode(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	for i, state := range []string{api.NodeIdle, api.NodePreparing} {
+		if err := PutNode(ctx, db.W(), Node{ID: fmt.Sprintf("m%d", i), Compute: "/c", State: state, Created: time.Unix(1, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(id, job string) bool {
+		t.Helper()
+		var ok bool
+		if err := db.Tx(ctx, func(q Querier) (err error) { ok, err = ClaimIdleNodes(ctx, q, []string{id}, job); return err }); err != nil {
+			t.Fatalf("claim of %s: %v", id, err)
+		}
+		return ok
+	}
+	if !claim("m0", "j1") {
+		t.Fatal("an idle node's claim was refused")
+	}
+	for _, id := range []string{"m0", "m1", "nope"} {
+		if claim(id, "j2") {
+			t.Errorf("node %s was claimed, want refused", id)
+		}
+	}
+	for id, want := range map[string]string{"m0": "j1", "m1": ""} {
+		if n, err := GetNode(ctx, db.Q(), id); err != nil || n.JobID != want {
+			t.Errorf("node %s runs %q (%v), want %q", id, n.JobID, err, want)
+		}
+	}
+
+	const nodes, writers = 16, 6
+	for i := range nodes {
+		if err := PutNode(ctx, db.W(), Node{ID: fmt.Sprintf("s%02d", i), Compute: "/s", State: api.NodeIdle, Created: time.Unix(1, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range nodes {
+				id := fmt.Sprintf("s%02d", (k+w*5)%nodes)
+				var ok bool
+				err := db.Tx(ctx, func(q Querier) (err error) {
+					ok, err = ClaimIdleNodes(ctx, q, []string{id}, fmt.Sprintf("w%d", w))
+					return err
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					got[id]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range nodes {
+		if id := fmt.Sprintf("s%02d", i); got[id] != 1 {
+			t.Errorf("node %s was claimed %d times, want once", id, got[id])
+		}
+	}
+}

@@ -63,8 +63,12 @@ func PutNode(ctx context.Context, q Querier, n Node) error {
 		return fmt.Errorf("encode node: %w", err)
 	}
 	nt, noted := noting(q)
+	// The state it had: the writer's view holds a node's as committed,
+	// unless this transaction wrote it.
 	var was string
-	if err := q.QueryRowContext(ctx, `SELECT state FROM nodes WHERE id = ?`, n.ID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if held, ok := viewOf(q, nodesOf, n.ID).get(n.ID); ok {
+		was = held.State
+	} else if err := q.QueryRowContext(ctx, `SELECT state FROM nodes WHERE id = ?`, n.ID).Scan(&was); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("put node %s: %w", n.ID, err)
 	}
 	_, err = q.ExecContext(ctx, `INSERT INTO nodes (id, compute, state, job, body, created) VALUES (?, ?, ?, ?, ?, ?)
@@ -108,18 +112,22 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 	}); own {
 		return all, err
 	}
-	args := make([]any, 0, len(ids)+2)
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	args = append(args, api.NodeIdle)
-	var free int
-	err := q.QueryRowContext(ctx, `SELECT count(*) FROM nodes WHERE id IN (`+placeholders(len(ids))+`) AND state = ? AND job = ''`, args...).Scan(&free)
-	if err != nil {
-		return false, fmt.Errorf("claim nodes: %w", err)
-	}
-	if free != len(ids) {
-		return false, nil
+	// Several nodes are counted first, so that none is claimed unless all
+	// are free; one is claimed or not by its update alone.
+	if len(ids) > 1 {
+		args := make([]any, 0, len(ids)+1)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		args = append(args, api.NodeIdle)
+		var free int
+		err := q.QueryRowContext(ctx, `SELECT count(*) FROM nodes WHERE id IN (`+placeholders(len(ids))+`) AND state = ? AND job = ''`, args...).Scan(&free)
+		if err != nil {
+			return false, fmt.Errorf("claim nodes: %w", err)
+		}
+		if free != len(ids) {
+			return false, nil
+		}
 	}
 	claim := `UPDATE nodes SET state = ?, job = ?, body = json_set(body, '$.state', ?, '$.jobId', ?) WHERE id = ? AND state = 'idle' AND job = ''`
 	if engineOf(q) == postgresEngine {
@@ -132,6 +140,9 @@ func ClaimIdleNodes(ctx context.Context, q Querier, ids []string, jobUID string)
 			return false, fmt.Errorf("claim node %s: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			if len(ids) == 1 && err == nil {
+				return false, nil // not idle and free: nothing changed
+			}
 			// Taken since the count: fail the transaction rather than
 			// leave the nodes before this one claimed.
 			return false, fmt.Errorf("claim node %s: %w", id, ErrConflict)
