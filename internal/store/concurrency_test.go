@@ -41,12 +41,7 @@ func TestParallelClaimsNeverShareANode(t *testing.T) {
 				pair := (k + w*3) % (nodes / 2)
 				ids := []string{fmt.Sprintf("n%02d", 2*pair), fmt.Sprintf("n%02d", 2*pair+1)}
 				job := fmt.Sprintf("w%d-j%d", w, k)
-				var ok bool
-				err := db.Tx(ctx, func(q Querier) error {
-					var err error
-					ok, err = ClaimIdleNodes(ctx, q, ids, job)
-					return err
-				})
+				ok, err := claimInTx(db, ids, job)
 				if err != nil {
 					t.Error(err)
 					return
@@ -307,8 +302,8 @@ func TestClaimsOfOneNode(t *testing.T) {
 	}
 	claim := func(id, job string) bool {
 		t.Helper()
-		var ok bool
-		if err := db.Tx(ctx, func(q Querier) (err error) { ok, err = ClaimIdleNodes(ctx, q, []string{id}, job); return err }); err != nil {
+		ok, err := claimInTx(db, []string{id}, job)
+		if err != nil {
 			t.Fatalf("claim of %s: %v", id, err)
 		}
 		return ok
@@ -342,11 +337,7 @@ func TestClaimsOfOneNode(t *testing.T) {
 			defer wg.Done()
 			for k := range nodes {
 				id := fmt.Sprintf("s%02d", (k+w*5)%nodes)
-				var ok bool
-				err := db.Tx(ctx, func(q Querier) (err error) {
-					ok, err = ClaimIdleNodes(ctx, q, []string{id}, fmt.Sprintf("w%d", w))
-					return err
-				})
+				ok, err := claimInTx(db, []string{id}, fmt.Sprintf("w%d", w))
 				if err != nil {
 					t.Error(err)
 					return
@@ -365,4 +356,14 @@ func TestClaimsOfOneNode(t *testing.T) {
 			t.Errorf("node %s was claimed %d times, want once", id, got[id])
 		}
 	}
+}
+
+// claimInTx claims nodes ids for job in a transaction of its own.
+func claimInTx(db *DB, ids []string, job string) (ok bool, err error) {
+	ctx := context.Background()
+	err = db.Tx(ctx, func(q Querier) (err error) {
+		ok, err = ClaimIdleNodes(ctx, q, ids, job)
+		return err
+	})
+	return ok, err
 }
