@@ -99,7 +99,11 @@ func DeleteLock(ctx context.Context, q Querier, scope, name string) error {
 func LocksAround(ctx context.Context, q Querier, scope string, below bool) ([]StoredLock, error) {
 	k := strings.TrimSuffix(Key(scope), "/")
 	if v := viewOf(q, locksOf, allLocks); v != nil {
-		if rows, ok, err := heldLocks(ctx, q, v); err != nil || ok {
+		rows, ok, err := heldLocks(ctx, q, v)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			return locksOfRows(rows, func(r lockRow) bool {
 				return r.scope == k || strings.HasPrefix(k, r.scope+"/") || below && strings.HasPrefix(r.scope, k+"/")
 			})

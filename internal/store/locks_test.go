@@ -213,3 +213,17 @@ func TestLocksAroundPastWhatTheViewHolds(t *testing.T) {
 		t.Fatalf("after a workspace lock, the locks around c7: %v %v, want [ws-lock l]", lockNames(got), err)
 	}
 }
+
+// A look at the locks that cannot read them fails: a write it guards is
+// refused, never let through as if there were none.
+func TestLocksAroundFailsWhenItCannotRead(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	putTestLock(t, db, lockWS, "ws-lock", api.LockReadOnly)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LocksAround(ctx, db.Q(), lockWS+"/computes/cpu", false); err == nil {
+		t.Fatalf("with the store closed the locks read %v and no error", lockNames(got))
+	}
+}
