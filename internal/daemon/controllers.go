@@ -92,10 +92,10 @@ func (r *relay) setRemote(f func()) {
 
 // Notify wakes the controllers wherever they run.
 func (r *relay) Notify() {
-	r.notifyLocal()
-	r.mu.Lock()
-	remote := r.remote
-	r.mu.Unlock()
+	local, remote := r.targets()
+	if local != nil {
+		local.Notify()
+	}
 	if remote != nil {
 		remote()
 	}
@@ -105,14 +105,8 @@ func (r *relay) Notify() {
 // in progress waits on (they may ignore it), and the other replicas as
 // Notify does.
 func (r *relay) NotifyIfPending() {
-	r.mu.Lock()
-	local, remote := r.local, r.remote
-	r.mu.Unlock()
-	if p, ok := local.(server.PendingNotifier); ok {
-		p.NotifyIfPending()
-	} else if local != nil {
-		local.Notify()
-	}
+	local, remote := r.targets()
+	server.NotifyIfPending(local)
 	if remote != nil {
 		remote()
 	}
@@ -120,12 +114,17 @@ func (r *relay) NotifyIfPending() {
 
 // notifyLocal wakes this process's controllers, if it runs them.
 func (r *relay) notifyLocal() {
-	r.mu.Lock()
-	local := r.local
-	r.mu.Unlock()
-	if local != nil {
+	if local, _ := r.targets(); local != nil {
 		local.Notify()
 	}
+}
+
+// targets are whom the relay tells now: this process's controllers (nil
+// unless it runs them) and the other replicas (nil with none).
+func (r *relay) targets() (local server.Notifier, remote func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.local, r.remote
 }
 
 // fanOut tells several notifiers.

@@ -443,11 +443,7 @@ func scopeOfPath(r *http.Request) string {
 // starts no operation (a submit, an agent's report): the operations' loop
 // looks only if it has operations in progress, which may wait on it.
 func (s *Server) jobsChanged() {
-	if p, ok := s.ops.(PendingNotifier); ok {
-		p.NotifyIfPending()
-	} else if s.ops != nil {
-		s.ops.Notify()
-	}
+	NotifyIfPending(s.ops)
 	if s.clusters != nil {
 		s.clusters.Notify()
 	}

@@ -113,6 +113,17 @@ type PendingNotifier interface {
 	NotifyIfPending()
 }
 
+// NotifyIfPending tells n (nil: no one) of a change only work already in
+// progress waits on: by NotifyIfPending when n is a PendingNotifier, else
+// by Notify.
+func NotifyIfPending(n Notifier) {
+	if p, ok := n.(PendingNotifier); ok {
+		p.NotifyIfPending()
+	} else if n != nil {
+		n.Notify()
+	}
+}
+
 // Server serves the API.
 type Server struct {
 	cfg      Config
