@@ -7,22 +7,36 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/deepcopy"
 )
 
-// decoded holds a viewed row's document once decoded: the reads that
-// follow each get a deep copy of it, a fifth of what decoding it again
-// cost (a job placed on a node is read by every poll, report and pass
-// that touches it, its compute by every job placed on it). A row written
-// anew gets a fresh one (the views' own and their edits see to that).
+// decoded holds a viewed row's document as last decoded, with the body it
+// was decoded from: the reads that follow each get a deep copy of it, a
+// fifth of what decoding it again cost (a job placed on a node is read by
+// every poll, report and pass that touches it, its compute by every job
+// placed on it). A row written anew keeps its holder: the value is used
+// only for the body it came from, so a write's next read decodes again.
 type decoded struct {
-	v atomic.Pointer[any]
+	last atomic.Pointer[decodedBody]
+}
+
+type decodedBody struct {
+	body string
+	v    any
+}
+
+// holder is d, or a new holder for a row the view takes without one.
+func holder(d *decoded) *decoded {
+	if d == nil {
+		return new(decoded)
+	}
+	return d
 }
 
 // decodeVia decodes body into a T, through d when it is not nil: the first
-// read decodes and keeps the value, every read gets a copy of its own to
-// change.
+// read of a body decodes and keeps the value, every read gets a copy of
+// its own to change.
 func decodeVia[T any](d *decoded, body string) (T, error) {
 	if d != nil {
-		if p := d.v.Load(); p != nil {
-			if v, ok := (*p).(T); ok {
+		if p := d.last.Load(); p != nil && p.body == body {
+			if v, ok := p.v.(T); ok {
 				return deepcopy.Of(v), nil
 			}
 		}
@@ -32,8 +46,7 @@ func decodeVia[T any](d *decoded, body string) (T, error) {
 		return v, err
 	}
 	if d != nil {
-		var kept any = deepcopy.Of(v)
-		d.v.Store(&kept)
+		d.last.Store(&decodedBody{body: body, v: deepcopy.Of(v)})
 	}
 	return v, nil
 }

@@ -32,12 +32,7 @@ type jobRow struct {
 const maxViewedJobs = 1 << 14
 
 func newJobView() *jobView {
-	return newRowView(func(r jobRow) jobRow {
-		if r.dec == nil {
-			r.dec = new(decoded)
-		}
-		return r
-	}, onNodes, maxViewedJobs)
+	return newRowView(func(r jobRow) jobRow { r.dec = holder(r.dec); return r }, onNodes, maxViewedJobs)
 }
 
 // onNodes says whether a job's row is one the view holds: the job of a
@@ -70,7 +65,7 @@ func rowOf(j *Job, body string) jobRow {
 func updated(j *Job, body string) jobChange {
 	r := rowOf(j, body)
 	c := jobChange{id: j.UID, edit: func(held jobRow) jobRow {
-		held.status, held.body, held.version, held.dec = r.status, r.body, r.version, new(decoded)
+		held.status, held.body, held.version = r.status, r.body, r.version
 		return held
 	}}
 	if j.Seq != 0 && !j.Created.IsZero() {

@@ -107,12 +107,7 @@ type resourceRow struct {
 const maxViewedResources = 1 << 12
 
 func newResourceView() *resourceView {
-	return newRowView(func(r resourceRow) resourceRow {
-		if r.dec == nil {
-			r.dec = new(decoded)
-		}
-		return r
-	}, func(r resourceRow) bool {
+	return newRowView(func(r resourceRow) resourceRow { r.dec = holder(r.dec); return r }, func(r resourceRow) bool {
 		return r.kind == KindWorkspace || r.kind == KindCompute
 	}, maxViewedResources)
 }
@@ -162,7 +157,7 @@ func Put[T any](ctx context.Context, q Querier, kind, parent, name string, v T, 
 			return 0, fmt.Errorf("put %s: %w", kind, err)
 		}
 		wrote(q, resourcesOf, resourceChange{id: id, edit: func(r resourceRow) resourceRow {
-			r.version, r.body, r.dec = cur+1, stored, new(decoded)
+			r.version, r.body = cur+1, stored
 			return r
 		}})
 		return cur + 1, nil

@@ -190,8 +190,9 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	s.ro = ro
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
-	// nodes, the jobs on them, the tokens, workspaces and computes as it
-	// wrote them (views); its W and Q write those rows in transactions.
+	// nodes, the jobs on them, the tokens, role assignments, locks,
+	// workspaces and computes as it wrote or read them (views); its W and
+	// Q write those rows in transactions.
 	s.views = newViews()
 	wq, rq := s.w.querier(s.noteNow, s.watched), s.r.querier(nil, nil)
 	rq.reads = s.views
