@@ -212,12 +212,15 @@ type QueuedJob struct {
 	Group     string // its fair-share group (QueuedJobsByGroup)
 }
 
+// queueHead reads the head of a compute's queue (QueuedJobs).
+const queueHead = `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
+	WHERE compute = ? AND ` + isQueued + ` ORDER BY priority DESC, seq LIMIT ?`
+
 // QueuedJobs lists the head of a compute's queue in scheduling order
 // (priority, highest first, then submission), at most limit jobs, from an
 // index and columns only: cheap with a hundred thousand jobs queued.
 func QueuedJobs(ctx context.Context, q Querier, compute string, limit int) ([]QueuedJob, error) {
-	rows, err := q.QueryContext(ctx, `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
-		WHERE compute = ? AND status = ? ORDER BY priority DESC, seq LIMIT ?`, Key(compute), api.JobQueued, limit)
+	rows, err := q.QueryContext(ctx, queueHead, Key(compute), limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued jobs: %w", err)
 	}

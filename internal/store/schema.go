@@ -314,7 +314,20 @@ var migrations = []string{
 	);
 	CREATE INDEX parallel_batches_state ON parallel_batches (job, state, idx);
 	CREATE TRIGGER parallel_batches_job_deleted AFTER DELETE ON jobs BEGIN DELETE FROM parallel_batches WHERE job = OLD.uid; END`,
+	// 19: the queue indexes hold queued jobs only: a job's later changes
+	// (placed, running, ended) no longer rewrite their entries, and the
+	// scheduler's reads of the queue head go through an index the size
+	// of the queue, not of every job the compute ever ran.
+	`DROP INDEX jobs_queue;
+	DROP INDEX jobs_share_queue;
+	CREATE INDEX jobs_queued ON jobs (compute, priority DESC, seq) WHERE ` + isQueued + `;
+	CREATE INDEX jobs_share_queued ON jobs (compute, share_group, priority DESC, seq) WHERE ` + isQueued,
 }
+
+// isQueued selects queued jobs; the queue indexes hold only the rows it
+// selects, and a query uses them only when its text says so (a bound
+// status would not prove it to the planner).
+const isQueued = "status = '" + api.JobQueued + "'"
 
 // backfillBlobOwners gives the blobs that stored jobs reference (their
 // code snapshot, their cumulus://blobs/ inputs) to the jobs' workspaces.

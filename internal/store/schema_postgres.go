@@ -289,4 +289,9 @@ var pgMigrations = []string{
 	CREATE INDEX parallel_batches_state ON parallel_batches (job, state, idx);
 	CREATE FUNCTION delete_parallel_batches() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM parallel_batches WHERE job = OLD.uid; RETURN NULL; END $$;
 	CREATE TRIGGER parallel_batches_job_deleted AFTER DELETE ON jobs FOR EACH ROW EXECUTE FUNCTION delete_parallel_batches()`,
+	// SQLite's 19: the queue indexes hold queued jobs only.
+	`DROP INDEX jobs_queue;
+	DROP INDEX jobs_share_queue;
+	CREATE INDEX jobs_queued ON jobs (compute, priority DESC, seq) WHERE ` + isQueued + `;
+	CREATE INDEX jobs_share_queued ON jobs (compute, share_group, priority DESC, seq) WHERE ` + isQueued,
 }

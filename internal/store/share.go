@@ -26,6 +26,20 @@ func shareColumns(j *Job) (group string, started, minRuntime int64) {
 	return group, started, j.Doc.JobMinRuntime().Milliseconds()
 }
 
+// The reads of queued jobs by fair-share group, each from the index of
+// queued jobs (jobs_share_queued).
+const (
+	groupQueueHead = `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
+		WHERE compute = ? AND ` + isQueued + ` AND share_group = ? ORDER BY priority DESC, seq LIMIT ?`
+	queuedGroupsQuery = `WITH RECURSIVE g(grp) AS (
+			SELECT min(share_group) FROM jobs WHERE compute = ? AND ` + isQueued + `
+			UNION ALL
+			SELECT (SELECT min(share_group) FROM jobs WHERE compute = ? AND ` + isQueued + ` AND share_group > g.grp) FROM g WHERE g.grp IS NOT NULL
+		) SELECT grp FROM g WHERE grp IS NOT NULL`
+	queuedByGroupQuery = `SELECT share_group, count(*), coalesce(sum(nodes), 0) FROM jobs
+		WHERE compute = ? AND ` + isQueued + ` GROUP BY share_group`
+)
+
 // QueuedJobsByGroup lists the head of each fair-share group's queue on a
 // compute, each in scheduling order (priority, highest first, then
 // submission), at most limit jobs per group, from an index and columns
@@ -37,8 +51,7 @@ func QueuedJobsByGroup(ctx context.Context, q Querier, compute string, limit int
 	}
 	var out []QueuedJob
 	for _, g := range groups {
-		rows, err := q.QueryContext(ctx, `SELECT uid, name, seq, priority, nodes, image, quota_wait FROM jobs
-			WHERE compute = ? AND status = ? AND share_group = ? ORDER BY priority DESC, seq LIMIT ?`, Key(compute), api.JobQueued, g, limit)
+		rows, err := q.QueryContext(ctx, groupQueueHead, Key(compute), g, limit)
 		if err != nil {
 			return nil, fmt.Errorf("queued jobs: %w", err)
 		}
@@ -60,11 +73,7 @@ func QueuedJobsByGroup(ctx context.Context, q Querier, compute string, limit int
 // queuedGroups lists the groups with queued jobs on a compute, one index
 // seek per group (a skip scan written out, which both engines run).
 func queuedGroups(ctx context.Context, q Querier, compute string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `WITH RECURSIVE g(grp) AS (
-			SELECT min(share_group) FROM jobs WHERE compute = ? AND status = ?
-			UNION ALL
-			SELECT (SELECT min(share_group) FROM jobs WHERE compute = ? AND status = ? AND share_group > g.grp) FROM g WHERE g.grp IS NOT NULL
-		) SELECT grp FROM g WHERE grp IS NOT NULL`, Key(compute), api.JobQueued, Key(compute), api.JobQueued)
+	rows, err := q.QueryContext(ctx, queuedGroupsQuery, Key(compute), Key(compute))
 	if err != nil {
 		return nil, fmt.Errorf("queued groups: %w", err)
 	}
@@ -132,8 +141,7 @@ type GroupQueue struct {
 
 // QueuedByGroup counts a compute's queued jobs by fair-share group.
 func QueuedByGroup(ctx context.Context, q Querier, compute string) (map[string]GroupQueue, error) {
-	rows, err := q.QueryContext(ctx, `SELECT share_group, count(*), coalesce(sum(nodes), 0) FROM jobs
-		WHERE compute = ? AND status = ? GROUP BY share_group`, Key(compute), api.JobQueued)
+	rows, err := q.QueryContext(ctx, queuedByGroupQuery, Key(compute))
 	if err != nil {
 		return nil, fmt.Errorf("queued by group: %w", err)
 	}
