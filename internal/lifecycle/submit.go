@@ -87,7 +87,10 @@ func Submit(ctx context.Context, q store.Querier, s Submission, now time.Time) (
 	doc.Properties.FairShareGroup = groupOf(comp.Queue(), &doc, parent)
 	doc.SetStatus(api.JobNotStarted, now, "")
 	doc.SetStatus(api.JobQueued, now, "")
-	j = store.Job{UID: secret.NewID(), Parent: s.Workspace.WorkspaceID(), Created: now, Doc: doc}
+	// The id starts with the submission's time: the indexes keyed by it
+	// (the job's, its runs') take new jobs at their end, a page or two a
+	// commit, rather than each in a random page of every job ever stored.
+	j = store.Job{UID: secret.NewTimeID(now), Parent: s.Workspace.WorkspaceID(), Created: now, Doc: doc}
 	if holdsNodes(&doc) {
 		j.Compute = compID
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // Box seals and opens secrets with one key.
@@ -110,6 +111,26 @@ func NewID() string {
 	}
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
+	return uuidText(b)
+}
+
+// NewTimeID returns an id in UUID text form (version 7) that starts with
+// the millisecond at, then 74 random bits.
+func NewTimeID(at time.Time) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b[6:]); err != nil {
+		panic("crypto/rand failed: " + err.Error())
+	}
+	ms := uint64(at.UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	return uuidText(b)
+}
+
+func uuidText(b []byte) string {
 	h := hex.EncodeToString(b)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
