@@ -84,10 +84,11 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	if own, err := inOwnTx(ctx, q, func(q Querier) error { return InsertJob(ctx, q, j) }); own {
 		return err
 	}
-	body, err := json.Marshal(bodyOf(j))
+	encoded, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
+	body := string(encoded) // one copy, for the statement and the view
 	// SQLite runs one transaction at a time: the next number is the
 	// largest plus one. PostgreSQL's transactions run side by side: a
 	// sequence hands out numbers without making them conflict.
@@ -104,7 +105,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 	_, err = q.ExecContext(ctx, `INSERT INTO jobs (uid, parent, name, compute, status, seq, version, body, created, priority, nodes, image, quota_wait,
 		share_group, started, min_runtime)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, string(body), j.Created.UnixMilli(),
+		j.UID, Key(j.Parent), Key(j.Doc.Name), Key(j.Compute), p.Status, seq, body, j.Created.UnixMilli(),
 		p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime)
 	if err != nil {
 		if isUnique(err) {
@@ -113,7 +114,7 @@ func InsertJob(ctx context.Context, q Querier, j *Job) error {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	j.Seq, j.Version, j.stored = seq, 1, p.Status
-	r := rowOf(j, string(body))
+	r := rowOf(j, body)
 	wrote(q, jobsOf, jobChange{id: j.UID, put: &r})
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
@@ -130,10 +131,11 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	if own, err := inOwnTx(ctx, q, func(q Querier) error { return UpdateJob(ctx, q, j) }); own {
 		return err
 	}
-	body, err := json.Marshal(bodyOf(j))
+	encoded, err := json.Marshal(bodyOf(j))
 	if err != nil {
 		return fmt.Errorf("encode job: %w", err)
 	}
+	body := string(encoded) // one copy, for the statement and the view
 	p := &j.Doc.Properties
 	n, noted := noting(q)
 	// The update below applies only to the version j was read at, whose
@@ -148,7 +150,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	res, err := q.ExecContext(ctx, `UPDATE jobs SET status = ?, version = version + 1, body = ?, priority = ?, nodes = ?, image = ?, quota_wait = ?,
 		share_group = ?, started = ?, min_runtime = ?
 		WHERE uid = ? AND version = ?`,
-		p.Status, string(body), p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime, j.UID, j.Version)
+		p.Status, body, p.Priority, j.Doc.InstanceCount(), p.Image, p.Waiting != nil, group, started, minRuntime, j.UID, j.Version)
 	if err != nil {
 		return fmt.Errorf("update job: %w", err)
 	}
@@ -157,7 +159,7 @@ func UpdateJob(ctx context.Context, q Querier, j *Job) error {
 	}
 	j.Version++
 	j.stored = p.Status
-	wrote(q, jobsOf, updated(j, string(body)))
+	wrote(q, jobsOf, updated(j, body))
 	if err := ledgerRun(ctx, q, j); err != nil {
 		return err
 	}
