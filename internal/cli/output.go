@@ -14,6 +14,8 @@ import (
 
 	"github.com/jmespath/go-jmespath"
 	"gopkg.in/yaml.v3"
+
+	"github.com/cumulus-ml/cumulus/internal/lazyjson"
 )
 
 // outputFormats are the values of -o, as az's.
@@ -37,7 +39,7 @@ func (g *globals) format(def string) (string, error) {
 // float64, string, bool, nil): the shape --query and the generic renderers
 // work on, with the JSON key names.
 func generic(v any) (any, error) {
-	b, err := json.Marshal(v)
+	b, err := lazyjson.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode output: %w", err)
 	}
@@ -94,7 +96,7 @@ func printValue(w io.Writer, format string, v any) error {
 		}
 		return genericTable(x).print(w)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := lazyjson.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/api"
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/endpoints"
+	"github.com/cumulus-ml/cumulus/internal/lazyjson"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
 
@@ -158,7 +159,7 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 	var b []byte
 	if body != nil {
 		var err error
-		if b, err = json.Marshal(body); err != nil {
+		if b, err = lazyjson.Marshal(body); err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
 	}
@@ -188,7 +189,7 @@ func (c *Client) DoWithHeaders(ctx context.Context, method, path string, headers
 		return r, decodeError(resp.StatusCode, data)
 	}
 	if out != nil && len(bytes.TrimSpace(data)) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
+		if err := lazyjson.Unmarshal(data, out); err != nil {
 			return r, fmt.Errorf("decode response of %s %s: %w", method, path, err)
 		}
 	}
