@@ -72,6 +72,11 @@ func BuildWith(ctx context.Context, o Options) error {
 	if err := o.defaults(); err != nil {
 		return err
 	}
+	release, err := lockBuilds(ctx, DockerSocket())
+	if err != nil {
+		return err
+	}
+	defer release()
 	start := time.Now()
 	dir, err := os.MkdirTemp("", "cumulus-node-image-")
 	if err != nil {

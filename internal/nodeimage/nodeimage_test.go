@@ -129,3 +129,30 @@ func staticCumulus(t *testing.T) string {
 	}
 	return bin
 }
+
+// A build waits while another holds the engine's build lock (here until
+// its context ends: it never starts docker build), and goes on once the
+// lock is released.
+func TestBuildWaitsForAnotherBuild(t *testing.T) {
+	requireDocker(t)
+	const tag = "cumulus-node:nodeimage-lock-test"
+	bin := staticCumulus(t)
+	t.Cleanup(func() { exec.Command("docker", "image", "rm", tag).Run() })
+	release, err := lockBuilds(context.Background(), DockerSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = BuildWith(ctx, Options{Tag: tag, Binary: bin})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "waiting for another build") {
+		t.Fatalf("a build while another holds the lock: %v; want it waiting until its context ended", err)
+	}
+	if ok, _ := Exists(context.Background(), tag); ok {
+		t.Fatal("the waiting build built the image")
+	}
+	release()
+	if err := BuildWith(context.Background(), Options{Tag: tag, Binary: bin}); err != nil {
+		t.Fatal(err)
+	}
+}
