@@ -1,18 +1,21 @@
-// Package lazyjson encodes a value as encoding/json does, byte for byte,
-// while setting up only the types the value fills.
+// Package lazyjson encodes and decodes values as encoding/json does, byte
+// for byte and field for field, while setting up only the types a value
+// fills.
 //
 // encoding/json builds an encoder for a type the first time it meets it,
-// and a struct's encoder holds one for every field's type, so a value's
-// first encoding walks its type's whole graph: for a job (39 struct types,
-// 241 fields) about half a millisecond, paid again by every process that
-// encodes one once. A short command (a job create, a compute show) is
+// and a struct's encoder holds one for every field's type (its decoder
+// keeps the same field lists), so a value's first encoding or decoding
+// walks its type's whole graph: for a job (39 struct types, 241 fields)
+// about half a millisecond, paid again by every process that encodes or
+// decodes one once. A short command (a job create, a compute show) is
 // such a process. Marshal walks the value instead: a struct's fields are
-// looked up when one of its values is met (and kept for the next), nil and
+// listed when one of its values is met (and kept for the next), nil and
 // omitted fields cost nothing, and what the walk does not reproduce itself
-// (a type with its own MarshalJSON or MarshalText, a struct that embeds
-// another or uses the string or omitzero options, a map whose keys are not
-// strings, a byte slice, a float) it hands to encoding/json, whose output
-// for that part is the output.
+// (a type with its own MarshalJSON or MarshalText; a struct whose names
+// repeat, that embeds an unexported struct, or that uses the string or
+// omitzero options; a map whose keys are not strings; a byte slice; a
+// float; a string json would escape) it hands to encoding/json, whose
+// output for that part is the output. Unmarshal is its counterpart.
 package lazyjson
 
 import (
@@ -53,11 +56,11 @@ func MarshalIndent(v any, prefix, indent string) ([]byte, error) {
 
 type encoder struct {
 	buf   []byte
-	depth int // pointers, maps and lists open around the value being encoded
+	depth int // values open around the one being encoded
 }
 
 // maxDepth is where the walk hands a value to json, which reports a cycle
-// of pointers as an error (a walk would recurse until the stack ran out).
+// of pointers as an error (the walk would recurse until the stack ran out).
 const maxDepth = 1000
 
 var (
