@@ -16,11 +16,11 @@ import (
 // graph too.) It parses data into maps, slices and json.Numbers, then
 // sets v from them, visiting the struct types the data names. What it
 // does not reproduce itself (a field whose name matches only in another
-// case, a map whose keys are not strings, base64 for a byte slice, a value of a type
-// that does not match) it leaves to json.Unmarshal, from the start, as it
-// does a v that does not point to a zero value (json merges into what is
-// there); a type with its own UnmarshalJSON or UnmarshalText gets its
-// part of the data, encoded again.
+// case, a map whose keys are not strings, base64 for a byte slice, a
+// value of a type that does not match) it leaves to json.Unmarshal, from
+// the start, as it does a v that does not point to a zero value (json
+// merges into what is there); a type with its own UnmarshalJSON or
+// UnmarshalText gets its part of the data, encoded again.
 func Unmarshal(data []byte, v any) error {
 	_, err := unmarshal(data, v)
 	return err
@@ -58,7 +58,7 @@ var (
 // kept as json.Number.
 func set(v reflect.Value, x any) error {
 	t := v.Type()
-	if p := reflect.PointerTo(t); p.Implements(unmarshalerType) || p.Implements(textUnmarshalerType) {
+	if infoOf(t).unmarshals {
 		b, err := json.Marshal(x)
 		if err != nil {
 			return err

@@ -217,11 +217,13 @@ func (e *encoder) str(s string) {
 	e.buf = append(e.buf, '"')
 }
 
-// typeInfo is what the walk needs of a type: whether json encodes it
-// (delegate), else for a struct the fields it encodes, in order.
+// typeInfo is what the walks need of a type: whether json encodes it
+// (delegate), else for a struct the fields it encodes, in order; and
+// whether json decodes it with its own method (unmarshals).
 type typeInfo struct {
-	delegate bool
-	fields   []field
+	delegate   bool
+	fields     []field
+	unmarshals bool
 }
 
 type field struct {
@@ -242,22 +244,20 @@ func infoOf(t reflect.Type) *typeInfo {
 }
 
 func newInfo(t reflect.Type) *typeInfo {
-	if marshals(t) {
-		return &typeInfo{delegate: true}
-	}
-	switch t.Kind() {
-	case reflect.Struct:
+	p := reflect.PointerTo(t)
+	info := &typeInfo{unmarshals: p.Implements(unmarshalerType) || p.Implements(textUnmarshalerType)}
+	switch {
+	case marshals(t):
+		info.delegate = true
+	case t.Kind() == reflect.Struct:
 		fields, ok := structFields(t)
-		if !ok {
-			return &typeInfo{delegate: true}
-		}
-		return &typeInfo{fields: fields}
-	case reflect.Map:
-		return &typeInfo{delegate: t.Key().Kind() != reflect.String}
-	case reflect.Slice:
-		return &typeInfo{delegate: t.Elem().Kind() == reflect.Uint8} // base64, or a marshaler's bytes
+		info.fields, info.delegate = fields, !ok
+	case t.Kind() == reflect.Map:
+		info.delegate = t.Key().Kind() != reflect.String
+	case t.Kind() == reflect.Slice:
+		info.delegate = t.Elem().Kind() == reflect.Uint8 // base64, or a marshaler's bytes
 	}
-	return &typeInfo{}
+	return info
 }
 
 // marshals reports whether json would call a method of t's (or of a
