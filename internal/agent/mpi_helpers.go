@@ -24,6 +24,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/distrib"
+	"github.com/cumulus-ml/cumulus/internal/procstat"
 )
 
 // The launch protocol between cumulus-mpi-rsh (node 0, started by mpirun
@@ -347,21 +348,8 @@ func descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], p)
+		if s, ok := procstat.Read(p); ok {
+			children[s.PPID] = append(children[s.PPID], p)
 		}
 	}
 	var out []int

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/agent/jobinit"
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/procstat"
 )
 
 // recoverJobs picks up what a previous agent process with this work dir
@@ -169,13 +170,11 @@ func groupRuns(pgid int) bool {
 		if e.Name()[0] < '0' || e.Name()[0] > '9' {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		if s, ok := procstat.Read(pid); ok && s.Live() && s.PGRP == pgid {
 			return true
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/cumulus-ml/cumulus/internal/agent"
 	"github.com/cumulus-ml/cumulus/internal/gpu"
+	"github.com/cumulus-ml/cumulus/internal/procstat"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 )
 
@@ -348,15 +349,35 @@ func readPID(path string) (int, bool) {
 	return pid, err == nil && pid > 1
 }
 
-// isAgent reports whether pid is alive and is the agent of nodeID: its
-// command line names the node (a reused pid does not), and it is not a
-// zombie (whose command line is empty).
+// isAgent reports whether pid is alive and is the agent of nodeID.
 func isAgent(pid int, nodeID string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
 		return false
 	}
-	for _, arg := range bytes.Split(b, []byte{0}) {
+	var st procstat.Stat
+	if len(cmdline) == 0 {
+		var ok bool
+		if st, ok = procstat.Read(pid); !ok {
+			return false
+		}
+	}
+	return looksLikeAgent(pid, cmdline, st, nodeID)
+}
+
+// looksLikeAgent decides whether process pid, with this command line (and,
+// when that is empty, this stat), is the agent of nodeID. Its command line
+// names the node (a reused pid does not). With none, it is a zombie, a
+// kernel thread, or a program caught inside its exec: the kernel has put
+// the new program's memory in place but not yet its arguments, and
+// exec.Cmd.Start returns at that point, so on a busy machine an agent just
+// started looks so. That one is live and leads its own session, as every
+// agent does.
+func looksLikeAgent(pid int, cmdline []byte, st procstat.Stat, nodeID string) bool {
+	if len(cmdline) == 0 {
+		return st.Live() && !st.KernelThread() && st.Session == pid
+	}
+	for _, arg := range bytes.Split(cmdline, []byte{0}) {
 		if string(arg) == nodeID || strings.HasSuffix(string(arg), "/"+nodeID+"/"+workDir) {
 			return true
 		}

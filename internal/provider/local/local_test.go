@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/procstat"
 	"github.com/cumulus-ml/cumulus/internal/provider"
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 
@@ -363,6 +364,36 @@ func TestProcessPerNodeLosesOneNode(t *testing.T) {
 	}
 	if _, ok := p.running("a2"); !ok {
 		t.Error("a2 stopped with a1's agent")
+	}
+}
+
+// An agent counts as running from the moment Create returns: on a busy
+// machine the kernel may still be loading its program then, its command
+// line empty. Read as dead, the watch reported a node gone that had just
+// started, and a second Create started a second agent. A process with no
+// command line that is not such an agent is not taken for one.
+func TestAnAgentInsideItsExecIsItsNodesAgent(t *testing.T) {
+	const pid, node = 4242, "n1"
+	argv := []byte(cumulusBin + "\x00agent\x00--node-id\x00n1\x00--work-dir\x00/base/n1/work\x00")
+	execing := procstat.Stat{State: 'R', PPID: 1, PGRP: pid, Session: pid, Flags: 0x400000}
+	for _, c := range []struct {
+		what    string
+		cmdline []byte
+		st      procstat.Stat
+		node    string
+		want    bool
+	}{
+		{"its agent", argv, procstat.Stat{}, node, true},
+		{"another node's agent", argv, procstat.Stat{}, "n2", false},
+		{"a program that reused the pid", []byte("sleep\x0030\x00"), procstat.Stat{}, node, false},
+		{"an agent inside its exec", nil, execing, node, true},
+		{"a zombie", nil, procstat.Stat{State: 'Z', PPID: 1, PGRP: pid, Session: pid}, node, false},
+		{"a kernel thread", nil, procstat.Stat{State: 'S', PPID: 2, Flags: 0x00208040}, node, false},
+		{"a process inside its exec in another session", nil, procstat.Stat{State: 'R', PPID: 1, PGRP: 7, Session: 7}, node, false},
+	} {
+		if got := looksLikeAgent(pid, c.cmdline, c.st, c.node); got != c.want {
+			t.Errorf("%s: looksLikeAgent = %v; want %v", c.what, got, c.want)
+		}
 	}
 }
 
