@@ -46,6 +46,15 @@ import (
 // and each round's ratio is of runs minutes apart. VS_SYSTEMS runs a subset
 // (e.g. cumulus-rest), to profile one side.
 //
+// VS_RATE, when set, paces the submits instead: job i is due at i/VS_RATE
+// seconds from the start, the submitters take the jobs as they come due,
+// and a submit's latency counts from when it was due (a submit that waits
+// for a free submitter waits in its latency). At a rate both systems keep
+// up with, the latencies compare the submit paths at the same load; the
+// default, each submitter submitting as fast as it can, loads each system
+// with as much work as it takes in, so its latencies are those of a
+// machine as busy as that system makes it.
+//
 // Figures, per run:
 //
 //   - jobs/s end to end: jobs over the time from the first submit to the
@@ -73,6 +82,7 @@ import (
 //	CUMULUS_TEST_BINARY=/tmp/cumulus go test ./test/scale/ -run '^$' -bench VersusSlurm -benchtime 1x -timeout 60m
 func BenchmarkVersusSlurm(b *testing.B) {
 	jobs, slots, submitters, rounds := env("VS_JOBS", 5000), env("VS_SLOTS", 64), env("VS_SUBMITTERS", 8), env("VS_ROUNDS", 3)
+	rate := env("VS_RATE", 0)
 	groups := map[string]*cpuGroup{}
 	for _, n := range []string{"cu-server", "cu-nodes", "sl-ctld", "sl-munge", "sl-node"} {
 		groups[n] = newCPUGroup(b, n)
@@ -110,7 +120,7 @@ func BenchmarkVersusSlurm(b *testing.B) {
 			slices.Reverse(o)
 		}
 		for _, name := range o {
-			res := run(b, name, systems[name], fmt.Sprintf("r%d", r), jobs, submitters)
+			res := run(b, name, systems[name], fmt.Sprintf("r%d", r), jobs, submitters, rate)
 			results[name] = append(results[name], res)
 			fmt.Printf("round %d %-13s %7.1f jobs/s  submit p50 %6.1f ms p99 %6.1f ms  CPU/job %5.2f ms (node %5.2f ms)  CPU/CLI submit %5.2f ms  peak PSS %4.0f MiB  load %.1f\n",
 				r+1, name, res.rate, ms(res.p50), ms(res.p99), ms(res.cpuPerJob), ms(res.nodePerJob), ms(res.cliPerSubmit), float64(res.peakPSS)/1024, res.load)
@@ -118,8 +128,12 @@ func BenchmarkVersusSlurm(b *testing.B) {
 	}
 	b.StopTimer()
 
-	fmt.Printf("\n%d jobs of `true`, %d slots, %d parallel submitters, %d rounds interleaved (ranges over the rounds; ratio: median of each round's ratio)\n",
-		jobs, slots, submitters, rounds)
+	pace := "each as fast as it can"
+	if rate > 0 {
+		pace = fmt.Sprintf("paced at %d submits a second", rate)
+	}
+	fmt.Printf("\n%d jobs of `true`, %d slots, %d parallel submitters %s, %d rounds interleaved (ranges over the rounds; ratio: median of each round's ratio)\n",
+		jobs, slots, submitters, pace, rounds)
 	fmt.Printf("%-34s %-24s %-24s %-24s %-12s %-12s\n", "figure", "Cumulus (REST)", "Cumulus (CLI)", "Slurm (sbatch)", "REST/Slurm", "CLI/Slurm")
 	row := func(what string, f func(result) float64, format string) {
 		cells := []string{}
@@ -204,9 +218,10 @@ type result struct {
 	peakRSS, peakPSS, peakNodePSS int
 }
 
-// run submits jobs through s from submitters in parallel and waits until
-// they have all ended.
-func run(b *testing.B, name string, s system, tag string, jobs, submitters int) result {
+// run submits jobs through s from submitters in parallel, as fast as they
+// can or, with rate > 0, each job when it is due, and waits until they
+// have all ended.
+func run(b *testing.B, name string, s system, tag string, jobs, submitters, rate int) result {
 	b.Helper()
 	done0, other0, err := s.ended()
 	if err != nil {
@@ -226,11 +241,24 @@ func run(b *testing.B, name string, s system, tag string, jobs, submitters int) 
 		submitErr error
 		wg        sync.WaitGroup
 	)
+	start := time.Now()
 	next := make(chan int, jobs)
-	for i := range jobs {
-		next <- i
+	due := func(int) time.Time { return time.Now() }
+	if rate > 0 {
+		due = func(i int) time.Time { return start.Add(time.Duration(i) * time.Second / time.Duration(rate)) }
+		go func() {
+			for i := range jobs {
+				time.Sleep(time.Until(due(i)))
+				next <- i
+			}
+			close(next)
+		}()
+	} else {
+		for i := range jobs {
+			next <- i
+		}
+		close(next)
 	}
-	close(next)
 	sampled := make(chan struct{})
 	stopSampling := make(chan struct{})
 	var peakRSS, peakPSS, peakNodePSS int
@@ -251,13 +279,12 @@ func run(b *testing.B, name string, s system, tag string, jobs, submitters int) 
 			}
 		}
 	}()
-	start := time.Now()
 	for range submitters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				t := time.Now()
+				t := due(i)
 				c, err := s.submit(tag, i)
 				d := time.Since(t)
 				mu.Lock()
