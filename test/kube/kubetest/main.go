@@ -18,6 +18,7 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -176,13 +177,31 @@ func up(args []string) error {
 	}
 }
 
+// picked are the ports freePort handed out, none twice.
+var picked = map[int]bool{}
+
+// freePort returns a port free on 127.0.0.1 for a component to listen on
+// later (etcd, the API server), drawn below Linux's default ephemeral
+// range (32768–60999), as internal/freeport draws the test servers'
+// ports: a port taken from the kernel (listen on :0, then close) is what
+// the kernel may hand the next program that listens on :0 or connects
+// out, and on a busy machine one of them took the API server's port in
+// the seconds before it listened. Below the range only a program that
+// names the port takes it.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	const low, high = 20000, 32768
+	for range 1000 {
+		p := low + mrand.IntN(high-low)
+		if picked[p] {
+			continue
+		}
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			l.Close()
+			picked[p] = true
+			return p, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free TCP port in %d-%d", low, high-1)
 }
 
 // writeCredentials writes the service-account key pair and a token file
@@ -217,9 +236,6 @@ func startEtcd(dir string) (*embed.Etcd, error) {
 		return nil, err
 	}
 	pport, err := freePort()
-	for err == nil && pport == cport { // the kernel may hand out a just-closed port again
-		pport, err = freePort()
-	}
 	if err != nil {
 		return nil, err
 	}
