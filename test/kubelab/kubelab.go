@@ -146,12 +146,12 @@ func Start(ctx context.Context, dir string) (*Lab, error) {
 	case kc, ok := <-ready:
 		if !ok {
 			l.Close()
-			return nil, fmt.Errorf("kubetest up exited before it was ready; see %s", logf.Name())
+			return nil, fmt.Errorf("kubetest up exited before it was ready; the end of its log (%s):\n%s", logf.Name(), logTail(logf.Name()))
 		}
 		l.Kubeconfig = kc
 	case <-time.After(3 * time.Minute):
 		l.Close()
-		return nil, fmt.Errorf("kubetest up not ready after 3 minutes; see %s", logf.Name())
+		return nil, fmt.Errorf("kubetest up not ready after 3 minutes; the end of its log (%s):\n%s", logf.Name(), logTail(logf.Name()))
 	case <-ctx.Done():
 		l.Close()
 		return nil, ctx.Err()
@@ -170,6 +170,17 @@ func Start(ctx context.Context, dir string) (*Lab, error) {
 	l.stopBeat = stop
 	go l.heartbeat(hctx)
 	return l, nil
+}
+
+// logTail is the last lines of a log, for an error: the test's folder
+// that holds the log is removed when the test ends.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-30):], "\n")
 }
 
 func fileExists(path string) bool {
