@@ -2,13 +2,13 @@ package agent
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 )
 
 // TestFailsOverToALiveReplica: with the first server of its list dead,
@@ -16,12 +16,11 @@ import (
 // through the second.
 func TestFailsOverToALiveReplica(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := "http://" + l.Addr().String()
-	l.Close()
+	dead := "http://" + addr
 	f := newFakeServer(t)
 	list := dead + "," + f.srv.URL
 	ra := startAgent(t, f, func(c *Config) { c.ServerURL = list })

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cumulus-ml/cumulus/internal/agentapi"
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 	"github.com/cumulus-ml/cumulus/internal/tlsutil"
 )
 
@@ -81,12 +82,10 @@ func via(t *testing.T, c *client) (string, error) {
 // other; it never goes back to plain HTTP, and a certificate told over TLS
 // changes nothing.
 func TestAgentFollowsTheServerToTLS(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr() // the server starts there below
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	real, impostor := selfSigned(t), selfSigned(t)
 
 	// The server restarted with TLS and answers this agent over plain

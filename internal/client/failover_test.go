@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,19 +10,18 @@ import (
 	"testing"
 
 	"github.com/cumulus-ml/cumulus/internal/config"
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 )
 
 // deadURL is the address of a listener that was closed: nothing answers
 // there, so a dial is refused.
 func deadURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := "http://" + l.Addr().String()
-	l.Close()
-	return u
+	return "http://" + addr
 }
 
 // hosts records the host of every attempt the client's transport makes.

@@ -2,20 +2,19 @@ package store
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
+
+	"github.com/cumulus-ml/cumulus/internal/freeport"
 )
 
 // TestUnreachablePostgresIsAClearError: a store URL nobody answers fails
 // at once with a message that names it, without its password.
 func TestUnreachablePostgresIsAClearError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr() // nobody listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nobody listens there now
 	_, err = Open(context.Background(), "postgres://cumulus:s3cret@"+addr+"/cumulus?sslmode=disable", t.TempDir())
 	if err == nil {
 		t.Fatal("opening an unreachable store succeeded")
