@@ -5,7 +5,8 @@ import (
 	"os/exec"
 	"syscall"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseCountsFieldsFromTheLastParenthesis(t *testing.T) {
@@ -34,22 +35,16 @@ func TestReadSeesThisProcessAndAZombie(t *testing.T) {
 	}
 	defer cmd.Wait()
 	pid := cmd.Process.Pid
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s, ok := Read(pid)
-		if !ok {
-			t.Fatalf("child %d has no stat before it is reaped", pid)
-		}
-		if !s.Live() {
-			if s.Session != pid || s.PPID != os.Getpid() {
-				t.Errorf("zombie child %+v; want its own session %d and parent %d", s, pid, os.Getpid())
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %d still %c after 10s; want a zombie once true exits", pid, s.State)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if s, ok := Read(pid); !ok || s.Session != pid || s.PPID != os.Getpid() {
+		t.Errorf("child %+v, %v; want its own session %d and parent %d", s, ok, pid, os.Getpid())
+	}
+	// Wait for it to exit but leave it unreaped (WNOWAIT): a zombie.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := Read(pid); !ok || s.Live() || s.Session != pid {
+		t.Errorf("exited, unreaped child %+v, %v; want a zombie of session %d", s, ok, pid)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
