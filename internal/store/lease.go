@@ -103,7 +103,7 @@ func getLease(ctx context.Context, q Querier, name string) (Lease, error) {
 // write through W runs as such a transaction. Reads (Q) are not fenced.
 // Close the original store, not this one.
 func (s *DB) Fenced(f Fence) *DB {
-	c := &DB{engine: s.engine, db: s.db, ro: s.ro, w: s.w, r: s.r, rq: s.rq, fence: &f, views: s.views,
+	c := &DB{engine: s.engine, db: s.db, ro: s.ro, w: s.w, r: s.r, rq: s.rq, fence: &f, views: s.views, ckpt: s.ckpt,
 		group: &batch.Group[*txCall]{Max: maxTxBatch}} // its own: a batch is written with its leader's fence
 	c.obs.Store(s.obs.Load())
 	c.wq = fencedWriter{c}

@@ -44,6 +44,8 @@ type DB struct {
 	group *batch.Group[*txCall] // SQLite: transactions waiting for the writer, written together
 
 	views *views // SQLite: rows as this process wrote or read them (nil: PostgreSQL)
+
+	ckpt *checkpointer // SQLite: copies the write-ahead log into the database file, off the writer
 }
 
 // Observer is told what the store did, for metrics. Its methods run on the
@@ -156,7 +158,10 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	// Temporary storage in memory keeps statement journals (the pages a
 	// statement with triggers may have to undo on its own) out of a
 	// temporary file: they were a write system call per page.
-	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-32768)&_pragma=temp_store(MEMORY)")
+	//
+	// The writer never checkpoints the write-ahead log itself unless it
+	// has grown long: a checkpointer of its own does (checkpoint.go).
+	db, err := sql.Open("sqlite", dsn+"&_pragma=cache_size(-32768)&_pragma=temp_store(MEMORY)&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
@@ -188,6 +193,12 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	ro.SetMaxOpenConns(readConns)
 	ro.SetMaxIdleConns(readConns)
 	s.ro = ro
+	if s.ckpt, err = newCheckpointer(dsn); err != nil {
+		ro.Close()
+		db.Close()
+		return nil, err
+	}
+	s.ckpt.committed(ctx, db) // what the migrations wrote
 	s.w, s.r = newStmtCache(db), newStmtCache(ro)
 	// The one server of a SQLite store is its only writer: it keeps the
 	// nodes, the jobs on them, the tokens, role assignments, locks,
@@ -203,14 +214,15 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 
 // Close closes the database.
 func (s *DB) Close() error {
+	ckptErr := s.ckpt.close() // before the writer: the last connection to close checkpoints the rest
 	if s.w != nil {
 		s.w.close()
 		s.r.close()
 	}
 	if s.ro == s.db {
-		return s.db.Close()
+		return errors.Join(ckptErr, s.db.Close())
 	}
-	return errors.Join(s.ro.Close(), s.db.Close())
+	return errors.Join(ckptErr, s.ro.Close(), s.db.Close())
 }
 
 // Tx runs fn in one transaction, committed if fn returns nil. On

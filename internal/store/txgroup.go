@@ -70,6 +70,7 @@ func (s *DB) groupTx(ctx context.Context, fn func(Querier) error) error {
 // writeBatch writes the calls of a batch in one transaction, or, when
 // there is one or any of them fails, each in a transaction of its own.
 func (s *DB) writeBatch(batch []*txCall) {
+	defer s.ckpt.committed(context.Background(), s.db)
 	if len(batch) > 1 && s.w != nil && s.writeTxs(batch) { // s.w is nil while migrating
 		return
 	}
