@@ -30,8 +30,7 @@ type checkpointer struct {
 	db      *sql.DB // a connection of its own
 	kick    chan struct{}
 	restart atomic.Bool // the log is long: the writer checkpoints after its next commit
-	gap     time.Duration
-	frames  int // restartFrames
+	frames  int         // restartFrames
 	stop    context.CancelFunc
 	done    sync.WaitGroup
 }
@@ -54,7 +53,7 @@ func newCheckpointer(dsn string) (*checkpointer, error) {
 	}
 	db.SetMaxOpenConns(1)
 	ctx, stop := context.WithCancel(context.Background())
-	c := &checkpointer{db: db, kick: make(chan struct{}, 1), gap: checkpointGap, frames: restartFrames, stop: stop}
+	c := &checkpointer{db: db, kick: make(chan struct{}, 1), frames: restartFrames, stop: stop}
 	c.done.Add(1)
 	go c.run(ctx)
 	return c, nil
@@ -72,7 +71,7 @@ func (c *checkpointer) committed(ctx context.Context, w *sql.DB) {
 	default:
 	}
 	if c.restart.CompareAndSwap(true, false) {
-		if busy, _, err := checkpoint(ctx, w); err != nil || busy {
+		if busy, _, _, err := checkpoint(ctx, w, "PASSIVE"); err != nil || busy {
 			c.restart.Store(true) // the checkpointer's is under way: after the next commit
 		}
 	}
@@ -90,7 +89,7 @@ func (c *checkpointer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.gap):
+		case <-time.After(checkpointGap):
 		}
 	}
 }
@@ -98,7 +97,7 @@ func (c *checkpointer) run(ctx context.Context) {
 // round is one checkpoint of the checkpointer's: when it finds the log
 // long, or fails, the writer checkpoints after its next commit.
 func (c *checkpointer) round(ctx context.Context) {
-	if _, frames, err := checkpoint(ctx, c.db); (err != nil && ctx.Err() == nil) || frames > c.frames {
+	if _, frames, _, err := checkpoint(ctx, c.db, "PASSIVE"); (err != nil && ctx.Err() == nil) || frames > c.frames {
 		c.restart.Store(true)
 	}
 }
@@ -114,14 +113,17 @@ func (c *checkpointer) close() error {
 	return c.db.Close()
 }
 
-// checkpoint runs a passive checkpoint on db: busy when another one was
-// under way, frames the pages in the log.
-func checkpoint(ctx context.Context, db *sql.DB) (busy bool, frames int, err error) {
-	var b, copied int
-	if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&b, &frames, &copied); err != nil {
-		return false, 0, fmt.Errorf("checkpoint: %w", err)
+// checkpoint runs a checkpoint of the given mode (PASSIVE: it copies what
+// no reader still needs and waits for nobody; TRUNCATE: it waits for the
+// readers, copies the whole log and empties it) on db: busy when it could
+// not do all of that, frames the pages in the log, copied those in the
+// database file now.
+func checkpoint(ctx context.Context, db *sql.DB, mode string) (busy bool, frames, copied int, err error) {
+	var b int
+	if err := db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(`+mode+`)`).Scan(&b, &frames, &copied); err != nil {
+		return false, 0, 0, fmt.Errorf("checkpoint: %w", err)
 	}
-	return b != 0, frames, nil
+	return b != 0, frames, copied, nil
 }
 
 // Checkpoint copies the whole write-ahead log into the database file now
@@ -132,11 +134,11 @@ func (s *DB) Checkpoint(ctx context.Context) error {
 	if s.ckpt == nil {
 		return nil
 	}
-	var busy, frames, copied int
-	if err := s.ckpt.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	busy, frames, copied, err := checkpoint(ctx, s.ckpt.db, "TRUNCATE")
+	if err != nil {
+		return err
 	}
-	if busy != 0 {
+	if busy {
 		return fmt.Errorf("checkpoint: %d of the log's %d pages copied: a reader or writer held the rest", copied, frames)
 	}
 	return nil
