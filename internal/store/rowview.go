@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -33,8 +34,13 @@ import (
 //     before it, so its row is kept only if no write of that row was marked
 //     or settled since the read began (wrote, by the view's generation),
 //     and none is pending.
+//
+// Reads share its lock (a read only looks), so that the many polls reading
+// at once queue neither behind each other nor, through them, the writer;
+// a commit takes it once for all its writes of the view's rows (marks, then
+// settles), not once a row.
 type rowView[T any] struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	rows  map[string]T      // id → the row as committed
 	gen   uint64            // marks and settles so far
 	wrote map[string]uint64 // id → gen of its last mark or settle
@@ -88,11 +94,11 @@ func (v *rowView[T]) held(id string) (r T, ok bool, from uint64) {
 	if v == nil {
 		return r, false, 0
 	}
-	v.mu.Lock()
+	v.mu.RLock()
 	r, ok = v.rows[id]
 	ok = ok && v.pending[id] == 0
 	from = v.gen
-	v.mu.Unlock()
+	v.mu.RUnlock()
 	if !ok {
 		return r, false, from
 	}
@@ -123,10 +129,8 @@ func (v *rowView[T]) holds(r T, held bool) bool {
 
 // mark notes, just before its transaction commits, a write of row c.id:
 // until it is settled the row's reads go to SQL. It returns the mark's
-// generation, for settle.
+// generation, for settle. v.mu is held.
 func (v *rowView[T]) mark(id string) uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.gen++
 	v.wrote[id], v.marked[id] = v.gen, v.gen
 	v.pending[id]++
@@ -136,10 +140,9 @@ func (v *rowView[T]) mark(id string) uint64 {
 // settle ends the mark (at) of write c once its transaction's commit
 // returned: a committed write is applied unless another write of the row
 // was marked since (committed after it); that one, and a write whose
-// commit failed (it may or may not be in the store), drop the row.
+// commit failed (it may or may not be in the store), drop the row. v.mu is
+// held.
 func (v *rowView[T]) settle(c rowChange[T], at uint64, committed bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
 	if !committed || v.marked[c.id] != at {
 		c = rowChange[T]{id: c.id}
 	}
@@ -188,11 +191,35 @@ func newViews() *views {
 }
 
 // viewWrite is a transaction's write of a row a view holds: marked just
-// before the commit, settled once it returned.
+// before the commit, settled once it returned, each with its view's lock
+// held (inLocks).
 type viewWrite interface {
 	mark()
 	settle(committed bool)
 	row() viewedRow
+	lock() sync.Locker // its view's
+}
+
+// inLocks runs do on each of a transaction's writes, in their order,
+// taking each view's lock once for all its writes: a commit of thousands
+// of rows waits for the polls reading a view once, not once a row.
+// Writes of different views do not depend on each other's order.
+func inLocks(ws []viewWrite, do func(viewWrite)) {
+	var locks []sync.Locker
+	for _, w := range ws {
+		if l := w.lock(); !slices.Contains(locks, l) {
+			locks = append(locks, l)
+		}
+	}
+	for _, l := range locks {
+		l.Lock()
+		for _, w := range ws {
+			if w.lock() == l {
+				do(w)
+			}
+		}
+		l.Unlock()
+	}
 }
 
 // viewedRow names a row of a view.
@@ -210,6 +237,7 @@ type rowWrite[T any] struct {
 func (w *rowWrite[T]) mark()                 { w.at = w.v.mark(w.c.id) }
 func (w *rowWrite[T]) settle(committed bool) { w.v.settle(w.c, w.at, committed) }
 func (w *rowWrite[T]) row() viewedRow        { return viewedRow{w.v, w.c.id} }
+func (w *rowWrite[T]) lock() sync.Locker     { return &w.v.mu }
 
 // wrote tells the view (of) of q's store, if it keeps views, of a write
 // just made through q's transaction, for its commit. (A write of these

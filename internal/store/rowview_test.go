@@ -12,7 +12,17 @@ import (
 )
 
 // commit marks and settles one committed write, as a transaction does.
-func commit[T any](v *rowView[T], c rowChange[T]) { v.settle(c, v.mark(c.id), true) }
+func commit[T any](v *rowView[T], c rowChange[T]) {
+	w := &rowWrite[T]{v: v, c: c}
+	mark(w)
+	settle(w, true)
+}
+
+// mark and settle are a transaction's mark and settle of one write.
+func mark(w viewWrite) { inLocks([]viewWrite{w}, viewWrite.mark) }
+func settle(w viewWrite, committed bool) {
+	inLocks([]viewWrite{w}, func(w viewWrite) { w.settle(committed) })
+}
 
 // Between a transaction's commit and the view's settling of it, the row
 // is read from SQL: the view never answers the row as it was before a
@@ -24,13 +34,13 @@ func TestViewAnswersNoMarkedRow(t *testing.T) {
 	commit(v, nodeChange{id: "n1", put: &old})
 
 	w := &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &fresh}}
-	w.mark() // the commit is under way, or done and not yet settled
+	mark(w) // the commit is under way, or done and not yet settled
 	if got, ok := v.get("n1"); ok {
 		t.Fatalf("a marked node was answered from the view: %s", got.State)
 	}
 	from := begin(v)
 	v.fill("n1", old, from) // a read from SQL made before the commit
-	w.settle(true)
+	settle(w, true)
 	if got, ok := v.get("n1"); !ok || got.State != api.NodeRunning {
 		t.Fatalf("after its settle the node reads %+v (%v), want the committed write", got, ok)
 	}
@@ -39,9 +49,9 @@ func TestViewAnswersNoMarkedRow(t *testing.T) {
 	// settled, may have read the row before the commit: not kept.
 	commit(v, nodeChange{id: "n1"}) // removed
 	w = &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &fresh}}
-	w.mark()
+	mark(w)
 	from = begin(v)
-	w.settle(true)
+	settle(w, true)
 	commit(v, nodeChange{id: "n1"}) // and a removal after it
 	v.fill("n1", old, from)
 	if got, ok := v.get("n1"); ok {
@@ -59,23 +69,48 @@ func TestViewAppliesNoWriteOverALaterOne(t *testing.T) {
 
 	a := &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &first}}
 	b := &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &second}}
-	a.mark()
-	b.mark()
-	b.settle(true)
+	mark(a)
+	mark(b)
+	settle(b, true)
 	if _, ok := v.get("n1"); ok {
 		t.Fatal("the node was answered while an earlier write of it was unsettled")
 	}
-	a.settle(true)
+	settle(a, true)
 	if got, ok := v.get("n1"); ok && got.State == api.NodeLeaving {
 		t.Fatal("an earlier write settled last replaced the later one")
 	}
 
 	commit(v, nodeChange{id: "n1", put: &first})
 	c := &rowWrite[Node]{v: v, c: nodeChange{id: "n1", put: &second}}
-	c.mark()
-	c.settle(false)
+	mark(c)
+	settle(c, false)
 	if got, ok := v.get("n1"); ok {
 		t.Fatalf("after a failed commit the view still answers the node (%s)", got.State)
+	}
+}
+
+// A commit takes each view's lock once for its writes: a transaction that
+// wrote a node, a job and the node again leaves the node as written last.
+func TestViewSettlesATransactionsWritesInOrder(t *testing.T) {
+	vs := newViews()
+	first, second := viewNode("n1"), viewNode("n1")
+	first.State, second.State = api.NodeLeaving, api.NodeRunning
+	job := jobRow{compute: "c", status: api.JobRunning, body: "{}"}
+	ws := []viewWrite{
+		&rowWrite[Node]{v: vs.nodes, c: nodeChange{id: "n1", put: &first}},
+		&rowWrite[jobRow]{v: vs.jobs, c: jobChange{id: "j1", put: &job}},
+		&rowWrite[Node]{v: vs.nodes, c: nodeChange{id: "n1", put: &second}},
+	}
+	inLocks(ws, viewWrite.mark)
+	if _, ok := vs.nodes.get("n1"); ok {
+		t.Fatal("a node written by a transaction being committed was answered from the view")
+	}
+	inLocks(ws, func(w viewWrite) { w.settle(true) })
+	if got, ok := vs.nodes.get("n1"); !ok || got.State != api.NodeRunning {
+		t.Fatalf("after the commit the node reads %+v (%v), want its last write (running)", got.State, ok)
+	}
+	if _, ok := vs.jobs.get("j1"); !ok {
+		t.Fatal("the job written in the same transaction is not in the view")
 	}
 }
 

@@ -185,16 +185,12 @@ func (t *txStmts) querier(observed bool) Querier {
 // marking marks the transaction's writes of rows the views hold, just
 // before its commit: their reads go to SQL until committed settles them.
 func (t *txStmts) marking() {
-	for _, w := range t.wrote {
-		w.mark()
-	}
+	inLocks(t.wrote, viewWrite.mark)
 }
 
 // committed settles the transaction's writes once its commit returned:
 // applied to the views when it committed (err nil); when it failed they
 // may or may not be in the store, and the views drop those rows.
 func (t *txStmts) committed(err error) {
-	for _, w := range t.wrote {
-		w.settle(err == nil)
-	}
+	inLocks(t.wrote, func(w viewWrite) { w.settle(err == nil) })
 }
