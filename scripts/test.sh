@@ -32,7 +32,7 @@ testflags=(-ldflags=-w -vet=off)
 # The packages with concurrency, whose tests run under the race detector.
 race_pkgs=(./internal/controller/ ./internal/dispatch/ ./internal/hub/ ./internal/decide/ ./internal/agent/ ./internal/lifecycle/
   ./internal/server/ ./internal/ui/ ./internal/store/ ./internal/metrics/ ./internal/metrics/promtext/ ./internal/provider/kubernetes/ ./internal/provider/slurm/ ./internal/replica/
-  ./internal/daemon/ ./internal/batch/ ./internal/deepcopy/)
+  ./internal/daemon/ ./internal/batch/ ./internal/deepcopy/ ./internal/provider/sim/)
 
 work=$(mktemp -d)
 setup="" kube="" racebuild=""

@@ -12,11 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cumulus-ml/cumulus/internal/agent"
+	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 )
 
 func newAgentCmd(g *globals) *cobra.Command {
 	cfg := agent.DefaultConfig()
 	var server, logLevel, logFormat, hostDir string
+	var simHost bool
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the node agent: join the control plane and run the jobs it assigns",
@@ -30,6 +32,13 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if hostDir != "" {
 				return runNodeHost(cmd, g, cfg, hostDir, logLevel, logFormat)
+			}
+			if simHost {
+				log, err := newLogger(g, logLevel, logFormat)
+				if err != nil {
+					return err
+				}
+				return sim.ServeHost(cmd.InOrStdin(), cmd.OutOrStdout(), log)
 			}
 			fl := cmd.Flags()
 			pick := func(dst *string, flag, env string) {
@@ -94,6 +103,8 @@ SIGTERM or Ctrl-C stops the running job gracefully, reports it, and exits 0.`,
 	fl.StringVar(&logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&hostDir, "host", "", "run as the node host of this folder: the agents of the nodes a local provider asks for over the folder's socket, in this one process (the local provider starts it)")
 	_ = fl.MarkHidden("host")
+	fl.BoolVar(&simHost, "sim-host", false, "run the simulated agents a sim provider asks for on standard input, reporting on standard output (serve --provider sim --sim-host-process starts it)")
+	_ = fl.MarkHidden("sim-host")
 	return cmd
 }
 

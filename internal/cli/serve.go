@@ -26,6 +26,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	o := daemon.DefaultOptions()
 	var logLevel, logFormat, serverConfig string
 	isolateJobs, nodeHost := true, true
+	var simHostProcess bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the control plane (API, controllers, store) on this machine",
@@ -65,6 +66,16 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 				nodeHost = b
 			}
 			o.ProcessPerNode = !nodeHost
+			if simHostProcess {
+				if o.Provider != "sim" {
+					return fmt.Errorf("--sim-host-process is for --provider sim, not %s", o.Provider)
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("--sim-host-process: %w", err)
+				}
+				o.SimHost = []string{exe, "agent", "--sim-host"}
+			}
 			if v := os.Getenv("CUMULUS_EVENT_RETENTION"); v != "" && !cmd.Flags().Changed("event-retention") {
 				d, err := time.ParseDuration(v)
 				if err != nil {
@@ -144,6 +155,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
 	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
 	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node), slurm (a Slurm job per node, submitted from this machine) or sim (simulated in-process agents, for benchmarks)")
+	fl.BoolVar(&simHostProcess, "sim-host-process", false, "with --provider sim: run the simulated agents in one process of their own, as real agents would be, rather than in the server's")
 	fl.DurationVar(&o.SimJobDuration, "sim-job-duration", o.SimJobDuration, "with --provider sim: how long a simulated job runs (a job's environment variable SIM_JOB_DURATION overrides it)")
 	fl.StringVar(&o.NodeImage, "node-image", o.NodeImage, "with --provider docker: the node image, built from this binary at start if missing (see 'cumulus node-image build'); with --provider kubernetes: the image node pods run, pulled by the cluster")
 	fl.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --provider kubernetes: kubeconfig file (env CUMULUS_KUBECONFIG; default: in-cluster config in a pod, else $KUBECONFIG or ~/.kube/config)")

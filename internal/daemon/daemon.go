@@ -116,6 +116,7 @@ type Options struct {
 	Slurm            slurm.Options // slurm: where node jobs go and what they run (the daemon sets Owner, Clock, Log)
 	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
+	SimHost          []string      // sim: a command that runs the simulated agents in a process of their own (sim.ServeHost); empty: in this process
 	// NodeProvider, when set, is the provider, made by the caller, and
 	// Provider names none: for tests (providertest.Fake), not a flag.
 	NodeProvider     provider.Provider
@@ -701,7 +702,7 @@ func newProvider(ctx context.Context, o Options, caFile string, controlPlane pro
 		if o.TLSSelfSigned {
 			ca = filepath.Join(o.DataDir, "tls.crt") // written by Start before the provider is made
 		}
-		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, HTTP2: o.SimHTTP2, Log: log})
+		return sim.New(sim.Options{JobDuration: o.SimJobDuration, CAFile: ca, HTTP2: o.SimHTTP2, Host: o.SimHost, Log: log})
 	}
 	return nil, fmt.Errorf("unknown provider %q", o.Provider)
 }

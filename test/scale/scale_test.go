@@ -33,13 +33,26 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/config"
 	"github.com/cumulus-ml/cumulus/internal/daemon"
 	"github.com/cumulus-ml/cumulus/internal/pgtest"
+	"github.com/cumulus-ml/cumulus/internal/provider/sim"
 	"github.com/cumulus-ml/cumulus/internal/server"
 	"github.com/cumulus-ml/cumulus/internal/store"
 )
 
 var bctx = context.Background()
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m)) }
+// TestMain: run with the argument "sim-host", this binary is the process
+// the simulated nodes run in (sim.ServeHost), as `cumulus agent
+// --sim-host` is for `cumulus serve --provider sim --sim-host-process`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "sim-host" {
+		if err := sim.ServeHost(os.Stdin, os.Stdout, nil); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(pgtest.Run(m))
+}
 
 // env reads an integer size from the environment.
 func env(name string, def int) int {
@@ -55,7 +68,10 @@ type plane struct {
 	sc api.Scope
 }
 
-// start runs the control plane with the sim provider in this process.
+// start runs the control plane with the sim provider in this process, and
+// its simulated agents too, or with SCALE_SIM_PROCESS=1 in a process of
+// their own (another run of this binary), as real agents are elsewhere:
+// this process's CPU is then the control plane's alone.
 func start(b *testing.B, simJob time.Duration) *plane {
 	b.Helper()
 	o := daemon.DefaultOptions()
@@ -64,6 +80,9 @@ func start(b *testing.B, simJob time.Duration) *plane {
 	o.Provider = "sim"
 	o.SimJobDuration = simJob
 	o.SimHTTP2 = os.Getenv("SCALE_HTTP2") != "" // needed past about 9,000 nodes where descriptors are limited to 20,000
+	if os.Getenv("SCALE_SIM_PROCESS") != "" {
+		o.SimHost = []string{os.Args[0], "sim-host"}
+	}
 	o.Quotas = daemonQuotas(o)
 	o.HeartbeatTimeout = 10 * time.Minute
 	o.PollTimeout = 20 * time.Second

@@ -1,10 +1,11 @@
-// Package sim is a node provider whose nodes are simulated agents inside
-// the control plane's process: each node is a goroutine that registers
-// with its join token and long-polls over real HTTP like the real agent,
-// and "runs" an assignment by reporting it running, waiting, and
-// reporting it exited 0. It exercises the real server, store, scheduler,
-// autoscaler and API at scale without starting processes (benchmarks,
-// `cumulus serve --provider sim`).
+// Package sim is a node provider whose nodes are simulated agents, inside
+// the control plane's process or all in one process of their own
+// (Options.Host): each node is a goroutine that registers with its join
+// token and long-polls over real HTTP like the real agent, and "runs" an
+// assignment by reporting it running, waiting, and reporting it exited 0.
+// It exercises the real server, store, scheduler, autoscaler and API at
+// scale without a process a node (benchmarks, `cumulus serve --provider
+// sim`).
 package sim
 
 import (
@@ -47,7 +48,11 @@ type Options struct {
 	// http:// server must accept HTTP/2 without TLS) instead of holding an
 	// HTTP/1.1 connection each.
 	HTTP2 bool
-	Log   *slog.Logger
+	// Host, when set, is a command (its arguments after it) that runs the
+	// nodes in a process of its own (ServeHost, e.g. `cumulus agent
+	// --sim-host`); the provider starts it on its first node.
+	Host []string
+	Log  *slog.Logger
 }
 
 // Provider runs simulated nodes.
@@ -57,6 +62,10 @@ type Provider struct {
 
 	mu    sync.Mutex
 	nodes map[string]*node
+	// With Options.Host: the running host process (nil before the first
+	// node and after it exited) and the nodes asked of it.
+	host    *host
+	remotes map[string]*remote
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -86,7 +95,7 @@ func New(o Options) (*Provider, error) {
 		}
 		hc = &http.Client{Transport: tr}
 	}
-	return &Provider{o: o, hc: hc, nodes: map[string]*node{}}, nil
+	return &Provider{o: o, hc: hc, nodes: map[string]*node{}, remotes: map[string]*remote{}}, nil
 }
 
 // Name is "sim".
@@ -97,6 +106,9 @@ func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, er
 	servers, err := endpoints.New(spec.ServerURL)
 	if err != nil {
 		return "", provider.Configurationf("sim: %w", err)
+	}
+	if len(p.o.Host) > 0 {
+		return p.createRemote(spec)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -114,6 +126,9 @@ func (p *Provider) Create(_ context.Context, spec provider.NodeSpec) (string, er
 
 // Delete stops the node's agent (its jobs stop with it).
 func (p *Provider) Delete(_ context.Context, nodeID string) error {
+	if len(p.o.Host) > 0 {
+		return p.deleteRemote(nodeID)
+	}
 	p.mu.Lock()
 	n, ok := p.nodes[nodeID]
 	delete(p.nodes, nodeID)
@@ -141,6 +156,15 @@ func (p *Provider) List(context.Context) ([]provider.Instance, error) {
 		}
 		out = append(out, provider.Instance{NodeID: id, ProviderID: n.providerID(), Running: running})
 	}
+	for id, n := range p.remotes {
+		running := true
+		select {
+		case <-n.done:
+			running = false
+		default:
+		}
+		out = append(out, provider.Instance{NodeID: id, ProviderID: "sim-" + id, Running: running})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out, nil
 }
@@ -156,6 +180,7 @@ func (p *Provider) Close() {
 	for _, id := range ids {
 		_ = p.Delete(context.Background(), id)
 	}
+	p.closeHost()
 }
 
 type node struct {
