@@ -172,9 +172,7 @@ func (p *Provider) readHost(h *host, out io.Reader) {
 }
 
 func closeOnce(c chan struct{}) {
-	select {
-	case <-c:
-	default:
+	if !ended(c) {
 		close(c)
 	}
 }
@@ -183,12 +181,8 @@ func closeOnce(c chan struct{}) {
 func (p *Provider) createRemote(spec provider.NodeSpec) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n, ok := p.remotes[spec.NodeID]; ok {
-		select {
-		case <-n.done: // stopped: started anew below
-		default:
-			return "sim-" + spec.NodeID, nil
-		}
+	if n, ok := p.remotes[spec.NodeID]; ok && !ended(n.done) {
+		return "sim-" + spec.NodeID, nil // a node that stopped is started anew
 	}
 	if p.host == nil {
 		h, err := p.startHost()

@@ -24,29 +24,14 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func newHostedProvider(t *testing.T, d time.Duration) *Provider {
-	p, err := New(Options{JobDuration: d, Host: []string{os.Args[0], "sim-host"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
-func TestConformanceWithNodesInAHostProcess(t *testing.T) {
-	srv := providertest.NewStubServer(t)
-	providertest.Run(t,
-		func(t *testing.T) provider.Provider { return newHostedProvider(t, 0) },
-		func(id string) provider.NodeSpec {
-			return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
-		})
-}
+// hosted is the host command of this test binary.
+var hosted = []string{os.Args[0], "sim-host"}
 
 // A node in the host process registers, takes an assignment and reports
 // it as a node of the control plane's own process does.
 func TestHostedNodeRunsAnAssignment(t *testing.T) {
 	srv := providertest.NewStubServer(t)
-	p := newHostedProvider(t, time.Hour)
+	p := newTestProvider(t, time.Hour, hosted...)
 	if _, err := p.Create(context.Background(), provider.NodeSpec{NodeID: "n1", ServerURL: srv.URL, JoinToken: "join"}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +48,7 @@ func TestHostedNodeRunsAnAssignment(t *testing.T) {
 // controller replaces them), and the next node starts a new host.
 func TestNodesOfADeadHostAreNotRunning(t *testing.T) {
 	srv := providertest.NewStubServer(t)
-	p := newHostedProvider(t, 0)
+	p := newTestProvider(t, 0, hosted...)
 	spec := func(id string) provider.NodeSpec {
 		return provider.NodeSpec{NodeID: id, ServerURL: srv.URL, JoinToken: "join"}
 	}

@@ -146,24 +146,12 @@ func (p *Provider) Delete(_ context.Context, nodeID string) error {
 func (p *Provider) List(context.Context) ([]provider.Instance, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]provider.Instance, 0, len(p.nodes))
+	out := make([]provider.Instance, 0, len(p.nodes)+len(p.remotes))
 	for id, n := range p.nodes {
-		running := true
-		select {
-		case <-n.done:
-			running = false
-		default:
-		}
-		out = append(out, provider.Instance{NodeID: id, ProviderID: n.providerID(), Running: running})
+		out = append(out, provider.Instance{NodeID: id, ProviderID: n.providerID(), Running: !ended(n.done)})
 	}
 	for id, n := range p.remotes {
-		running := true
-		select {
-		case <-n.done:
-			running = false
-		default:
-		}
-		out = append(out, provider.Instance{NodeID: id, ProviderID: "sim-" + id, Running: running})
+		out = append(out, provider.Instance{NodeID: id, ProviderID: "sim-" + id, Running: !ended(n.done)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out, nil
@@ -390,6 +378,16 @@ func (n *node) call(ctx context.Context, path, token string, in, out any) error 
 		return nil
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// ended says whether done is closed.
+func ended(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
+	}
 }
 
 // errRefused marks a 401: the server refuses the node's token.

@@ -15,8 +15,10 @@ import (
 	"github.com/cumulus-ml/cumulus/internal/provider/providertest"
 )
 
-func newTestProvider(t *testing.T, d time.Duration) *Provider {
-	p, err := New(Options{JobDuration: d})
+// newTestProvider makes a provider whose jobs run d, its nodes in this
+// process or, given a host command, in the host's.
+func newTestProvider(t *testing.T, d time.Duration, host ...string) *Provider {
+	p, err := New(Options{JobDuration: d, Host: host})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +27,16 @@ func newTestProvider(t *testing.T, d time.Duration) *Provider {
 }
 
 func TestConformance(t *testing.T) {
-	srv := providertest.NewStubServer(t)
-	providertest.Run(t,
-		func(t *testing.T) provider.Provider { return newTestProvider(t, 0) },
-		func(id string) provider.NodeSpec {
-			return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
+	for name, host := range map[string][]string{"InProcess": nil, "InAHostProcess": hosted} {
+		t.Run(name, func(t *testing.T) {
+			srv := providertest.NewStubServer(t)
+			providertest.Run(t,
+				func(t *testing.T) provider.Provider { return newTestProvider(t, 0, host...) },
+				func(id string) provider.NodeSpec {
+					return provider.NodeSpec{NodeID: id, VCPUs: 2, MemoryGB: 4, ServerURL: srv.URL, JoinToken: "join"}
+				})
 		})
+	}
 }
 
 func TestRunsAssignmentForItsDuration(t *testing.T) {
