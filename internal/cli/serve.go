@@ -154,7 +154,7 @@ shell's CLI at that file. Node agents outlive Ctrl-C and rejoin at the next star
 	fl.Int64Var(&o.Quotas.TotalCores, "quota-total-cores", o.Quotas.TotalCores, "default total dedicated core limit per location")
 	fl.Int64Var(&o.Quotas.LowPriorityCores, "quota-low-priority-cores", o.Quotas.LowPriorityCores, "default low-priority core limit per location")
 	fl.BoolVar(&o.NewAdminToken, "new-admin-token", false, "mint a new admin token and rewrite the CLI config")
-	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node), slurm (a Slurm job per node, submitted from this machine) or sim (simulated in-process agents, for benchmarks)")
+	fl.StringVar(&o.Provider, "provider", o.Provider, "where the nodes of every cluster come from: local (agent processes on this machine), docker (a container per node), kubernetes (a pod per node), slurm (a Slurm job per node, submitted from this machine) or sim (simulated agents, for benchmarks)")
 	fl.BoolVar(&simHostProcess, "sim-host-process", false, "with --provider sim: run the simulated agents in one process of their own, as real agents would be, rather than in the server's")
 	fl.DurationVar(&o.SimJobDuration, "sim-job-duration", o.SimJobDuration, "with --provider sim: how long a simulated job runs (a job's environment variable SIM_JOB_DURATION overrides it)")
 	fl.StringVar(&o.NodeImage, "node-image", o.NodeImage, "with --provider docker: the node image, built from this binary at start if missing (see 'cumulus node-image build'); with --provider kubernetes: the image node pods run, pulled by the cluster")

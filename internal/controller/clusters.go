@@ -394,12 +394,12 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairsha
 	return snap, qv
 }
 
-// assignAll writes a pass's assignments in one transaction; one that the
-// world has overtaken (a job canceled, a node gone) is skipped, not fatal.
-// The nodes' held polls are woken once it is committed.
 // wakeBurst is how many nodes' polls a pass wakes before it yields.
 const wakeBurst = 32
 
+// assignAll writes a pass's assignments in one transaction; one that the
+// world has overtaken (a job canceled, a node gone) is skipped, not fatal.
+// The nodes' held polls are woken once it is committed.
 func (c *Clusters) assignAll(ctx context.Context, as []decide.Assignment, now time.Time) error {
 	if len(as) == 0 {
 		return nil
