@@ -85,3 +85,17 @@ func TestServeRefusesANodeHostThatIsNotABoolean(t *testing.T) {
 		t.Errorf("serve wrote %d files in its data dir before refusing", len(ents))
 	}
 }
+
+// Running the simulated agents in a process of their own means nothing
+// for another provider: serve refuses it in one line, before it starts.
+func TestServeRefusesASimHostProcessWithoutTheSimProvider(t *testing.T) {
+	var out, errb strings.Builder
+	dir := t.TempDir()
+	code := Main(t.Context(), []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--provider", "local", "--sim-host-process"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "--sim-host-process is for --provider sim") {
+		t.Errorf("serve --provider local --sim-host-process: exit %d, %q", code, errb.String())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("serve wrote %d files in its data dir before refusing", len(ents))
+	}
+}
