@@ -114,7 +114,7 @@ type Options struct {
 	Kubeconfig       string        // kubernetes: kubeconfig ("" = in-cluster, $KUBECONFIG or ~/.kube/config)
 	KubeNamespace    string        // kubernetes: namespace of node pods ("" = the kubeconfig's)
 	Slurm            slurm.Options // slurm: where node jobs go and what they run (the daemon sets Owner, Clock, Log)
-	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are in-process simulated agents)
+	SimJobDuration   time.Duration // sim: how long a simulated job runs (nodes are simulated agents)
 	SimHTTP2         bool          // sim: the simulated agents share HTTP/2 connections (unencrypted on http://) instead of one HTTP/1.1 connection each
 	SimHost          []string      // sim: a command that runs the simulated agents in a process of their own (sim.ServeHost); empty: in this process
 	// NodeProvider, when set, is the provider, made by the caller, and

@@ -181,8 +181,10 @@ func closeOnce(c chan struct{}) {
 func (p *Provider) createRemote(spec provider.NodeSpec) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A node that stopped is asked of the host again, which answers as
+	// the in-process provider does.
 	if n, ok := p.remotes[spec.NodeID]; ok && !ended(n.done) {
-		return "sim-" + spec.NodeID, nil // a node that stopped is started anew
+		return providerID(spec.NodeID), nil
 	}
 	if p.host == nil {
 		h, err := p.startHost()
@@ -195,7 +197,7 @@ func (p *Provider) createRemote(spec provider.NodeSpec) (string, error) {
 		return "", fmt.Errorf("sim host: create node %s: %w", spec.NodeID, err)
 	}
 	p.remotes[spec.NodeID] = &remote{h: p.host, done: make(chan struct{})}
-	return "sim-" + spec.NodeID, nil
+	return providerID(spec.NodeID), nil
 }
 
 // deleteRemote asks the host to stop the node and waits until it did.

@@ -151,7 +151,7 @@ func (p *Provider) List(context.Context) ([]provider.Instance, error) {
 		out = append(out, provider.Instance{NodeID: id, ProviderID: n.providerID(), Running: !ended(n.done)})
 	}
 	for id, n := range p.remotes {
-		out = append(out, provider.Instance{NodeID: id, ProviderID: "sim-" + id, Running: !ended(n.done)})
+		out = append(out, provider.Instance{NodeID: id, ProviderID: providerID(id), Running: !ended(n.done)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeID < out[j].NodeID })
 	return out, nil
@@ -189,7 +189,10 @@ type simJob struct {
 	cancel context.CancelFunc
 }
 
-func (n *node) providerID() string { return "sim-" + n.spec.NodeID }
+func (n *node) providerID() string { return providerID(n.spec.NodeID) }
+
+// providerID is the provider's id of node nodeID.
+func providerID(nodeID string) string { return "sim-" + nodeID }
 
 func (n *node) run(ctx context.Context) {
 	defer close(n.done)
