@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -394,9 +393,6 @@ func (c *Clusters) snapshot(ctx context.Context, st clusterState, queue *fairsha
 	return snap, qv
 }
 
-// wakeBurst is how many nodes' polls a pass wakes before it yields.
-const wakeBurst = 32
-
 // assignAll writes a pass's assignments in one transaction; one that the
 // world has overtaken (a job canceled, a node gone) is skipped, not fatal.
 // The nodes' held polls are woken once it is committed.
@@ -422,17 +418,7 @@ func (c *Clusters) assignAll(ctx context.Context, as []decide.Assignment, now ti
 	if err != nil {
 		return err
 	}
-	// The nodes' polls are woken a few at a time, each few let run
-	// before the next: thousands woken at once overflow the scheduler's
-	// run queues into its global one, and a writer preempted behind them
-	// (holding SQLite's one writer and every report queued for it) waited
-	// there up to hundreds of milliseconds.
-	for i, id := range woken {
-		if i > 0 && i%wakeBurst == 0 {
-			runtime.Gosched()
-		}
-		c.Hub.Wake(id)
-	}
+	c.Hub.WakeAll(woken)
 	return nil
 }
 

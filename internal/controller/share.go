@@ -35,9 +35,7 @@ func (a *passActuator) Preempt(ctx context.Context, ps []api.Preemption) error {
 		}
 		a.c.Metrics.JobPreempted(comp.ID, p.Kind)
 		a.c.Log.Info("job preempted", "compute", comp.Name, "job", j.Doc.Name, "reason", p.Kind, "for", p.ForName)
-		for _, id := range j.Nodes {
-			a.c.Hub.Wake(id)
-		}
+		a.c.Hub.WakeAll(j.Nodes)
 	}
 	return errors.Join(errs...)
 }

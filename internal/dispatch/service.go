@@ -211,8 +211,4 @@ func (s *Service) releaseStale(ctx context.Context, nodeID, uid string) error {
 	return nil
 }
 
-func (s *Service) wake(nodes []string) {
-	for _, id := range nodes {
-		s.Hub.Wake(id)
-	}
-}
+func (s *Service) wake(nodes []string) { s.Hub.WakeAll(nodes) }

@@ -5,6 +5,7 @@ package hub
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -118,6 +119,24 @@ func (h *Hub) Wake(node string) {
 	h.mu.Unlock()
 	if relay != nil {
 		relay(node)
+	}
+}
+
+// wakeBurst is how many nodes' polls WakeAll wakes before it yields.
+const wakeBurst = 32
+
+// WakeAll wakes the polls of nodes a few at a time, each few let run
+// before the next: thousands woken at once (a pass that places thousands
+// of jobs) overflow the Go scheduler's run queues into its global one, and
+// a goroutine preempted behind them (the store's writer, holding SQLite's
+// one writer and every report queued for it) waited there up to hundreds
+// of milliseconds.
+func (h *Hub) WakeAll(nodes []string) {
+	for i, id := range nodes {
+		if i > 0 && i%wakeBurst == 0 {
+			runtime.Gosched()
+		}
+		h.Wake(id)
 	}
 }
 

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -13,6 +14,22 @@ func TestWakeReleasesAWaitingPoll(t *testing.T) {
 	h.Wake("n1")
 	if !<-done {
 		t.Fatal("Wait returned false after Wake, want true")
+	}
+}
+
+// WakeAll wakes every node it is given, past its bursts (what it woke
+// before any Wait is kept, as Wake's is).
+func TestWakeAllWakesEveryNode(t *testing.T) {
+	h := New()
+	nodes := make([]string, 3*wakeBurst+5)
+	for i := range nodes {
+		nodes[i] = fmt.Sprintf("n%d", i)
+	}
+	h.WakeAll(nodes)
+	for _, n := range nodes {
+		if !h.Wait(context.Background(), n, time.Millisecond) {
+			t.Fatalf("node %s was not woken", n)
+		}
 	}
 }
 

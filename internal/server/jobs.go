@@ -315,9 +315,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, p params) err
 		return err
 	}
 	s.changed()
-	for _, n := range s.jobNodes(r, p) {
-		s.hub.Wake(n)
-	}
+	s.hub.WakeAll(s.jobNodes(r, p))
 	s.setOperationHeaders(w, r, s.cfg.Defaults.Location, opID, true)
 	w.WriteHeader(http.StatusAccepted)
 	return nil
