@@ -191,11 +191,11 @@ func TestSimulateReproducesRealCost(t *testing.T) {
 // their medians (the simulation gives every node the median, provision
 // drawn within a spread that is counted too), and how long after its idle
 // time each idle node was taken away (the simulation removes it then).
+// evs are in the order `compute events -o json` prints them: oldest first.
 func irregularity(evs []api.Event, idle time.Duration) float64 {
 	var ready, gone, late []float64
 	idleAt, leaving := map[string]time.Time{}, map[string]time.Time{}
-	for i := len(evs) - 1; i >= 0; i-- { // oldest first
-		e := evs[i]
+	for _, e := range evs {
 		switch e.Type {
 		case api.EventNodeReady:
 			if e.DurationSeconds != nil {
