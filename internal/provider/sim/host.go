@@ -52,9 +52,6 @@ const hostStopWait = 30 * time.Second
 // for on in, reporting on out each one that stops, until in ends: then it
 // stops every node and returns.
 func ServeHost(in io.Reader, out io.Writer, log *slog.Logger) error {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	dec := json.NewDecoder(bufio.NewReader(in))
 	var first hostRequest
 	if err := dec.Decode(&first); err != nil || first.Options == nil {
@@ -66,6 +63,7 @@ func ServeHost(in io.Reader, out io.Writer, log *slog.Logger) error {
 		return err
 	}
 	defer p.Close()
+	log = p.o.Log // New's default when none was given
 	var mu sync.Mutex
 	enc := json.NewEncoder(out)
 	ended := func(id string) {
