@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,6 +94,9 @@ func (c *Pipelines) RunOnce(ctx context.Context) error {
 		if res.changed && c.Changed != nil {
 			c.Changed()
 		}
+		if res.again {
+			c.Notify()
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -110,16 +114,8 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 	if st == nil {
 		return nil, nil
 	}
-	read := map[outputKey]bool{}
-	for _, s := range pj.Doc.Properties.Jobs {
-		for _, in := range s.Inputs {
-			if step, out, ok := stepRef(in); ok {
-				read[outputKey{step, out}] = true
-			}
-		}
-	}
 	out := map[outputKey]string{}
-	for k := range read {
+	for _, k := range stepReads(pj.Doc, "") {
 		ss := st.Steps[k.step]
 		if ss == nil || ss.Job == "" || ss.Outputs[k.output] != "" {
 			continue
@@ -149,6 +145,23 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 		out[k] = uri
 	}
 	return out, nil
+}
+
+// stepReads lists the outputs of other steps that a step reads (every
+// step's, for step "").
+func stepReads(pipeline api.Job, step string) []outputKey {
+	var keys []outputKey
+	for name, s := range pipeline.Properties.Jobs {
+		if step != "" && name != step {
+			continue
+		}
+		for _, in := range s.Inputs {
+			if from, out, ok := stepRef(in); ok && !slices.Contains(keys, outputKey{from, out}) {
+				keys = append(keys, outputKey{from, out})
+			}
+		}
+	}
+	return keys
 }
 
 // outputURI is where the steps after a completed step read one of its
@@ -332,6 +345,12 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 		wsDoc = w.Value
 	}
 	for _, name := range d.Start {
+		if !outputsRecorded(pj.Doc, name) {
+			// A step it reads from completed after this pass looked for
+			// the outputs: it starts on the next pass, which finds them.
+			res.again = true
+			continue
+		}
 		childName := api.StepJobName(pj.Doc.Name, name)
 		doc, err := pj.Doc.StepJob(name, childName, func(step, output string) (api.JobInput, error) {
 			uri := st.Steps[step].Outputs[output]
@@ -344,13 +363,16 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 			// Where its code, data and outputs are, as for a job submitted
 			// (its outputs at their default datastore paths).
 			err = jobdata.Resolve(ctx, jobdata.Store{Q: q, Scope: ws, Workspace: wsDoc}, ws, childName, &doc.Properties)
+			var bad *api.Error
+			if errors.As(err, &bad) {
+				err = errors.New(bad.Message)
+			}
+			if err != nil {
+				err = fmt.Errorf("step %s: %w", name, err)
+			}
 		}
-		var bad *api.Error
-		if errors.As(err, &bad) {
-			err = errors.New(bad.Message)
-		}
-		if err != nil {
-			return res, lifecycle.ParentEnded(ctx, q, &pj, api.JobFailed, "step "+name+": "+err.Error(), now)
+		if err != nil { // StepJob's errors name the step
+			return res, lifecycle.ParentEnded(ctx, q, &pj, api.JobFailed, err.Error(), now)
 		}
 		doc.SystemData = pj.Doc.SystemData
 		_, _, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Workspace: ws, Name: childName, Job: doc, Parent: &pj}, now)
@@ -379,4 +401,15 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 		return res, lifecycle.ParentRunning(ctx, q, &pj, now)
 	}
 	return res, store.UpdateJob(ctx, q, &pj)
+}
+
+// outputsRecorded tells whether the pipeline has recorded where every
+// output that step reads is.
+func outputsRecorded(pipeline api.Job, step string) bool {
+	for _, k := range stepReads(pipeline, step) {
+		if ss := pipeline.Properties.Pipeline.Steps[k.step]; ss == nil || ss.Outputs[k.output] == "" {
+			return false
+		}
+	}
+	return true
 }

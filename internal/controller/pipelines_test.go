@@ -163,6 +163,37 @@ func TestPipelineRunsStepsInOrder(t *testing.T) {
 	}
 }
 
+// A step that completes while a pass runs — after the pass looked for the
+// outputs the next steps read, before it decided what to start — holds
+// those steps for a pass soon after, which starts them with its outputs;
+// it does not fail the pipeline for an output "not there".
+func TestPipelineStepCompletingMidPass(t *testing.T) {
+	h := newPipelineHarness(t)
+	h.submitPipeline("p", false)
+	h.pass()
+	outputs, err := h.p.stepOutputs(h.ctx, h.get("p")) // prep still runs: nothing to find
+	if err != nil || len(outputs) != 0 {
+		t.Fatalf("outputs of a running step: %v %v", outputs, err)
+	}
+	h.end("p_prep", api.JobCompleted, "rows\n")
+	var res passResult
+	err = h.db.Tx(h.ctx, func(q store.Querier) error {
+		var err error
+		res, err = h.p.drive(h.ctx, q, h.get("p").UID, outputs, h.clk.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := h.get("p").Doc.Properties; p.Status != api.JobRunning || h.exists("p_score") || !res.again {
+		t.Fatalf("pipeline %s %q, score made: %v, another pass asked: %v", p.Status, p.StatusMessage, h.exists("p_score"), res.again)
+	}
+	h.pass()
+	if uri := h.get("p_score").Doc.Properties.Inputs["data"].URI; !strings.HasPrefix(uri, api.BlobURIScheme) {
+		t.Fatalf("score's input %q", uri)
+	}
+}
+
 // A failed step cancels the running steps and fails the pipeline; the
 // steps after it never run. With continue_on_step_failure the steps that
 // do not read from it go on.

@@ -127,6 +127,7 @@ func (c *Sweeps) pass(ctx context.Context, uid string) (passResult, error) {
 type passResult struct {
 	changed bool     // trials created or canceled
 	wake    []string // nodes of canceled trials
+	again   bool     // work waits on what this pass did not see: pass again soon
 }
 
 // trial is one trial of a sweep with its primary metric so far.
