@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -115,7 +114,7 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 		return nil, nil
 	}
 	out := map[outputKey]string{}
-	for _, k := range stepReads(pj.Doc, "") {
+	for k := range stepReads(pj.Doc) {
 		ss := st.Steps[k.step]
 		if ss == nil || ss.Job == "" || ss.Outputs[k.output] != "" {
 			continue
@@ -147,21 +146,18 @@ func (c *Pipelines) stepOutputs(ctx context.Context, pj store.Job) (map[outputKe
 	return out, nil
 }
 
-// stepReads lists the outputs of other steps that a step reads (every
-// step's, for step "").
-func stepReads(pipeline api.Job, step string) []outputKey {
-	var keys []outputKey
-	for name, s := range pipeline.Properties.Jobs {
-		if step != "" && name != step {
-			continue
-		}
+// stepReads lists the outputs of other steps that the pipeline's steps
+// read.
+func stepReads(pipeline api.Job) map[outputKey]bool {
+	read := map[outputKey]bool{}
+	for _, s := range pipeline.Properties.Jobs {
 		for _, in := range s.Inputs {
-			if from, out, ok := stepRef(in); ok && !slices.Contains(keys, outputKey{from, out}) {
-				keys = append(keys, outputKey{from, out})
+			if step, out, ok := stepRef(in); ok {
+				read[outputKey{step, out}] = true
 			}
 		}
 	}
-	return keys
+	return read
 }
 
 // outputURI is where the steps after a completed step read one of its
@@ -406,9 +402,11 @@ func (c *Pipelines) drive(ctx context.Context, q store.Querier, uid string, outp
 // outputsRecorded tells whether the pipeline has recorded where every
 // output that step reads is.
 func outputsRecorded(pipeline api.Job, step string) bool {
-	for _, k := range stepReads(pipeline, step) {
-		if ss := pipeline.Properties.Pipeline.Steps[k.step]; ss == nil || ss.Outputs[k.output] == "" {
-			return false
+	for _, in := range pipeline.Properties.Jobs[step].Inputs {
+		if from, out, ok := stepRef(in); ok {
+			if ss := pipeline.Properties.Pipeline.Steps[from]; ss == nil || ss.Outputs[out] == "" {
+				return false
+			}
 		}
 	}
 	return true
